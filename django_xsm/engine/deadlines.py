@@ -1,0 +1,115 @@
+"""Delayed-transition deadlines: time is data, never read from a clock here.
+
+Entering a state with ``after`` arms one :class:`Deadline` per distinct
+delay, all sharing a fresh entry sequence number (a monotonic counter kept
+in the snapshot). Leaving the state cancels them; entering it again arms new
+ones with a new sequence number. The ``xstate.after.<delay>.<state id>``
+event is processed only while the instance holds that deadline, and
+processing it consumes the deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django_xsm.exceptions import InvalidConfigError
+
+from .events import Event
+
+__all__ = ["Deadline", "delay_ms"]
+
+
+class Deadline:
+    """One armed delayed transition (frozen value object).
+
+    ``state_id``: the state whose ``after`` armed it; ``entry``: the entry
+    sequence number of that state entry; ``due_ms``: absolute wall-clock
+    time in int milliseconds (``now + delay`` at entry); ``event_type``:
+    ``xstate.after.<delay>.<state id>``; ``delay``: the delay as written
+    (``"1000"`` or ``"TIMEOUT"``).
+    """
+
+    __slots__ = ("delay", "due_ms", "entry", "event_type", "state_id")
+
+    state_id: str
+    entry: int
+    due_ms: int
+    event_type: str
+    delay: str
+
+    def __init__(self, state_id: str, entry: int, due_ms: int, event_type: str, delay: str) -> None:
+        object.__setattr__(self, "state_id", state_id)
+        object.__setattr__(self, "entry", entry)
+        object.__setattr__(self, "due_ms", due_ms)
+        object.__setattr__(self, "event_type", event_type)
+        object.__setattr__(self, "delay", delay)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Deadline objects are immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Deadline objects are immutable")
+
+    def _key(self) -> tuple[str, int, int, str, str]:
+        return (self.state_id, self.entry, self.due_ms, self.event_type, self.delay)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Deadline):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"Deadline(state_id={self.state_id!r}, entry={self.entry}, "
+            f"due_ms={self.due_ms}, event_type={self.event_type!r}, delay={self.delay!r})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state_id": self.state_id,
+            "entry": self.entry,
+            "due_ms": self.due_ms,
+            "event_type": self.event_type,
+            "delay": self.delay,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Deadline:
+        """Inverse of :meth:`to_dict`; ``ValueError`` on a malformed dict."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a deadline must be a dict, got {type(data).__name__}")
+        try:
+            state_id, entry, due = data["state_id"], data["entry"], data["due_ms"]
+            event_type, delay = data["event_type"], data["delay"]
+        except KeyError as exc:
+            raise ValueError(f"a deadline needs {exc.args[0]!r}") from None
+        for name, value, kind in (
+            ("state_id", state_id, str),
+            ("event_type", event_type, str),
+            ("delay", delay, str),
+            ("entry", entry, int),
+            ("due_ms", due, int),
+        ):
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(f"deadline {name} must be {kind.__name__}, got {value!r:.40}")
+        return cls(state_id, entry, due, event_type, delay)
+
+
+def delay_ms(delay: str, amount: Any, context: dict[str, Any], event: Event) -> int:
+    """Milliseconds for one ``after`` entry: a number, or a named delay's
+    number or ``fn(context, event)`` result; rounded up to whole ms."""
+    if callable(amount):
+        fn: Callable[[dict[str, Any], Event], Any] = amount
+        amount = fn(context, event)
+    if isinstance(amount, bool) or not isinstance(amount, int | float) or not amount >= 0 or amount == float("inf"):
+        raise InvalidConfigError(
+            f"Delay {delay!r} gave {amount!r}, not a number of milliseconds >= 0",
+            path=f"logic.delays.{delay}",
+            hint="return an int or float of milliseconds",
+        )
+    whole = int(amount)
+    return whole if whole == amount else whole + 1

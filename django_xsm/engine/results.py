@@ -1,0 +1,139 @@
+"""Value objects returned by the engine: :class:`Receipt`,
+:class:`ActionCall` and :class:`TransitionResult`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .events import Event
+    from .model import Transition
+    from .values import Configuration
+
+__all__ = ["ActionCall", "Receipt", "TransitionResult"]
+
+
+class Receipt:
+    """What one ``send()`` did (cheap: built on every send).
+
+    ``event_type``; ``accepted``: a transition was taken for this event;
+    ``changed``: the state value, context, history, deadlines or status
+    changed; ``value`` (a fresh copy) and ``status`` after the send;
+    ``state_ids``; ``transitions``: the :class:`Transition` objects taken
+    during the whole macrostep, in order (each has ``source_id``,
+    ``target_ids``, ``event``).
+    """
+
+    __slots__ = ("_cfg", "accepted", "changed", "event_type", "status", "transitions")
+
+    event_type: str
+    accepted: bool
+    changed: bool
+    status: str
+    transitions: tuple[Transition, ...]
+
+    def __init__(
+        self,
+        event_type: str,
+        accepted: bool,
+        changed: bool,
+        status: str,
+        cfg: Configuration,
+        transitions: tuple[Transition, ...],
+    ) -> None:
+        self.event_type = event_type
+        self.accepted = accepted
+        self.changed = changed
+        self.status = status
+        self._cfg = cfg
+        self.transitions = transitions
+
+    @property
+    def value(self) -> Any:
+        return self._cfg.value()
+
+    @property
+    def state_ids(self) -> tuple[str, ...]:
+        return self._cfg.state_ids
+
+    def __repr__(self) -> str:
+        return (
+            f"Receipt(event_type={self.event_type!r}, accepted={self.accepted}, "
+            f"changed={self.changed}, value={self.value!r}, status={self.status!r})"
+        )
+
+
+class ActionCall:
+    """An action to run, as produced by the pure ``Machine.transition()``:
+    ``type`` (the action name), ``params`` (read-only mapping or ``None``)
+    and ``event`` (the :class:`Event` that caused it)."""
+
+    __slots__ = ("event", "params", "type")
+
+    type: str
+    params: Mapping[str, Any] | None
+    event: Event
+
+    def __init__(self, type: str, params: Mapping[str, Any] | None, event: Event) -> None:  # noqa: A002
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "event", event)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("ActionCall objects are immutable")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "params": dict(self.params) if self.params is not None else None,
+            "event": self.event.to_dict(),
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ActionCall):
+            return NotImplemented
+        return (self.type, self.params, self.event) == (other.type, other.params, other.event)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ActionCall({self.type!r}, params={self.params!r}, event={self.event!r})"
+
+
+class TransitionResult:
+    """Result of the pure ``Machine.transition()`` / ``initial_snapshot()``.
+
+    ``snapshot``: the next snapshot dict (new, shares nothing with the
+    input); ``actions``: the :class:`ActionCall` objects to run, in
+    execution order (``xstate.raise`` already processed); ``accepted``,
+    ``changed``: as on :class:`Receipt`; ``transitions``: taken, in order.
+    """
+
+    __slots__ = ("accepted", "actions", "changed", "snapshot", "transitions")
+
+    snapshot: dict[str, Any]
+    actions: tuple[ActionCall, ...]
+    accepted: bool
+    changed: bool
+    transitions: tuple[Transition, ...]
+
+    def __init__(
+        self,
+        snapshot: dict[str, Any],
+        actions: tuple[ActionCall, ...],
+        accepted: bool,
+        changed: bool,
+        transitions: tuple[Transition, ...],
+    ) -> None:
+        self.snapshot = snapshot
+        self.actions = actions
+        self.accepted = accepted
+        self.changed = changed
+        self.transitions = transitions
+
+    def __repr__(self) -> str:
+        return (
+            f"TransitionResult(accepted={self.accepted}, changed={self.changed}, "
+            f"value={self.snapshot.get('value')!r}, actions={[a.type for a in self.actions]!r})"
+        )

@@ -1,0 +1,203 @@
+"""Transition selection, transition domains, exit sets and conflict removal.
+
+Follows XState v5 (``stateUtils.ts``), which differs from the SCXML
+algorithm in three ways that matter:
+
+* selection walks the active tree: a compound state asks its active child
+  first and offers its own transitions only when the child has none; a
+  parallel state offers its own only when no region selected anything;
+* the transition domain is the *least common ancestor* (parallel states
+  included), and a non-reentering transition whose targets are the source or
+  its descendants has the source as its domain (XState's default
+  ``reenter: false``);
+* conflicts are removed as in SCXML: of two transitions whose exit sets
+  intersect, the one with the deeper source wins, otherwise the first.
+
+Guards are evaluated through ``check(guard) -> bool`` so the caller decides
+which context they see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from .model import COMPOUND, HISTORY, PARALLEL, Guard, StateNode, Transition
+
+__all__ = [
+    "GuardCheck",
+    "History",
+    "default_history_targets",
+    "effective_targets",
+    "exit_mask",
+    "remove_conflicts",
+    "select_eventless",
+    "select_transitions",
+    "transition_domain",
+]
+
+GuardCheck = Callable[[Guard], bool]
+History = Mapping[str, tuple[StateNode, ...]]
+
+
+def select_transitions(
+    node: StateNode, mask: int, event_type: str, check: GuardCheck | None
+) -> list[Transition] | None:
+    """XState's ``transitionNode``: enabled transitions for an event, one per
+    innermost state that has one (``None`` when there is none).
+
+    With ``check=None`` a guarded candidate raises :class:`Guarded`: the
+    caller learns that the result depends on guards and cannot be cached.
+    """
+    if node.type == COMPOUND:
+        for child in node.regions:
+            if mask & child.bit:
+                found = select_transitions(child, mask, event_type, check)
+                if found:
+                    return found
+                break
+    elif node.type == PARALLEL:
+        collected: list[Transition] = []
+        for child in node.regions:
+            found = select_transitions(child, mask, event_type, check)
+            if found:
+                collected += found
+        if collected:
+            return collected
+    for t in node.candidates(event_type):
+        if t.guard is None:
+            return [t]
+        if check is None:
+            raise Guarded
+        if check(t.guard):
+            return [t]
+    return None
+
+
+class Guarded(Exception):
+    """Selection consulted a guard (so its result cannot be cached)."""
+
+
+def select_eventless(
+    atomic: tuple[StateNode, ...], mask: int, history: History, check: GuardCheck
+) -> list[Transition]:
+    """XState's ``selectEventlessTransitions``: for each active atomic state
+    (document order), the first enabled ``always`` transition of it or its
+    nearest ancestor that has one enabled; then conflicts are removed."""
+    enabled: list[Transition] = []
+    for leaf in atomic:
+        for s in (leaf, *leaf.ancestors):
+            chosen = None
+            for t in s.always:
+                if t.guard is None or check(t.guard):
+                    chosen = t
+                    break
+            if chosen is not None:
+                if chosen not in enabled:
+                    enabled.append(chosen)
+                break
+    if len(enabled) > 1:
+        return remove_conflicts(enabled, mask, history)
+    return enabled
+
+
+def default_history_targets(hist: StateNode) -> tuple[StateNode, ...]:
+    """A history state's default: its ``target``, else the parent's initial
+    state (all regions for a parallel parent)."""
+    if hist.history_target is not None:
+        return hist.history_target
+    parent = hist.parent
+    assert parent is not None
+    if parent.initial_node is not None:
+        return (parent.initial_node,)
+    return parent.regions
+
+
+def effective_targets(t: Transition, history: History) -> list[StateNode]:
+    """Targets with history states replaced by what they stand for."""
+    if not t.targets:
+        return []
+    return _effective(t.targets, history)
+
+
+def _effective(targets: tuple[StateNode, ...], history: History) -> list[StateNode]:
+    out: list[StateNode] = []
+    for target in targets:
+        if target.type == HISTORY:
+            stored = history.get(target.id)
+            more = list(stored) if stored else _effective(default_history_targets(target), history)
+        else:
+            more = [target]
+        for node in more:
+            if node not in out:
+                out.append(node)
+    return out
+
+
+def uses_history(t: Transition) -> bool:
+    return bool(t.targets) and any(x.type == HISTORY for x in t.targets or ())
+
+
+def transition_domain(t: Transition, history: History, root: StateNode) -> StateNode | None:
+    """XState's ``getTransitionDomain`` (``None``: the whole machine is
+    exited and re-entered, only for a reentering transition of the root)."""
+    targets = effective_targets(t, history)
+    source = t.source
+    if not t.reenter and all(x is source or x.anc_mask & source.bit for x in targets):
+        return source
+    if targets:
+        head, tail = targets[0], [*targets[1:], source]
+        for anc in head.ancestors:
+            if all(x.anc_mask & anc.bit for x in tail):
+                return anc
+    if t.reenter:
+        return None
+    return root
+
+
+def exit_mask(t: Transition, mask: int, history: History, root: StateNode) -> int:
+    """Active states a transition exits, as a mask."""
+    if not t.targets:
+        return 0
+    domain = transition_domain(t, history, root)
+    if domain is None:
+        return mask
+    out = mask & domain.desc_mask
+    if t.reenter and t.source is domain:
+        out |= domain.bit
+    return out
+
+
+def remove_conflicts(
+    transitions: list[Transition], mask: int, history: History, root: StateNode | None = None
+) -> list[Transition]:
+    """SCXML ``removeConflictingTransitions`` (as XState v5 implements it)."""
+    if len(transitions) < 2:
+        return transitions
+    top = root if root is not None else _root_of(transitions[0].source)
+    exits = {id(t): exit_mask(t, mask, history, top) for t in transitions}
+    kept: list[Transition] = []
+    for t1 in transitions:
+        e1 = exits[id(t1)]
+        preempted = False
+        losers: list[Transition] = []
+        for t2 in kept:
+            if e1 & exits[id(t2)]:
+                if t1.source.anc_mask & t2.source.bit:
+                    losers.append(t2)
+                else:
+                    preempted = True
+                    break
+        if not preempted:
+            for t2 in losers:
+                kept.remove(t2)
+            kept.append(t1)
+    return kept
+
+
+def _root_of(node: StateNode) -> StateNode:
+    return node.ancestors[-1] if node.ancestors else node
+
+
+def has_effect(transitions: list[Transition]) -> bool:
+    """XState's ``can()``: something happens (a target or an action)."""
+    return any(t.targets or t.actions for t in transitions)
+

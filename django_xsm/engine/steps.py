@@ -1,0 +1,324 @@
+"""Exit set, entry set, microstep and macrostep (XState v5 ``stateUtils``).
+
+A microstep is computed once as a :class:`MicroPlan` (exit set in reverse
+document order, history to record, entry set in document order, the
+ordered operations: exit actions, transition actions, then per entered
+state its entry actions, deadline arming and done events) and cached on
+the source :class:`Configuration` when it does not depend on history
+values. Executing a plan only runs its operations.
+
+Macrostep (run-to-completion): after the event's microstep, eventless
+(``always``) transitions are taken first; when none is enabled the next
+raised event (FIFO) is processed; the macrostep ends when neither is left
+or the machine is done. More than ``max_microsteps`` microsteps raise
+:class:`MicrostepLimitError`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from django_xsm.exceptions import MicrostepLimitError
+
+from .events import AFTER_PREFIX, Event, done_event_type
+from .model import FINAL, HISTORY, PARALLEL, COMPOUND, Action, StateNode, Transition
+from .selection import (
+    History,
+    default_history_targets,
+    effective_targets,
+    exit_mask,
+    has_effect,
+    remove_conflicts,
+    select_eventless,
+    select_transitions,
+    transition_domain,
+    uses_history,
+)
+from .values import Configuration
+
+if TYPE_CHECKING:
+    from .instance import Core
+
+__all__ = ["OP_ARM", "OP_CALL", "OP_DONE", "OP_RAISE", "MicroPlan", "compute_plan", "macrostep", "plan_for"]
+
+OP_CALL, OP_RAISE, OP_ARM, OP_DONE = 0, 1, 2, 3
+_PLAN_LIMIT = 256
+Op = tuple[int, Any]
+
+
+class MicroPlan:
+    """One precomputed microstep. ``simple`` plans only call actions (no
+    state change, no raise): the hot path runs ``actions`` directly."""
+
+    __slots__ = (
+        "actions",
+        "cancel",
+        "done",
+        "has_calls",
+        "history_updates",
+        "new_cfg",
+        "ops",
+        "simple",
+        "transitions",
+        "uses_history",
+    )
+
+    def __init__(
+        self,
+        transitions: tuple[Transition, ...],
+        ops: tuple[Op, ...],
+        new_cfg: Configuration,
+        old_cfg: Configuration | None,
+        history_updates: dict[str, tuple[StateNode, ...]],
+        cancel: frozenset[str],
+        done: bool,
+        uses_history: bool,
+    ) -> None:
+        self.transitions = transitions
+        self.ops = ops
+        self.new_cfg = new_cfg
+        self.history_updates = history_updates
+        self.cancel = cancel
+        self.done = done
+        self.uses_history = uses_history
+        self.has_calls = any(kind == OP_CALL for kind, _ in ops)
+        self.simple = (
+            new_cfg is old_cfg
+            and not history_updates
+            and not cancel
+            and not done
+            and all(kind == OP_CALL for kind, _ in ops)
+        )
+        self.actions: tuple[Action, ...] = tuple(a for _, a in ops) if self.simple else ()
+
+
+def _action_ops(actions: tuple[Action, ...]) -> list[Op]:
+    return [(OP_CALL if a.raise_event is None else OP_RAISE, a) for a in actions]
+
+
+class _EntrySet:
+    """XState's computeEntrySet / addDescendantStatesToEnter /
+    addAncestorStatesToEnter over a mask."""
+
+    __slots__ = ("history", "mask", "used_history")
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self.mask = 0
+        self.used_history = False
+
+    def add_transition(self, t: Transition, root: StateNode) -> None:
+        history = self.history
+        domain = transition_domain(t, history, root)
+        source = t.source
+        for s in t.targets or ():
+            if s.type != HISTORY and (s is not source or source is not domain or t.reenter):
+                self.mask |= s.bit
+            self.add_descendants(s)
+        for s in effective_targets(t, history):
+            ancestors = []
+            if s is not domain:
+                for anc in s.ancestors:
+                    if anc is domain:
+                        break
+                    ancestors.append(anc)
+            if domain is not None and domain.type == PARALLEL:
+                ancestors.append(domain)
+            self.add_ancestors(ancestors, None if (source.parent is None and t.reenter) else domain)
+
+    def add_descendants(self, node: StateNode) -> None:
+        if node.type == HISTORY:
+            self.used_history = True
+            parent = node.parent
+            assert parent is not None
+            stored = self.history.get(node.id)
+            targets = stored if stored else default_history_targets(node)
+            for s in targets:
+                self.mask |= s.bit
+                self.add_descendants(s)
+            for s in targets:
+                self.add_ancestors(_between(s, parent), None)
+        elif node.type == COMPOUND:
+            init = node.initial_node
+            assert init is not None
+            if init.type != HISTORY:
+                self.mask |= init.bit
+            self.add_descendants(init)
+        elif node.type == PARALLEL:
+            for child in node.regions:
+                if not self.mask & child.desc_mask:
+                    self.mask |= child.bit
+                    self.add_descendants(child)
+
+    def add_ancestors(self, ancestors: list[StateNode], domain: StateNode | None) -> None:
+        for anc in ancestors:
+            if domain is None or anc.anc_mask & domain.bit:
+                self.mask |= anc.bit
+            if anc.type == PARALLEL:
+                for child in anc.regions:
+                    if not self.mask & child.desc_mask:
+                        self.mask |= child.bit
+                        self.add_descendants(child)
+
+
+def _between(node: StateNode, top: StateNode) -> list[StateNode]:
+    """Proper ancestors of ``node`` below ``top`` (exclusive)."""
+    out = []
+    for anc in node.ancestors:
+        if anc is top:
+            break
+        out.append(anc)
+    return out
+
+
+def _in_final(mask: int, node: StateNode) -> bool:
+    if node.type == COMPOUND:
+        return any(c.type == FINAL and mask & c.bit for c in node.regions)
+    if node.type == PARALLEL:
+        return all(_in_final(mask, c) for c in node.regions)
+    return node.type == FINAL
+
+
+def compute_plan(
+    machine: Any, cfg: Configuration | None, transitions: list[Transition], history: History
+) -> MicroPlan:
+    """The microstep for ``transitions`` from ``cfg`` (``None``: the initial
+    microstep, which enters the root and its initial states)."""
+    root: StateNode = machine.root
+    all_nodes: tuple[StateNode, ...] = machine.nodes
+    ops: list[Op] = []
+    updates: dict[str, tuple[StateNode, ...]] = {}
+    entry = _EntrySet(history)
+    if cfg is None:
+        filtered: list[Transition] = []
+        old_mask = xmask = 0
+        entry.mask = root.bit
+        entry.add_descendants(root)
+    else:
+        old_mask = cfg.mask
+        filtered = remove_conflicts(transitions, old_mask, history, root)
+        xmask = 0
+        for t in filtered:
+            xmask |= exit_mask(t, old_mask, history, root)
+        exits = [n for n in reversed(cfg.nodes) if xmask & n.bit]
+        for s in exits:
+            for h in s.history_nodes:
+                if h.history == "deep":
+                    updates[h.id] = tuple(n for n in cfg.atomic if n.anc_mask & s.bit)
+                else:
+                    updates[h.id] = tuple(n for n in cfg.nodes if n.parent is s)
+        if updates:
+            entry.history = {**history, **updates}
+        for t in filtered:
+            entry.add_transition(t, root)
+        for s in exits:
+            ops += _action_ops(s.exit)
+        for t in filtered:
+            ops += _action_ops(t.actions)
+    cur = old_mask & ~xmask
+    done = False
+    completed: set[int] = set()
+    for node in all_nodes:
+        if not entry.mask & node.bit:
+            continue
+        cur |= node.bit
+        ops += _action_ops(node.entry)
+        if node.delays:
+            ops.append((OP_ARM, node))
+        if node.type == FINAL:
+            parent = node.parent
+            assert parent is not None
+            marker = parent if parent.type == PARALLEL else parent.parent
+            if parent.type == COMPOUND:
+                ops.append((OP_DONE, done_event_type(parent.id)))
+            while marker is not None and marker.type == PARALLEL and marker.order not in completed and _in_final(cur, marker):
+                completed.add(marker.order)
+                ops.append((OP_DONE, done_event_type(marker.id)))
+                marker = marker.parent
+            if marker is None:
+                done = True
+    if done:  # XState runs every exit action when the machine finishes
+        for node in reversed(all_nodes):
+            if cur & node.bit:
+                ops += _action_ops(node.exit)
+    new_cfg = machine.configurations.get(cur)
+    cancel = frozenset(n.id for n in all_nodes if xmask & n.bit and n.delays)
+    hist_dep = entry.used_history or any(uses_history(t) for t in filtered)
+    return MicroPlan(tuple(filtered), tuple(ops), new_cfg, cfg, updates, cancel, done, hist_dep)
+
+
+def plan_for(rt: Core, transitions: list[Transition]) -> MicroPlan:
+    cfg = rt._cfg
+    key = tuple(transitions)
+    plan: MicroPlan | None = cfg.plans.get(key)
+    if plan is None:
+        plan = compute_plan(rt._m, cfg, transitions, rt._hist)
+        if not plan.uses_history and len(cfg.plans) < _PLAN_LIMIT:
+            cfg.plans[key] = plan
+    return plan
+
+
+def run_plan(rt: Core, plan: MicroPlan, event: Event, queue: deque[Event]) -> None:
+    if plan.history_updates:
+        rt._hist = {**rt._hist, **plan.history_updates}
+    if plan.cancel:
+        cancel = plan.cancel
+        rt._deadlines = tuple(d for d in rt._deadlines if d.state_id not in cancel)
+    for kind, item in plan.ops:
+        if kind == OP_CALL:
+            rt._call(item, event)
+        elif kind == OP_RAISE:
+            data = dict(item.raise_event)
+            queue.append(Event(data.pop("type"), data))
+        elif kind == OP_ARM:
+            rt._arm(item, event)
+        else:
+            queue.append(Event(item))
+    rt._cfg = plan.new_cfg
+    if plan.done:
+        rt._status = "done"
+        rt._deadlines = ()
+
+
+def macrostep(rt: Core, event: Event, first: MicroPlan) -> list[Transition]:
+    """Run ``first`` and then everything it triggers; returns the
+    transitions taken, in order."""
+    machine = rt._m
+    limit: int = machine.max_microsteps
+    queue: deque[Event] = deque()
+    run_plan(rt, first, event, queue)
+    taken = list(first.transitions)
+    steps = 1
+    select_eventless_now = True
+    while rt._status == "active":
+        cfg = rt._cfg
+        plan = None
+        if select_eventless_now and cfg.has_always:
+            ev = event
+            enabled = select_eventless(cfg.atomic, cfg.mask, rt._hist, lambda g: rt._guard(g, ev))
+            if enabled:
+                plan = plan_for(rt, enabled)
+                before = rt._context_marker(plan)
+                run_plan(rt, plan, event, queue)
+                # XState stops re-selecting eventless transitions after one
+                # that changed nothing (targetless, context unchanged)
+                select_eventless_now = plan.new_cfg is not cfg or bool(plan.history_updates) or rt._context_changed(before)
+        if plan is None:
+            if not queue:
+                break
+            event = queue.popleft()
+            select_eventless_now = True
+            if event.type.startswith(AFTER_PREFIX) and not rt._consume_deadline(event.type):
+                continue
+            ev = event
+            found = select_transitions(machine.root, cfg.mask, event.type, lambda g: rt._guard(g, ev))
+            if not found or not has_effect(found):
+                continue
+            plan = plan_for(rt, found)
+            run_plan(rt, plan, event, queue)
+        steps += 1
+        if steps > limit:
+            raise MicrostepLimitError(limit, state_ids=rt._cfg.state_ids)
+        taken += plan.transitions
+    return taken

@@ -1,0 +1,292 @@
+"""Config parsing for transitions, guards and actions (used by :mod:`config`).
+
+Accepted shapes (XState v5 JSON):
+
+* transition-like: ``"target"``, ``{"target", "actions", "guard", "reenter",
+  "description", "meta"}`` (``cond`` is the v4 alias of ``guard``), ``null``
+  (a targetless, action-less transition that only blocks its ancestors), or
+  a list of those tried in order;
+* ``after``: ``{"1000": transition-like, "TIMEOUT": ...}`` or the v4 list
+  form ``[{"delay": 1000, "target": ...}, ...]``;
+* actions: ``"name"``, ``{"type": "name", "params": {...}}``,
+  ``{"type": "xstate.raise", "event": "E" | {"type": "E", ...}}`` or a list;
+* guards: ``"name"`` or ``{"type": "name", "params": {...}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django_xsm.exceptions import InvalidConfigError
+
+from .events import is_valid_descriptor
+from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "check_json_depth",
+    "parse_actions",
+    "parse_transitions",
+    "path_join",
+    "raise_problems",
+    "suggest",
+]
+
+MAX_JSON_DEPTH = 100
+RAISE = "xstate.raise"
+TRANSITION_KEYS = frozenset({"target", "actions", "guard", "cond", "reenter", "description", "meta"})
+_SIMPLE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-$")
+
+
+def path_join(base: str, key: object) -> str:
+    """JSON path: ``a.b`` for plain keys, ``a["x.*"]`` otherwise, ``a[0]`` for ints."""
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    text = str(key)
+    if text and all(c in _SIMPLE for c in text):
+        return f"{base}.{text}" if base else text
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{base}["{quoted}"]'
+
+
+def raise_problems(problems: Problems) -> None:
+    """Raise one InvalidConfigError for the first problem, listing all."""
+    if not problems:
+        return
+    message, path, hint = problems[0]
+    listing = tuple(
+        f"{p}: {m}" + (f" ({h})" if h else "") if p else m + (f" ({h})" if h else "")
+        for m, p, h in problems
+    )
+    if len(problems) > 1:
+        message = f"{message} [and {len(problems) - 1} more problem(s), see .problems]"
+    raise InvalidConfigError(message, path=path, hint=hint, problems=listing)
+
+
+def check_json_depth(value: Any, path: str, problems: Problems, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Iteratively check that dicts/lists nest at most ``limit`` levels."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            problems.append((f"Data is nested more than {limit} levels deep", path, "flatten it"))
+            return False
+        stack.extend((c, depth + 1) for c in children)
+    return True
+
+
+def parse_transitions(raw: Mapping[str, Any], spec: StateSpec, problems: Problems) -> None:
+    path = spec.path
+    out = spec.transitions
+    on = raw.get("on")
+    if on is not None:
+        opath = path_join(path, "on")
+        if not isinstance(on, Mapping):
+            problems.append(("'on' must be a dict of event descriptor -> transition", opath, ""))
+        else:
+            for desc, value in on.items():
+                dpath = path_join(opath, desc)
+                if not isinstance(desc, str) or not desc:
+                    problems.append(("Event descriptors must be non-empty strings", dpath, "use 'always' for eventless transitions"))  # fmt: skip
+                elif not is_valid_descriptor(desc):
+                    problems.append((f"Invalid event descriptor {desc!r}", dpath, "a wildcard is only allowed as the last token: '*' or 'prefix.*'"))  # fmt: skip
+                else:
+                    out += _transition_list(value, dpath, "on", desc, problems)
+    if "always" in raw:
+        out += _transition_list(raw["always"], path_join(path, "always"), "always", "", problems)
+    if "after" in raw:
+        _parse_after(raw["after"], path_join(path, "after"), out, problems)
+    if "onDone" in raw:
+        out += _transition_list(raw["onDone"], path_join(path, "onDone"), "onDone", "", problems)
+
+
+def _parse_after(after: Any, apath: str, out: list[TransitionSpec], problems: Problems) -> None:
+    if isinstance(after, Mapping):
+        for key, value in after.items():
+            delay = _delay(key, path_join(apath, key), problems)
+            if delay is not None:
+                for t in _transition_list(value, path_join(apath, key), "after", "", problems):
+                    t.delay, t.delay_ms = delay
+                    out.append(t)
+    elif isinstance(after, list):
+        for i, item in enumerate(after):
+            ipath = path_join(apath, i)
+            if not isinstance(item, Mapping) or "delay" not in item:
+                problems.append(("Items of the list form of 'after' need a 'delay'", ipath, 'e.g. {"delay": 1000, "target": "next"}'))  # fmt: skip
+                continue
+            delay = _delay(item["delay"], path_join(ipath, "delay"), problems)
+            rest = {k: v for k, v in item.items() if k != "delay"}
+            t = _transition(rest, ipath, "after", "", problems)
+            if delay is not None and t is not None:
+                t.delay, t.delay_ms = delay
+                out.append(t)
+    else:
+        problems.append(("'after' must be a dict of delay -> transition (or a list)", apath, 'e.g. {"1000": "next"}'))  # fmt: skip
+
+
+def _delay(key: Any, path: str, problems: Problems) -> tuple[str, int | None] | None:
+    """(delay as written, ms or None for a named delay)."""
+    if isinstance(key, bool):
+        pass
+    elif isinstance(key, int) and key >= 0:
+        return str(key), key
+    elif isinstance(key, float) and key >= 0 and key == int(key):
+        return str(int(key)), int(key)
+    elif isinstance(key, str) and key.isascii() and key.isdigit():
+        return str(int(key)), int(key)
+    elif isinstance(key, str) and key.strip() == key and key and not _is_number(key):
+        return key, None
+    problems.append((f"Invalid delay {key!r}", path, "use whole milliseconds (\"1000\") or the name of a delay in MachineLogic(delays=...)"))  # fmt: skip
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _transition_list(value: Any, path: str, kind: str, event: str, problems: Problems) -> list[TransitionSpec]:
+    if isinstance(value, list):
+        items = [_transition(v, path_join(path, i), kind, event, problems) for i, v in enumerate(value)]
+        return [t for t in items if t is not None]
+    t = _transition(value, path, kind, event, problems)
+    return [t] if t is not None else []
+
+
+def _transition(value: Any, path: str, kind: str, event: str, problems: Problems) -> TransitionSpec | None:
+    if value is None:
+        return TransitionSpec(kind, event, None, [], None, False, path)
+    if isinstance(value, str):
+        if not value:
+            problems.append(("A target must be a non-empty string", path, "use null for a targetless transition"))  # fmt: skip
+            return None
+        t = TransitionSpec(kind, event, (value,), [], None, False, path)
+        t.target_path = path
+        return t
+    if not isinstance(value, Mapping):
+        problems.append((f"A transition must be a target string, a dict or a list, got {type(value).__name__}", path, ""))  # fmt: skip
+        return None
+    ok = True
+    for key in value:
+        if key not in TRANSITION_KEYS:
+            ok = False
+            hint = "use 'reenter' (XState v5)" if key == "internal" else suggest(key, TRANSITION_KEYS)
+            problems.append((f"Unknown transition key {key!r}", path_join(path, key), hint))
+    targets = _targets(value.get("target"), path_join(path, "target"), problems)
+    if targets is False:
+        ok = False
+    reenter = value.get("reenter", False)
+    if not isinstance(reenter, bool):
+        problems.append(("'reenter' must be true or false", path_join(path, "reenter"), ""))
+        ok = False
+    guard = None
+    if "guard" in value and "cond" in value:
+        problems.append(("Use either 'guard' or its v4 alias 'cond', not both", path_join(path, "cond"), "remove 'cond'"))  # fmt: skip
+        ok = False
+    elif "guard" in value or "cond" in value:
+        gkey = "guard" if "guard" in value else "cond"
+        guard = _guard(value[gkey], path_join(path, gkey), problems)
+        ok = ok and guard is not None
+    actions = parse_actions(value.get("actions"), path_join(path, "actions"), problems)
+    if "meta" in value:
+        ok = check_json_depth(value["meta"], path_join(path, "meta"), problems) and ok
+    if not ok:
+        return None
+    t = TransitionSpec(kind, event, targets or None, actions, guard, reenter, path)
+    t.target_path = path_join(path, "target")
+    return t
+
+
+def _targets(target: Any, path: str, problems: Problems) -> tuple[str, ...] | bool:
+    if target is None:
+        return ()
+    if isinstance(target, str) and target:
+        return (target,)
+    if isinstance(target, list) and all(isinstance(t, str) and t for t in target):
+        return tuple(target)
+    problems.append(("A target must be a state key, '.child', '#id', or a list of them", path, ""))
+    return False
+
+
+def _guard(value: Any, path: str, problems: Problems) -> GuardSpec | None:
+    if isinstance(value, str) and value:
+        return GuardSpec(value, None, path)
+    if isinstance(value, Mapping):
+        name = value.get("type")
+        params = value.get("params")
+        extra = [k for k in value if k not in ("type", "params")]
+        if isinstance(name, str) and name and not extra and (params is None or isinstance(params, Mapping)):
+            if params is not None and not check_json_depth(params, path_join(path, "params"), problems):
+                return None
+            return GuardSpec(name, dict(params) if params is not None else None, path)
+    problems.append(("A guard must be a name or {\"type\": name, \"params\": {...}}", path, ""))
+    return None
+
+
+def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        out: list[ActionSpec] = []
+        for i, item in enumerate(value):
+            if isinstance(item, list):
+                problems.append(("Action lists cannot be nested", path_join(path, i), "flatten the list"))
+                continue
+            out += parse_actions(item, path_join(path, i), problems)
+        return out
+    if isinstance(value, str) and value:
+        if value == RAISE:
+            problems.append((f"{RAISE!r} needs an event", path, '{"type": "xstate.raise", "event": {"type": "E"}}'))  # fmt: skip
+            return []
+        return [ActionSpec(value, None, path)]
+    if isinstance(value, Mapping):
+        name = value.get("type")
+        if name == RAISE:
+            return _raise_action(value, path, problems)
+        params = value.get("params")
+        extra = [k for k in value if k not in ("type", "params")]
+        if isinstance(name, str) and name and not extra and (params is None or isinstance(params, Mapping)):
+            if name.startswith("xstate."):
+                problems.append((f"Built-in action {name!r} is not supported", path, f"only {RAISE!r} is"))
+                return []
+            if params is not None and not check_json_depth(params, path_join(path, "params"), problems):
+                return []
+            return [ActionSpec(name, dict(params) if params is not None else None, path)]
+    problems.append(("An action must be a name, {\"type\": name, \"params\": {...}} or an xstate.raise", path, ""))  # fmt: skip
+    return []
+
+
+def _raise_action(value: Mapping[str, Any], path: str, problems: Problems) -> list[ActionSpec]:
+    extra = [k for k in value if k not in ("type", "event")]
+    event = value.get("event")
+    epath = path_join(path, "event")
+    if extra:
+        problems.append((f"Unsupported key {extra[0]!r} in xstate.raise", path_join(path, extra[0]), "only 'event' is supported (no delays)"))  # fmt: skip
+        return []
+    if isinstance(event, str) and event:
+        return [ActionSpec(RAISE, None, path, {"type": event})]
+    if isinstance(event, Mapping) and isinstance(event.get("type"), str) and event["type"]:
+        if not check_json_depth(event, epath, problems):
+            return []
+        return [ActionSpec(RAISE, None, path, dict(event))]
+    problems.append(("xstate.raise needs an event: a type string or {\"type\": ..., ...}", epath, ""))
+    return []
+
+
+def suggest(word: str, choices: Any) -> str:
+    """``"did you mean 'x'?"`` or ``""`` (difflib is imported only on error)."""
+    import difflib
+
+    names = [c for c in choices if isinstance(c, str)]
+    close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
