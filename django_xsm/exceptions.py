@@ -1,0 +1,351 @@
+"""Every public django-xsm error, in one place.
+
+All errors derive from :class:`XsmError`, so ``except XsmError`` catches
+anything the library raises on purpose. Leaves also inherit the natural
+built-in base (``ValueError``, ``LookupError``...) so generic handlers keep
+working. Each error carries the facts that caused it as attributes (``key``,
+``path``, ``expected``...) and its message names the thing and suggests the
+fix.
+
+This module imports nothing from the project or from Django: every layer
+(engine, persistence, redis, Django glue) raises these classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConflictError",
+    "EventNotAcceptedError",
+    "IdempotencyInFlightError",
+    "IdempotencyKeyError",
+    "IdempotencyMismatchError",
+    "InstanceNotFoundError",
+    "InvalidConfigError",
+    "InvalidEventError",
+    "LockTimeoutError",
+    "MicrostepLimitError",
+    "MigrationError",
+    "ReplayDivergenceError",
+    "SnapshotCorruptError",
+    "SnapshotTooLargeError",
+    "StoreError",
+    "StoreUnavailableError",
+    "UnknownMachineError",
+    "XsmError",
+]
+
+
+class XsmError(Exception):
+    """Root of every django-xsm error.
+
+    ``message`` is the human text; ``hint`` (may be empty) says how to fix
+    it and is appended to ``str(error)``.
+    """
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(f"{message} ({hint})" if hint else message)
+
+
+# --- configuration and events (engine) ---------------------------------------
+
+
+class InvalidConfigError(XsmError, ValueError):
+    """A machine config, a setting or an argument is invalid.
+
+    ``path`` is the JSON path of the offending part of a machine config
+    (``"states.cart.on.PAY[0].target"``) or the name of the argument/setting;
+    ``problems`` lists every problem found when several were collected at
+    once (for example all actions missing from the logic).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        hint: str = "",
+        problems: tuple[str, ...] = (),
+    ) -> None:
+        self.path = path
+        self.problems = problems
+        text = f"{message} at {path}" if path else message
+        super().__init__(text, hint=hint)
+
+
+class InvalidEventError(XsmError, TypeError):
+    """An event is neither a non-empty string nor a mapping with a ``type``."""
+
+    def __init__(self, message: str, *, event: Any = None, hint: str = "") -> None:
+        self.event = event
+        super().__init__(message, hint=hint)
+
+
+class EventNotAcceptedError(XsmError):
+    """A strict send took no transition (unknown event here or guard refused).
+
+    Nothing changed. ``event_type`` is the refused event, ``value`` the state
+    value it was refused in, ``key`` the instance key when persisted.
+    """
+
+    def __init__(
+        self, event_type: str, *, value: Any = None, key: str | None = None
+    ) -> None:
+        self.event_type = event_type
+        self.value = value
+        self.key = key
+        where = f" by instance {key!r}" if key else ""
+        super().__init__(
+            f"Event {event_type!r} was not accepted{where} in state {value!r}",
+            hint="the current state has no enabled transition for it; check the "
+            "state value and guards, or send without strict=True to ignore it",
+        )
+
+
+class MicrostepLimitError(XsmError, RuntimeError):
+    """A macrostep exceeded the microstep cap (an endless ``always`` loop)."""
+
+    def __init__(self, limit: int, *, state_ids: tuple[str, ...] = ()) -> None:
+        self.limit = limit
+        self.state_ids = state_ids
+        super().__init__(
+            f"More than {limit} microsteps in one macrostep; last configuration "
+            f"{list(state_ids)!r}",
+            hint="an eventless ('always') transition or raised event loops "
+            "forever; add a guard that becomes false",
+        )
+
+
+class MigrationError(XsmError):
+    """A snapshot belongs to another machine version or chart structure and
+    no migration turns it into the current one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        machine_id: str = "",
+        found_version: str = "",
+        expected_version: str = "",
+        hint: str = "",
+    ) -> None:
+        self.machine_id = machine_id
+        self.found_version = found_version
+        self.expected_version = expected_version
+        super().__init__(message, hint=hint)
+
+
+# --- storage -----------------------------------------------------------------
+
+
+class StoreError(XsmError):
+    """A store operation failed; ``key`` is the instance key when known."""
+
+    def __init__(self, message: str, *, key: str | None = None, hint: str = "") -> None:
+        self.key = key
+        super().__init__(message, hint=hint)
+
+
+class StoreUnavailableError(StoreError):
+    """The backing store cannot be reached or refuses writes right now
+    (connection refused, timeout, LOADING, READONLY, MASTERDOWN, OOM).
+
+    Nothing was written by the failed call, except where the docs of the
+    call say a retry is recognised (commit ids). Safe to retry later;
+    ``retry_after_s`` is a suggestion for clients.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        cause: str = "",
+        retry_after_s: int = 1,
+    ) -> None:
+        self.cause = cause
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            message,
+            key=key,
+            hint="the store is unreachable or read-only; retry later and check "
+            "the store's health() and server logs",
+        )
+
+
+class ConflictError(StoreError):
+    """A compare-and-set on the version failed: someone else committed first,
+    or the lock token no longer matches. Nothing was written.
+
+    ``expected`` is the version this writer loaded, ``actual`` the version
+    found (``None`` when the instance is gone).
+    """
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        expected: int,
+        actual: int | None,
+        reason: str = "version",
+        retry_after_s: int = 1,
+    ) -> None:
+        self.expected = expected
+        self.actual = actual
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+        if reason == "lock":
+            text = (
+                f"Lock for {key!r} was lost before commit (expected version "
+                f"{expected}, found {actual})"
+            )
+        else:
+            text = (
+                f"Version conflict on {key!r}: expected version {expected}, "
+                f"found {actual}"
+            )
+        super().__init__(
+            text,
+            key=key,
+            hint="another writer committed first; reload and retry (see "
+            "persistence.retry_on_conflict)",
+        )
+
+
+class LockTimeoutError(StoreError):
+    """A pessimistic lock stayed busy past ``timeout`` seconds."""
+
+    def __init__(self, key: str, *, timeout: float, retry_after_s: int = 1) -> None:
+        self.timeout = timeout
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            f"Lock for {key!r} is held by another worker (waited {timeout:g} s)",
+            key=key,
+            hint="retry later, or raise PessimisticLock(timeout=...)",
+        )
+
+
+class SnapshotCorruptError(StoreError):
+    """A stored record or snapshot cannot be decoded or has the wrong shape."""
+
+    def __init__(self, message: str, *, key: str | None = None, hint: str = "") -> None:
+        super().__init__(
+            message,
+            key=key,
+            hint=hint
+            or "the stored data is damaged or was written by something else; "
+            "inspect it with xsm_inspect and forget or restore the instance",
+        )
+
+
+class SnapshotTooLargeError(StoreError, ValueError):
+    """An encoded snapshot exceeds ``max_snapshot_bytes``; nothing was written."""
+
+    def __init__(self, key: str, *, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"Snapshot of {key!r} is {size} bytes, over the limit of {limit} bytes",
+            key=key,
+            hint="keep large data outside the context (store an id instead) or "
+            "raise max_snapshot_bytes",
+        )
+
+
+class InstanceNotFoundError(StoreError, LookupError):
+    """The instance does not exist (and the caller did not ask to create it)."""
+
+    def __init__(self, key: str, *, machine: str = "") -> None:
+        self.machine = machine
+        what = f"{machine} instance" if machine else "Instance"
+        super().__init__(
+            f"{what} {key!r} does not exist",
+            key=key,
+            hint="check the key, or open it with create=True",
+        )
+
+
+class UnknownMachineError(XsmError, LookupError):
+    """No machine with this name is registered."""
+
+    def __init__(self, name: str, *, known: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.known = known
+        listing = ", ".join(sorted(known)) or "none"
+        super().__init__(
+            f"Unknown machine {name!r} (registered: {listing})",
+            hint="add it to XSM['MACHINES'] or fix the name",
+        )
+
+
+# --- idempotency and audit -----------------------------------------------------
+
+
+class IdempotencyKeyError(XsmError, ValueError):
+    """An idempotency key is missing where required, or malformed."""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(
+            message,
+            hint=hint
+            or "send a key of 1-255 printable ASCII characters, e.g. a UUID",
+        )
+
+
+class IdempotencyInFlightError(XsmError):
+    """Another worker holds the claim for this key and has not finished.
+
+    The claim is a lease: it ends at the latest after ``retry_after_s``.
+    """
+
+    def __init__(self, idempotency_key: str, *, scope: str, retry_after_s: int) -> None:
+        self.idempotency_key = idempotency_key
+        self.scope = scope
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            f"A request with idempotency key {idempotency_key!r} is still in flight",
+            hint=f"retry in {retry_after_s} s; the first attempt's result will "
+            "then be replayed",
+        )
+
+
+class IdempotencyMismatchError(XsmError, ValueError):
+    """The key was already used for a different request (fingerprint differs)."""
+
+    def __init__(self, idempotency_key: str, *, scope: str) -> None:
+        self.idempotency_key = idempotency_key
+        self.scope = scope
+        super().__init__(
+            f"Idempotency key {idempotency_key!r} was already used with a "
+            "different request",
+            hint="use a new key for a new request; a retry must repeat the "
+            "original request exactly",
+        )
+
+
+class ReplayDivergenceError(XsmError):
+    """Replaying the transition log did not reproduce a recorded field."""
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        seq: int,
+        field: str,
+        expected: Any,
+        actual: Any,
+    ) -> None:
+        self.key = key
+        self.seq = seq
+        self.field = field
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"Replay of {key!r} diverged at seq {seq}: {field} was recorded as "
+            f"{expected!r} but replay gave {actual!r}",
+            hint="actions or guards depend on something outside the events "
+            "(time, I/O), or the chart changed since the log was written",
+        )

@@ -1,0 +1,358 @@
+"""The storage contract, written once.
+
+Every backend (``MemoryStore`` here, ``RedisStore`` in ``django_xsm.redis``)
+implements these protocols and passes the same contract test class. The
+docstrings below are the guarantees callers may rely on; backends document
+only what they add.
+
+Vocabulary: a *key* names one instance (``"order:42"``); a *record* is what
+is stored for it (snapshot + version + metadata); a *commit* applies one
+block's :class:`~django_xsm.persistence.records.CommitUnit`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from django_xsm.exceptions import InvalidConfigError
+
+from .records import (
+    ClaimOutcome,
+    ClaimRequest,
+    CommitResult,
+    CommitUnit,
+    InboxMark,
+    InboxRelease,
+    LogEntry,
+    OpenRequest,
+    OpenResult,
+    StoredRecord,
+    TimerFailure,
+    TransitionRecord,
+)
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "AsyncInboxStore",
+    "AsyncStateStore",
+    "AsyncTransitionLogStore",
+    "Codec",
+    "InboxStore",
+    "StateStore",
+    "TransitionLogStore",
+    "validate_key",
+    "validate_prefix",
+    "wall_to_ms",
+]
+
+#: Longest instance key, idempotency key or scope accepted (characters).
+MAX_KEY_LENGTH = 512
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A namespace prefix becomes part of a Redis Cluster hash tag and of glob
+# patterns, so it is restricted to a conservative alphabet.
+_PREFIX = re.compile(r"^[A-Za-z0-9_.\-:/]{1,64}$")
+
+
+def validate_key(value: object, *, what: str = "key") -> str:
+    """Return ``value`` if it is a usable key, else raise InvalidConfigError.
+
+    Keys are non-empty strings of at most :data:`MAX_KEY_LENGTH` characters
+    without control characters (they appear in logs, headers and index
+    members separated by control characters).
+    """
+    if not isinstance(value, str):
+        raise InvalidConfigError(
+            f"{what} must be a string, not {type(value).__name__}",
+            path=what,
+            hint="pass the instance key as a str such as 'order:42'",
+        )
+    if not value:
+        raise InvalidConfigError(f"{what} must not be empty", path=what)
+    if len(value) > MAX_KEY_LENGTH:
+        raise InvalidConfigError(
+            f"{what} is {len(value)} characters long, over {MAX_KEY_LENGTH}",
+            path=what,
+            hint="use a shorter key, e.g. a hash of the long one",
+        )
+    if _CONTROL.search(value):
+        raise InvalidConfigError(
+            f"{what} {value!r} contains control characters",
+            path=what,
+            hint="use printable characters only",
+        )
+    return value
+
+
+def validate_prefix(prefix: object) -> str:
+    """A namespace prefix: 1-64 of ``A-Z a-z 0-9 _ . - : /``."""
+    if not isinstance(prefix, str) or not prefix:
+        raise InvalidConfigError(
+            "A namespace prefix is required",
+            path="prefix",
+            hint="pass prefix='shop' (one namespace per application)",
+        )
+    if not _PREFIX.match(prefix):
+        raise InvalidConfigError(
+            f"Prefix {prefix!r} may only contain letters, digits and _ . - : / "
+            "(at most 64)",
+            path="prefix",
+            hint="braces and glob characters would break hash tags and patterns",
+        )
+    return prefix
+
+
+def wall_to_ms(when: float | int | _dt.datetime) -> int:
+    """Seconds since the epoch (as from ``time.time()``) or an aware
+    datetime, as integer milliseconds."""
+    if isinstance(when, _dt.datetime):
+        if when.tzinfo is None:
+            raise InvalidConfigError(
+                "A naive datetime has no defined wall-clock instant",
+                path="until_wall",
+                hint="pass an aware datetime (tzinfo=UTC) or time.time()",
+            )
+        return int(when.timestamp() * 1000)
+    if isinstance(when, bool) or not isinstance(when, int | float):
+        raise InvalidConfigError(
+            f"Expected seconds since the epoch, got {type(when).__name__}",
+            path="until_wall",
+        )
+    return int(when * 1000)
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """Turns a snapshot dict into bytes and back.
+
+    ``key`` and ``version`` are the instance key and the version the bytes
+    are stored under; an encrypting codec binds its ciphertext to both so a
+    snapshot copied to another key or version fails to decode. ``decode``
+    raises ``SnapshotCorruptError`` for bytes it cannot read; ``encode``
+    raises ``TypeError`` naming the path of a value it cannot represent.
+    """
+
+    name: str
+
+    def encode(self, snapshot: Mapping[str, Any], *, key: str, version: int) -> bytes: ...
+
+    def decode(self, data: bytes, *, key: str, version: int) -> dict[str, Any]: ...
+
+
+class StateStore(Protocol):
+    """Durable, versioned instance records.
+
+    Guarantees every implementation keeps:
+
+    * ``commit`` is one atomic compare-and-set on the version: on a mismatch
+      it raises ``ConflictError(actual=...)`` and writes nothing. A commit
+      whose ``commit_id`` is already applied returns that result with
+      ``replayed=True`` (client retries after a timeout are safe).
+    * A held lock fences writes: a commit without the holder's token raises
+      ``ConflictError(reason="lock")``.
+    * Versions never restart for a key, not after ``delete`` nor ``forget``.
+    * Oversized snapshots raise ``SnapshotTooLargeError`` before any write;
+      undecodable records raise ``SnapshotCorruptError``; an unreachable
+      backend raises ``StoreUnavailableError``.
+    * ``health()`` never raises.
+    """
+
+    max_snapshot_bytes: int
+    lock_ttl_ms: int
+
+    def load(self, key: str) -> StoredRecord | None:
+        """The record, or None when absent (or expired)."""
+
+    def open(self, request: OpenRequest, *, inbox: InboxStore | None = None) -> OpenResult:
+        """Take the lock, claim ``request.claims`` in ``inbox`` and load the
+        record in one step. Only called with claims when
+        :meth:`shares_commit` is true for ``inbox``; otherwise the runtime
+        claims through the inbox itself first. A busy lock returns
+        ``lock_busy_ms > 0`` with no claim taken."""
+
+    def commit(
+        self,
+        unit: CommitUnit,
+        *,
+        inbox: InboxStore | None = None,
+        log: TransitionLogStore | None = None,
+    ) -> CommitResult:
+        """Apply ``unit``. Marks go to ``inbox`` and entries to ``log``: in
+        the same atomic step when :meth:`shares_commit` says so, otherwise
+        in the order snapshot, marks, log (a crash between them can leave
+        a saved snapshot without its marks or log records)."""
+
+    def shares_commit(self, other: object) -> bool:
+        """True when ``other`` (an inbox or log) commits atomically with us."""
+
+    def save(
+        self,
+        key: str,
+        snapshot: Mapping[str, Any],
+        *,
+        expected_version: int,
+        machine_version: str = "",
+        machine_id: str = "",
+    ) -> int:
+        """Compare-and-set the snapshot alone; returns the new version."""
+
+    def acquire_lock(self, key: str, token: str, ttl_ms: int) -> int:
+        """Try once: 0 when the caller now holds the lock (or already did
+        with this token), else the milliseconds the current holder keeps it."""
+
+    def release_lock(self, key: str, token: str) -> bool:
+        """Compare-and-delete; False when the lock was not ours any more."""
+
+    def delete(self, key: str) -> bool:
+        """Remove the record and its index entries. A held lock and the
+        transition log stay. True when something was deleted."""
+
+    def forget(self, key: str) -> dict[str, int]:
+        """Erase the record, deadlines, lock, timer bookkeeping and log of
+        one instance atomically; returns counts per kind. Idempotency
+        receipts are kept until they expire (see InboxStore.forget)."""
+
+    def list_keys(self, prefix: str = "", *, machine: str | None = None) -> Iterator[str]:
+        """Live keys starting with ``prefix`` (matched literally, glob
+        characters included), in code-point order, paged internally."""
+
+    def list_page(
+        self,
+        prefix: str = "",
+        *,
+        after: str = "",
+        limit: int = 50,
+        machine: str | None = None,
+        state: str | None = None,
+    ) -> tuple[list[str], str]:
+        """One page of keys after the cursor ``after``; returns the keys and
+        the next cursor ('' at the end). ``state`` keeps instances whose
+        active state ids include this full dotted id."""
+
+    def due_keys(self, until_wall: float | _dt.datetime, *, limit: int = 100) -> list[tuple[str, int]]:
+        """Keys whose earliest pending deadline is due at ``until_wall``
+        (seconds since the epoch or an aware datetime), earliest first, as
+        ``(key, due_ms)``. Costs O(log N + due)."""
+
+    def record_timer_failure(
+        self,
+        key: str,
+        *,
+        expected_version: int,
+        failures: Mapping[str, TimerFailure],
+        next_due_ms: int | None,
+    ) -> bool:
+        """Replace the timer bookkeeping and re-index the key's next due
+        time, only if the record is still at ``expected_version``."""
+
+    def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
+        """Keys holding dead-lettered timers, as ``(key, parked_ms)``."""
+
+    def health(self) -> dict[str, Any]:
+        """``{"ok": bool, ...}``; never raises, never leaks addresses."""
+
+
+class AsyncStateStore(Protocol):
+    """The asyncio twin of :class:`StateStore`: same guarantees, awaitable
+    methods with the same names."""
+
+    max_snapshot_bytes: int
+    lock_ttl_ms: int
+
+    async def load(self, key: str) -> StoredRecord | None: ...
+
+    async def open(
+        self, request: OpenRequest, *, inbox: AsyncInboxStore | None = None
+    ) -> OpenResult: ...
+
+    async def commit(
+        self,
+        unit: CommitUnit,
+        *,
+        inbox: AsyncInboxStore | None = None,
+        log: AsyncTransitionLogStore | None = None,
+    ) -> CommitResult: ...
+
+    def shares_commit(self, other: object) -> bool: ...
+
+    async def acquire_lock(self, key: str, token: str, ttl_ms: int) -> int: ...
+
+    async def release_lock(self, key: str, token: str) -> bool: ...
+
+    async def health(self) -> dict[str, Any]: ...
+
+
+class InboxStore(Protocol):
+    """Idempotency rows: the first claim wins.
+
+    * ``claim`` returns CLAIMED (caller owns a lease of ``lease_ms``),
+      DONE (same fingerprint finished: the stored receipt), IN_FLIGHT
+      (another owner's lease runs; ``retry_after_ms``) or MISMATCH.
+      An expired lease counts as absent. Expiry uses the backend's clock
+      (the Redis server's ``TIME`` for Redis).
+    * ``mark`` turns the caller's claim into a finished row kept
+      ``ttl_ms``; ``release`` drops an unfinished claim of the caller.
+    * ``purge_expired`` costs the number of expired rows, not the total.
+    * ``forget(scope)`` removes that scope's rows and nothing else.
+    """
+
+    def claim(self, request: ClaimRequest) -> ClaimOutcome: ...
+
+    def mark(self, mark: InboxMark) -> bool: ...
+
+    def release(self, release: InboxRelease) -> bool: ...
+
+    def get(self, scope: str, instance_key: str, idempotency_key: str) -> dict[str, Any] | None:
+        """The row as a dict (state, fingerprint, receipt, expires_ms), for
+        inspection; None when absent or expired."""
+
+    def purge_expired(self, *, limit: int = 1000) -> int: ...
+
+    def forget(self, scope: str) -> int: ...
+
+
+class AsyncInboxStore(Protocol):
+    async def claim(self, request: ClaimRequest) -> ClaimOutcome: ...
+
+    async def mark(self, mark: InboxMark) -> bool: ...
+
+    async def release(self, release: InboxRelease) -> bool: ...
+
+
+class TransitionLogStore(Protocol):
+    """Per-instance append-only transition log.
+
+    * seq is 1, 2, 3... per key, never reused even after purging.
+    * ``read`` pages forward: records with seq > ``after_seq``, at most
+      ``limit``.
+    * ``purge_older_than`` removes records older than the cutoff, page by
+      page, and returns how many it removed.
+    """
+
+    def append(self, record: TransitionRecord) -> int:
+        """Append with the record's own seq (must be above the last);
+        returns it."""
+
+    def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
+        """Append with seq = last + 1; returns the seq."""
+
+    def read(self, key: str, *, after_seq: int = 0, limit: int | None = None) -> list[TransitionRecord]: ...
+
+    def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
+        """The newest ``count`` records, oldest first."""
+
+    def purge_older_than(self, cutoff: float | _dt.datetime, *, key: str | None = None) -> int: ...
+
+    def forget(self, key: str) -> int: ...
+
+
+class AsyncTransitionLogStore(Protocol):
+    async def append_next(self, key: str, entry: LogEntry, *, version: int) -> int: ...
+
+    async def read(
+        self, key: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[TransitionRecord]: ...
+

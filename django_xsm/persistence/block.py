@@ -1,0 +1,564 @@
+"""PersistedInstance: what ``with persisted(...) as order`` hands the body.
+
+This module is sans-I/O: it turns the open result into a live engine
+instance, runs sends, and assembles the commit unit; the sync and async
+drivers in ``runtime.py`` do the store and inbox calls. Keeping the logic
+here, once, is what lets ``persisted()`` and ``apersisted()`` behave the
+same.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django_xsm.exceptions import (
+    EventNotAcceptedError,
+    InstanceNotFoundError,
+    InvalidConfigError,
+    InvalidEventError,
+    XsmError,
+)
+
+from .audit import AuditPlugin
+from .base import validate_key
+from .idempotency import (
+    IdempotencyPlugin,
+    ReplayedReceipt,
+    event_fingerprint,
+    raise_for_outcome,
+    receipt_to_stored,
+    validate_idempotency_key,
+)
+from .locks import LockStrategy, OptimisticLock
+from .records import (
+    ClaimOutcome,
+    ClaimRequest,
+    ClaimStatus,
+    CommitResult,
+    CommitUnit,
+    InboxMark,
+    InboxRelease,
+    LogEntry,
+    OpenRequest,
+    OpenResult,
+    StoredRecord,
+    TimerFailure,
+)
+from .timer_state import next_due_ms, prune_failures
+
+__all__ = ["Plugin", "PersistedInstance", "normalize_event"]
+
+_UNSET: Any = object()
+
+
+class Plugin:
+    """Base for custom plugins: synchronous hooks, no I/O expected.
+
+    ``before_send`` may raise to refuse an event before it runs;
+    ``after_send`` sees every receipt; ``after_commit`` runs once the
+    block's changes are durable.
+    """
+
+    def before_send(self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]) -> None:
+        """Called before the engine sees the event."""
+
+    def after_send(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
+        """Called after the engine processed the event."""
+
+    def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        """Called after a successful commit."""
+
+
+def normalize_event(event: object, payload: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``(type, payload)`` from a type string or a mapping with ``type``."""
+    if isinstance(event, str):
+        if not event:
+            raise InvalidEventError("Event type is empty", event=event)
+        return event, dict(payload)
+    if isinstance(event, Mapping):
+        etype = event.get("type")
+        if not isinstance(etype, str) or not etype:
+            raise InvalidEventError(
+                "Event mapping needs a non-empty string 'type'",
+                event=event,
+                hint="send {'type': 'PAY', ...} or send('PAY', ...)",
+            )
+        data = {k: v for k, v in event.items() if k != "type"}
+        data.update(payload)
+        return etype, data
+    raise InvalidEventError(
+        f"Event must be a string or a mapping with 'type', not {type(event).__name__}",
+        event=event,
+    )
+
+
+class _SendClaim:
+    __slots__ = ("accepted", "receipt", "request")
+
+    def __init__(self, request: ClaimRequest) -> None:
+        self.request = request
+        self.receipt: Any = None
+        self.accepted = False
+
+
+class PersistedInstance:
+    """A live instance inside a ``persisted()`` block.
+
+    Reads (``value``, ``state_ids``, ``context``, ``status``, ``deadlines``,
+    ``matches``, ``can``) go to the engine instance; ``send`` runs events and
+    remembers what to commit. Nothing is written before the block exits.
+    ``duplicate`` is True when the block was opened with an idempotency key
+    that already finished: sends then replay the stored receipts and do
+    nothing, and ``replayed_result`` holds what the first attempt stored.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Any,
+        key: str,
+        machine: Any,
+        plugins: tuple[Any, ...] = (),
+        lock: LockStrategy | None = None,
+        create: bool = True,
+        strict: bool = False,
+        actor: str = "",
+        correlation_id: str = "",
+        idempotency_key: str | None = None,
+        fingerprint: str = "",
+        principal: str = "",
+        context: Mapping[str, Any] | None = None,
+        clock: Callable[[], int] | None = None,
+        is_async: bool = False,
+    ) -> None:
+        self.key = validate_key(key)
+        self.store = store
+        self._machine_or_resolver = machine
+        self.lock = lock or OptimisticLock()
+        self.create = create
+        self.strict = strict
+        self.actor = actor
+        self.correlation_id = correlation_id
+        self._initial_context = context
+        self._is_async = is_async
+        self.clock: Callable[[], int] = clock or getattr(store, "clock", None) or _wall_ms
+        self.idempotency: IdempotencyPlugin | None = None
+        self.audit: AuditPlugin | None = None
+        self.hooks: list[Plugin] = []
+        for plugin in plugins:
+            self._add_plugin(plugin)
+        self.token = self.lock.new_token()
+        self.owner = secrets.token_hex(12)
+        self.block_claim: ClaimRequest | None = None
+        if idempotency_key is not None:
+            self.block_claim = self._block_claim(idempotency_key, fingerprint, principal)
+        self.record: StoredRecord | None = None
+        self.floor = 0
+        self.version = 0
+        self.locked = False
+        self.duplicate = False
+        self.replayed_result: Any = None
+        self.receipts: list[Any] = []
+        self.committed: CommitResult | None = None
+        self._send_claims: dict[tuple[str, str], _SendClaim] = {}
+        self._log_entries: list[LogEntry] = []
+        self._accepted = 0
+        self._changed = False
+        self._poisoned: BaseException | None = None
+        self._result: Any = _UNSET
+        self._loaded_snapshot: Mapping[str, Any] | None = None
+        self.machine: Any = None
+        self.instance: Any = None
+        self.driver: Any = None  # set by persisted()/apersisted() at open
+
+    def _add_plugin(self, plugin: Any) -> None:
+        if isinstance(plugin, IdempotencyPlugin):
+            if self.idempotency is not None:
+                raise InvalidConfigError("Only one IdempotencyPlugin per block", path="plugins")
+            self.idempotency = plugin
+        elif isinstance(plugin, AuditPlugin):
+            if self.audit is not None:
+                raise InvalidConfigError("Only one AuditPlugin per block", path="plugins")
+            self.audit = plugin
+        elif isinstance(plugin, Plugin):
+            self.hooks.append(plugin)
+        else:
+            raise InvalidConfigError(
+                f"{type(plugin).__name__} is not a plugin",
+                path="plugins",
+                hint="use IdempotencyPlugin, AuditPlugin or a Plugin subclass",
+            )
+
+    def _block_claim(self, key: str, fingerprint: str, principal: str) -> ClaimRequest:
+        if self.idempotency is None:
+            raise InvalidConfigError(
+                "An idempotency_key needs an IdempotencyPlugin in plugins",
+                path="idempotency_key",
+            )
+        validate_idempotency_key(key)
+        return ClaimRequest(
+            scope=principal,
+            instance_key=self.key,
+            idempotency_key=key,
+            fingerprint=fingerprint or event_fingerprint("xsm.block", {}),
+            owner=self.owner,
+            lease_ms=self.idempotency.lease_for(self.store),
+        )
+
+    # --- open ----------------------------------------------------------------
+
+    def open_request(self, *, with_claims: bool) -> OpenRequest:
+        claims = (self.block_claim,) if with_claims and self.block_claim else ()
+        return OpenRequest(
+            key=self.key,
+            lock_token=self.token,
+            lock_ttl_ms=self.lock.ttl_ms or int(getattr(self.store, "lock_ttl_ms", 30_000)),
+            claims=claims,
+        )
+
+    def on_opened(self, result: OpenResult) -> None:
+        """Apply the open result: claims, lock, record → live instance."""
+        self.locked = result.locked
+        for outcome in result.claims:
+            self.on_block_claim(outcome)
+        self.record = result.record
+        self.floor = result.floor
+        self.machine = self._resolve_machine(result.record)
+        if result.record is None:
+            if not self.create:
+                raise InstanceNotFoundError(self.key, machine=getattr(self.machine, "id", ""))
+            self.instance = self.machine.start(
+                dict(self._initial_context) if self._initial_context is not None else None,
+                clock=self.clock,
+            )
+            self._loaded_snapshot = self.instance.snapshot()
+        else:
+            self.version = result.record.version
+            self._loaded_snapshot = result.record.snapshot
+            self.instance = self.machine.restore(result.record.snapshot, clock=self.clock)
+
+    def on_block_claim(self, outcome: ClaimOutcome) -> None:
+        if outcome.status == ClaimStatus.DONE:
+            self.duplicate = True
+            stored = outcome.receipt if isinstance(outcome.receipt, Mapping) else {}
+            self.replayed_result = stored.get("result")
+            self._replay_receipts = list(stored.get("receipts", ()))
+        else:
+            raise_for_outcome(outcome)
+
+    def _resolve_machine(self, record: StoredRecord | None) -> Any:
+        m = self._machine_or_resolver
+        if hasattr(m, "restore") and hasattr(m, "start"):
+            return m
+        return m(record)
+
+    # --- reading -------------------------------------------------------------
+
+    @property
+    def value(self) -> Any:
+        return self.instance.value
+
+    @property
+    def state_ids(self) -> Any:
+        return self.instance.state_ids
+
+    @property
+    def context(self) -> Any:
+        return self.instance.context
+
+    @property
+    def status(self) -> str:
+        return str(self.instance.status)
+
+    @property
+    def deadlines(self) -> Any:
+        return self.instance.deadlines
+
+    @property
+    def created(self) -> bool:
+        """True when this block started a new instance."""
+        return self.record is None
+
+    def matches(self, state_id: str) -> bool:
+        return bool(self.instance.matches(state_id))
+
+    def can(self, event: Any) -> bool:
+        return bool(self.instance.can(event))
+
+    def snapshot(self) -> dict[str, Any]:
+        return dict(self.instance.snapshot())
+
+    def set_result(self, result: Any) -> None:
+        """What a duplicate of this block's idempotency key gets back (JSON-
+        ready). Defaults to the receipts of the block's sends."""
+        self._result = result
+
+    # --- sending -------------------------------------------------------------
+
+    def send(
+        self,
+        event: object,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        reason: str = "",
+        correlation_id: str | None = None,
+        strict: bool | None = None,
+        **payload: Any,
+    ) -> Any:
+        """Send one event; returns the engine receipt (or, for a duplicate
+        idempotency key, the first attempt's :class:`ReplayedReceipt`).
+
+        ``idempotency_key``: process this event at most once (needs an
+        IdempotencyPlugin). ``actor``/``reason``/``correlation_id`` go to
+        the transition log. ``strict`` overrides the block's strictness.
+        """
+        if self.driver is None:
+            raise XsmError(
+                f"{self.key!r} is not open", hint="use it inside 'with persisted(...)'"
+            )
+        return self.driver.send(
+            event,
+            idempotency_key=idempotency_key,
+            actor=actor,
+            reason=reason,
+            correlation_id=correlation_id,
+            strict=strict,
+            **payload,
+        )
+
+    async def asend(self, event: object, /, **kwargs: Any) -> Any:
+        """Awaitable :meth:`send`; needed inside ``apersisted()`` for a key
+        that was not known at open."""
+        if self.driver is None:
+            raise XsmError(
+                f"{self.key!r} is not open", hint="use it inside 'async with apersisted(...)'"
+            )
+        return await self.driver.asend(event, **kwargs)
+
+    def prepare_send(
+        self, event: object, payload: Mapping[str, Any], idempotency_key: str | None
+    ) -> tuple[str, dict[str, Any], Any]:
+        """Normalise the event; returns (type, payload, step) where step is
+        None, a ReplayedReceipt to return as is, or a ClaimRequest the
+        driver must send to the inbox before :meth:`run`."""
+        if self.instance is None or self.committed is not None:
+            raise XsmError(
+                f"The persisted block of {self.key!r} is closed",
+                hint="send inside the with-block",
+            )
+        etype, data = normalize_event(event, payload)
+        if self.duplicate:
+            return etype, data, self._replayed(etype)
+        if idempotency_key is None:
+            return etype, data, None
+        if self.idempotency is None:
+            raise InvalidConfigError(
+                "send(idempotency_key=...) needs an IdempotencyPlugin in plugins",
+                path="idempotency_key",
+            )
+        validate_idempotency_key(idempotency_key)
+        fingerprint = event_fingerprint(etype, data)
+        scope = self.idempotency.scope_for(_EventView(etype, data))
+        held = self._send_claims.get((scope, idempotency_key))
+        if held is not None:
+            if held.request.fingerprint != fingerprint:
+                raise_for_outcome(ClaimOutcome(ClaimStatus.MISMATCH, held.request))
+            return etype, data, ReplayedReceipt.from_stored(
+                receipt_to_stored(held.receipt), event_type=etype
+            )
+        request = ClaimRequest(
+            scope=scope,
+            instance_key=self.key,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+            owner=self.owner,
+            lease_ms=self.idempotency.lease_for(self.store),
+        )
+        return etype, data, request
+
+    def on_send_claim(self, outcome: ClaimOutcome) -> ReplayedReceipt | _SendClaim:
+        if outcome.status == ClaimStatus.DONE:
+            return ReplayedReceipt.from_stored(outcome.receipt)
+        raise_for_outcome(outcome)
+        claim = _SendClaim(outcome.request)
+        self._send_claims[(outcome.request.scope, outcome.request.idempotency_key)] = claim
+        return claim
+
+    def _replayed(self, etype: str) -> ReplayedReceipt:
+        index = len(self.receipts)
+        stored = self._replay_receipts[index] if index < len(self._replay_receipts) else None
+        receipt = ReplayedReceipt.from_stored(stored, event_type=etype)
+        self.receipts.append(receipt)
+        return receipt
+
+    def run(
+        self,
+        etype: str,
+        data: dict[str, Any],
+        claim: _SendClaim | None,
+        *,
+        actor: str | None,
+        reason: str,
+        correlation_id: str | None,
+        strict: bool | None,
+    ) -> Any:
+        if self._poisoned is not None:
+            raise XsmError(
+                f"An earlier event in this block of {self.key!r} failed; nothing "
+                "will be committed",
+                hint="let the exception leave the with-block and retry",
+            ) from self._poisoned
+        for hook in self.hooks:
+            hook.before_send(self, etype, data)
+        before = self.instance.value if self.audit is not None else None
+        try:
+            receipt = self.instance.send(etype, strict=self.strict if strict is None else strict, **data)
+        except EventNotAcceptedError as exc:
+            exc.key = self.key
+            raise
+        except BaseException as exc:  # an action or guard raised mid-step
+            self._poisoned = exc
+            raise
+        self.receipts.append(receipt)
+        if claim is not None:
+            claim.receipt = receipt
+            claim.accepted = bool(receipt.accepted)
+        if receipt.accepted:
+            self._accepted += 1
+            self._changed = self._changed or bool(receipt.changed)
+            if self.audit is not None:
+                self._log_entries.append(
+                    LogEntry(
+                        event_type=etype,
+                        payload=self.audit.redact_payload(data),
+                        actor=self.actor if actor is None else actor,
+                        reason=reason,
+                        from_state=before,
+                        to_state=receipt.value,
+                        idempotency_key=claim.request.idempotency_key if claim else "",
+                        correlation_id=self.correlation_id
+                        if correlation_id is None
+                        else correlation_id,
+                        timestamp_ms=self.clock(),
+                    )
+                )
+        for hook in self.hooks:
+            hook.after_send(self, etype, receipt)
+        return receipt
+
+    # --- commit --------------------------------------------------------------
+
+    def build_commit(self) -> CommitUnit:
+        """The unit of work of this block (possibly empty)."""
+        if self._poisoned is not None:
+            raise XsmError(
+                f"Not committing {self.key!r}: an event failed inside the block",
+                hint="the failing action's exception was caught in the block; "
+                "re-raise it or open a new block",
+            ) from self._poisoned
+        if self.duplicate:
+            return CommitUnit(
+                key=self.key,
+                commit_id="",
+                expected_version=self.version,
+                machine_id="",
+                machine_version="",
+                lock_token=self.token,
+                release_lock=self.locked,
+            )
+        snapshot: dict[str, Any] | None = None
+        if self._changed:
+            snapshot = self.instance.snapshot()
+        else:
+            current = self.instance.snapshot()
+            # A body may also mutate the context directly: that is saved too.
+            if current != self._loaded_snapshot or (self.record is None and self._accepted):
+                snapshot = current
+        failures = self.record.timer_failures if self.record is not None else {}
+        new_failures: dict[str, TimerFailure] | None = None
+        if snapshot is not None and failures:
+            pruned = prune_failures(failures, self.instance.deadlines)
+            if pruned != dict(failures):
+                new_failures = pruned
+        commits = snapshot is not None or bool(self._log_entries) or any(
+            c.accepted for c in self._send_claims.values()
+        )
+        marks: list[InboxMark] = []
+        releases: list[InboxRelease] = []
+        ttl = self.idempotency.ttl_ms if self.idempotency else 0
+        for claim in self._send_claims.values():
+            if claim.accepted:
+                marks.append(InboxMark(claim.request, receipt_to_stored(claim.receipt), ttl))
+            else:
+                releases.append(InboxRelease(claim.request))
+        if self.block_claim is not None:
+            if commits:
+                result = {
+                    "receipts": [receipt_to_stored(r) for r in self.receipts],
+                    "result": None if self._result is _UNSET else self._result,
+                }
+                marks.append(InboxMark(self.block_claim, result, ttl))
+            else:
+                releases.append(InboxRelease(self.block_claim))
+        effective = failures if new_failures is None else new_failures
+        return CommitUnit(
+            key=self.key,
+            commit_id=secrets.token_hex(12),
+            expected_version=self.version,
+            machine_id=str(self.machine.id),
+            machine_version=str(self.machine.version),
+            snapshot=snapshot,
+            floor=self.floor,
+            state_ids=tuple(self.instance.state_ids),
+            next_due_ms=next_due_ms(self.instance.deadlines, effective),
+            timer_failures=new_failures,
+            lock_token=self.token,
+            release_lock=self.locked,
+            marks=tuple(marks),
+            releases=tuple(releases),
+            log_entries=tuple(self._log_entries),
+        )
+
+    def on_committed(self, result: CommitResult) -> None:
+        self.committed = result
+        self.version = result.version
+        for hook in self.hooks:
+            hook.after_commit(self, result)
+
+    def abort_releases(self) -> list[InboxRelease]:
+        """Claims to drop when the block fails (nothing was committed)."""
+        out = [InboxRelease(c.request) for c in self._send_claims.values()]
+        if self.block_claim is not None and not self.duplicate:
+            out.append(InboxRelease(self.block_claim))
+        return out
+
+    def __repr__(self) -> str:
+        state = self.instance.value if self.instance is not None else "<not open>"
+        return f"<PersistedInstance {self.key!r} v{self.version} {state!r}>"
+
+
+class _EventView:
+    """What ``principal(event)`` receives: ``.type``, ``.data``, item access."""
+
+    __slots__ = ("data", "type")
+
+    def __init__(self, etype: str, data: dict[str, Any]) -> None:
+        self.type = etype
+        self.data = data
+
+    def __getitem__(self, name: str) -> Any:
+        return self.data[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.data.get(name, default)
+
+
+def _wall_ms() -> int:
+    import time
+
+    return time.time_ns() // 1_000_000
+

@@ -1,0 +1,225 @@
+"""Snapshot codecs: compact JSON by default, Fernet encryption optionally.
+
+JSON cannot hold every value a context may carry. :class:`JsonCodec`
+round-trips ``Decimal``, ``datetime``/``date``/``time``, ``UUID``, ``bytes``
+and tuples exactly (as tagged objects), and raises ``TypeError`` naming the
+path of anything else (sets, objects, non-string dict keys, NaN) instead of
+silently turning it into a string, as ``json.dumps(default=str)`` would.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import decimal
+import json
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django_xsm.exceptions import InvalidConfigError, SnapshotCorruptError
+
+__all__ = ["FernetCodec", "JsonCodec", "loads_tagged", "to_json_ready"]
+
+# The tag key marks an encoded non-JSON value; a user dict that happens to
+# contain it is wrapped as {"$xsm": "dict", "v": {...}} so decoding never
+# mistakes user data for a tag.
+_TAG = "$xsm"
+
+
+def _tag(kind: str, value: Any) -> dict[str, Any]:
+    return {_TAG: kind, "v": value}
+
+
+def to_json_ready(value: Any, path: str = "$") -> Any:
+    """``value`` with every non-JSON leaf replaced by its tagged form.
+
+    Raises ``TypeError`` (with the path, e.g. ``$.context.tags``) for a value
+    that cannot be represented exactly.
+    """
+    # Ordered by frequency: plain JSON scalars dominate real contexts.
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"{path}: {value!r} is not representable in JSON")
+        return value
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(
+                    f"{path}: dict key {k!r} is a {type(k).__name__}; JSON "
+                    "object keys must be strings (convert it yourself)"
+                )
+            out[k] = to_json_ready(v, f"{path}.{k}")
+        return _tag("dict", out) if _TAG in out else out
+    if isinstance(value, list):
+        return [to_json_ready(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        return _tag("tuple", [to_json_ready(v, f"{path}[{i}]") for i, v in enumerate(value)])
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise TypeError(f"{path}: {value!r} is not a finite Decimal")
+        return _tag("decimal", str(value))
+    if isinstance(value, _dt.datetime):
+        return _tag("datetime", value.isoformat())
+    if isinstance(value, _dt.date):
+        return _tag("date", value.isoformat())
+    if isinstance(value, _dt.time):
+        return _tag("time", value.isoformat())
+    if isinstance(value, uuid.UUID):
+        return _tag("uuid", str(value))
+    if isinstance(value, bytes):
+        return _tag("bytes", base64.b64encode(value).decode("ascii"))
+    raise TypeError(
+        f"{path}: {type(value).__name__} value {value!r:.60} cannot be stored; "
+        "use JSON types, Decimal, datetime, date, time, UUID, bytes or tuples"
+    )
+
+
+_DECODERS = {
+    "decimal": decimal.Decimal,
+    "datetime": _dt.datetime.fromisoformat,
+    "date": _dt.date.fromisoformat,
+    "time": _dt.time.fromisoformat,
+    "uuid": uuid.UUID,
+    "bytes": lambda v: base64.b64decode(v.encode("ascii")),
+    "tuple": tuple,
+    "dict": lambda v: v,
+}
+
+
+def _object_hook(obj: dict[str, Any]) -> Any:
+    kind = obj.get(_TAG)
+    if kind is None or len(obj) != 2 or "v" not in obj:
+        return obj
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise ValueError(f"unknown tag {kind!r}")
+    return decoder(obj["v"])
+
+
+def _has_special(value: Any) -> bool:
+    """True when a plain ``json.dumps`` would not be exact."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str) or k == _TAG or _has_special(v):
+                return True
+        return False
+    if isinstance(value, list):
+        return any(_has_special(v) for v in value)
+    if value is None or isinstance(value, str | bool | int):
+        return False
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return True
+
+
+class JsonCodec:
+    """Compact UTF-8 JSON with exact round-trips for common Python types."""
+
+    name = "json"
+
+    def encode(self, snapshot: Mapping[str, Any], *, key: str, version: int) -> bytes:
+        data: Any = snapshot
+        # Fast path: most snapshots are plain JSON and need no copy.
+        if _has_special(data):
+            data = to_json_ready(dict(snapshot))
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def decode(self, data: bytes, *, key: str, version: int) -> dict[str, Any]:
+        try:
+            value = json.loads(data, object_hook=_object_hook)
+        except (ValueError, TypeError, decimal.InvalidOperation) as exc:
+            raise SnapshotCorruptError(
+                f"Snapshot of {key!r} (version {version}) is not valid JSON: "
+                f"{type(exc).__name__}",
+                key=key,
+            ) from None
+        if not isinstance(value, dict):
+            raise SnapshotCorruptError(
+                f"Snapshot of {key!r} is a {type(value).__name__}, not an object",
+                key=key,
+            )
+        return value
+
+
+class FernetCodec:
+    """Encrypts snapshots with Fernet (AES-128-CBC + HMAC-SHA256).
+
+    ``keys``: Fernet keys, newest first; the first encrypts, all decrypt
+    (rotation: add the new key in front, re-save or :meth:`rotate`, then
+    drop the old one). The plaintext starts with the instance key and the
+    version, checked on decode, so ciphertext copied to another key or
+    replayed at another version is rejected as corrupt.
+
+    Needs the ``crypto`` extra (``pip install django-xsm[crypto]``).
+    """
+
+    name = "fernet"
+
+    def __init__(self, keys: Sequence[str | bytes], *, inner: JsonCodec | None = None) -> None:
+        try:
+            from cryptography.fernet import Fernet, MultiFernet
+        except ImportError:  # pragma: no cover - exercised without the extra
+            raise InvalidConfigError(
+                "FernetCodec needs the 'cryptography' package",
+                path="codec",
+                hint="pip install 'django-xsm[crypto]'",
+            ) from None
+        if isinstance(keys, str | bytes) or not keys:
+            raise InvalidConfigError(
+                "FernetCodec needs a non-empty list of keys, newest first",
+                path="codec.keys",
+                hint="generate one with cryptography.fernet.Fernet.generate_key()",
+            )
+        try:
+            self._fernet = MultiFernet([Fernet(k) for k in keys])
+        except (ValueError, TypeError) as exc:
+            raise InvalidConfigError(
+                f"Invalid Fernet key: {exc}",
+                path="codec.keys",
+                hint="keys are 32 url-safe base64-encoded bytes",
+            ) from None
+        self._inner = inner or JsonCodec()
+
+    @staticmethod
+    def _header(key: str, version: int) -> bytes:
+        return f"xsm1\x00{key}\x00{version}\x00".encode()
+
+    def encode(self, snapshot: Mapping[str, Any], *, key: str, version: int) -> bytes:
+        body = self._inner.encode(snapshot, key=key, version=version)
+        return self._fernet.encrypt(self._header(key, version) + body)
+
+    def decode(self, data: bytes, *, key: str, version: int) -> dict[str, Any]:
+        from cryptography.fernet import InvalidToken
+
+        try:
+            plain = self._fernet.decrypt(data)
+        except (InvalidToken, TypeError, ValueError):
+            raise SnapshotCorruptError(
+                f"Snapshot of {key!r} cannot be decrypted with the configured keys",
+                key=key,
+                hint="the key was rotated out, or the data is not ours",
+            ) from None
+        header = self._header(key, version)
+        if not plain.startswith(header):
+            raise SnapshotCorruptError(
+                f"Encrypted snapshot stored under {key!r} version {version} was "
+                "written for another key or version",
+                key=key,
+                hint="ciphertext was copied between instances; restore it from the log",
+            )
+        return self._inner.decode(plain[len(header) :], key=key, version=version)
+
+    def rotate(self, data: bytes) -> bytes:
+        """Re-encrypt ``data`` with the newest key (same binding)."""
+        return self._fernet.rotate(data)
+
+
+def loads_tagged(data: str | bytes) -> Any:
+    """``json.loads`` that turns tagged values back into Python objects
+    (the inverse of ``json.dumps(to_json_ready(value))``)."""
+    return json.loads(data, object_hook=_object_hook)

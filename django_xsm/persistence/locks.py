@@ -1,0 +1,188 @@
+"""Lock strategies for ``persisted()`` and the conflict-retry helpers.
+
+Both strategies fence the commit on the version loaded at open, so neither
+can lose an update. :class:`OptimisticLock` (the default) takes no lock:
+concurrent writers find out at commit (``ConflictError``) and retry.
+:class:`PessimisticLock` takes the store's token lock at open (in the same
+step as the load) and fails fast with ``LockTimeoutError``; its commit is
+fenced by the token *and* the version, so a holder that paused past its
+lease loses to the next holder instead of overwriting it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError
+
+__all__ = [
+    "LockStrategy",
+    "OptimisticLock",
+    "PessimisticLock",
+    "StoreLock",
+    "aretry_on_conflict",
+    "backoff_delays",
+    "retry_on_conflict",
+]
+
+T = TypeVar("T")
+
+
+class LockStrategy:
+    """Base of the strategies; ``pessimistic`` tells the runtime to lock."""
+
+    pessimistic = False
+    timeout: float = 0.0
+    ttl_ms: int | None = None
+    poll_s: float = 0.0
+
+    def new_token(self) -> str:
+        return secrets.token_hex(16) if self.pessimistic else ""
+
+
+class OptimisticLock(LockStrategy):
+    """No lock; the commit is a compare-and-set on the loaded version."""
+
+    def __repr__(self) -> str:
+        return "OptimisticLock()"
+
+
+class PessimisticLock(LockStrategy):
+    """Hold the instance's token lock from open to commit.
+
+    ``timeout``: seconds to wait for a busy lock before ``LockTimeoutError``
+    (kept short on purpose: contention fails fast). ``ttl_ms``: lease of the
+    lock (default: the store's ``lock_ttl_ms``); a holder that outlives it
+    loses its commit with ``ConflictError`` rather than overwriting a newer
+    holder.
+    """
+
+    pessimistic = True
+
+    def __init__(
+        self, timeout: float = 1.0, *, ttl_ms: int | None = None, poll_s: float = 0.01
+    ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+            raise InvalidConfigError(
+                f"timeout must be a number of seconds >= 0, got {timeout!r}", path="timeout"
+            )
+        if ttl_ms is not None and (not isinstance(ttl_ms, int) or ttl_ms < 1):
+            raise InvalidConfigError(
+                f"ttl_ms must be a positive int, got {ttl_ms!r}", path="ttl_ms"
+            )
+        self.timeout = float(timeout)
+        self.ttl_ms = ttl_ms
+        self.poll_s = poll_s
+
+    def __repr__(self) -> str:
+        return f"PessimisticLock(timeout={self.timeout:g}, ttl_ms={self.ttl_ms})"
+
+
+def backoff_delays(
+    attempts: int, *, base_s: float = 0.01, max_s: float = 0.5
+) -> list[float]:
+    """Full-jitter exponential backoff delays between ``attempts`` tries."""
+    return [
+        random.uniform(0, min(max_s, base_s * 2**i))  # noqa: S311 - jitter, not crypto
+        for i in range(max(attempts - 1, 0))
+    ]
+
+
+def retry_on_conflict(
+    fn: Callable[[], T],
+    *,
+    attempts: int = 5,
+    base_s: float = 0.01,
+    max_s: float = 0.5,
+    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
+) -> T:
+    """Call ``fn`` until it does not raise ``ConflictError`` (at most
+    ``attempts`` times), sleeping with jittered exponential backoff.
+
+    ``fn`` must open its own ``persisted()`` block so each attempt reloads.
+    Actions run again on every attempt: keep side effects idempotent or
+    trigger them after the commit. The last conflict is re-raised.
+    """
+    delays = backoff_delays(attempts, base_s=base_s, max_s=max_s)
+    for delay in delays:
+        try:
+            return fn()
+        except retry_on:
+            time.sleep(delay)
+    return fn()
+
+
+async def aretry_on_conflict(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    attempts: int = 5,
+    base_s: float = 0.01,
+    max_s: float = 0.5,
+    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
+) -> T:
+    """The asyncio twin of :func:`retry_on_conflict`."""
+    delays = backoff_delays(attempts, base_s=base_s, max_s=max_s)
+    for delay in delays:
+        try:
+            return await fn()
+        except retry_on:
+            await asyncio.sleep(delay)
+    return await fn()
+
+
+class StoreLock:
+    """``with store.lock(key, timeout=1.0) as token:`` — the store's token
+    lock on its own (SET NX PX semantics, compare-and-delete release).
+
+    Raises ``LockTimeoutError`` when still busy after ``timeout`` seconds.
+    ``token`` is the fencing token to pass to commits made while holding it.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        key: str,
+        *,
+        timeout: float = 1.0,
+        ttl_ms: int | None = None,
+        poll_s: float = 0.01,
+    ) -> None:
+        self.store = store
+        self.key = key
+        self.timeout = timeout
+        self.ttl_ms = ttl_ms or store.lock_ttl_ms
+        self.poll_s = poll_s
+        self.token = secrets.token_hex(16)
+
+    def acquire(self) -> str:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            busy_ms = self.store.acquire_lock(self.key, self.token, self.ttl_ms)
+            if not busy_ms:
+                return self.token
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LockTimeoutError(
+                    self.key, timeout=self.timeout, retry_after_s=max(1, -(-busy_ms // 1000))
+                )
+            time.sleep(min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000))  # noqa: S311
+
+    def release(self) -> bool:
+        return bool(self.store.release_lock(self.key, self.token))
+
+    def __enter__(self) -> str:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,400 @@
+"""In-process reference backends: MemoryStore, MemoryInbox, MemoryLog.
+
+Thread-safe and faithful to the contract in ``base.py`` (the same contract
+tests run against them and against Redis), so they double as fakes in
+users' own tests. A commit holds the store's, the inbox's and the log's
+locks together (always in that order), so it is atomic for every reader.
+Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+import bisect
+import secrets
+import datetime as _dt
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
+
+from .base import Codec, validate_key, wall_to_ms
+from .codecs import JsonCodec
+from .memory_inbox import MemoryInbox
+from .memory_log import MemoryLog
+from .records import (
+    CommitResult,
+    CommitUnit,
+    OpenRequest,
+    OpenResult,
+    StoredRecord,
+    TimerFailure,
+)
+
+__all__ = ["MemoryInbox", "MemoryLog", "MemoryStore"]
+
+Clock = Callable[[], int]
+
+
+def system_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Row:
+    data: bytes
+    version: int
+    machine_id: str
+    machine_version: str
+    updated_ms: int
+    commit_id: str
+    state_ids: tuple[str, ...] = ()
+    expires_ms: int | None = None
+    failures: dict[str, TimerFailure] = field(default_factory=dict)
+
+
+class MemoryStore:
+    """A :class:`~django_xsm.persistence.base.StateStore` in a dict."""
+
+    def __init__(
+        self,
+        *,
+        codec: Codec | None = None,
+        max_snapshot_bytes: int = 1024 * 1024,
+        ttl_s: float | None = None,
+        lock_ttl_ms: int = 30_000,
+        clock: Clock | None = None,
+    ) -> None:
+        if ttl_s is not None and ttl_s <= 0:
+            raise InvalidConfigError("ttl_s must be positive or None", path="ttl_s")
+        self.codec: Codec = codec or JsonCodec()
+        self.max_snapshot_bytes = max_snapshot_bytes
+        self.ttl_s = ttl_s
+        self.lock_ttl_ms = lock_ttl_ms
+        self.clock: Clock = clock or system_clock_ms
+        self._lock = threading.RLock()
+        self._rows: dict[str, _Row] = {}
+        self._floors: dict[str, int] = {}
+        self._locks: dict[str, tuple[str, int]] = {}
+        self._due: dict[str, int] = {}
+        self._dead: dict[str, int] = {}
+
+    # --- reading ---------------------------------------------------------
+
+    def _live(self, key: str, now: int) -> _Row | None:
+        row = self._rows.get(key)
+        if row is not None and row.expires_ms is not None and row.expires_ms <= now:
+            self._drop(key)
+            return None
+        return row
+
+    def _drop(self, key: str) -> None:
+        row = self._rows.pop(key, None)
+        if row is not None:
+            self._floors[key] = max(self._floors.get(key, 0), row.version)
+        self._due.pop(key, None)
+        self._dead.pop(key, None)
+
+    def _record(self, key: str, row: _Row) -> StoredRecord:
+        snapshot = self.codec.decode(row.data, key=key, version=row.version)
+        return StoredRecord(
+            key=key,
+            snapshot=snapshot,
+            version=row.version,
+            machine_version=row.machine_version,
+            updated_ms=row.updated_ms,
+            machine_id=row.machine_id,
+            timer_failures=dict(row.failures),
+        )
+
+    def load(self, key: str) -> StoredRecord | None:
+        validate_key(key)
+        with self._lock:
+            row = self._live(key, self.clock())
+            return None if row is None else self._record(key, row)
+
+    def open(self, request: OpenRequest, *, inbox: MemoryInbox | None = None) -> OpenResult:
+        """Lock, claims and load under one critical section."""
+        validate_key(request.key)
+        with self._lock:
+            now = self.clock()
+            if request.lock_token:
+                busy = self._lock_busy(request.key, request.lock_token, now)
+                if busy:
+                    return OpenResult(record=None, lock_busy_ms=busy)
+            outcomes = inbox.claim_all(request.claims) if inbox and request.claims else ()
+            if request.lock_token and all(o.status == "claimed" for o in outcomes):
+                self._locks[request.key] = (request.lock_token, now + request.lock_ttl_ms)
+            row = self._live(request.key, now)
+            return OpenResult(
+                record=None if row is None else self._record(request.key, row),
+                floor=self._floors.get(request.key, 0),
+                locked=bool(request.lock_token)
+                and all(o.status == "claimed" for o in outcomes),
+                claims=tuple(outcomes),
+            )
+
+    # --- writing ---------------------------------------------------------
+
+    def shares_commit(self, other: object) -> bool:
+        return isinstance(other, MemoryInbox | MemoryLog)
+
+    def _encode(self, unit: CommitUnit) -> bytes | None:
+        if unit.snapshot is None:
+            return None
+        data = self.codec.encode(unit.snapshot, key=unit.key, version=unit.new_version)
+        if len(data) > self.max_snapshot_bytes:
+            raise SnapshotTooLargeError(
+                unit.key, size=len(data), limit=self.max_snapshot_bytes
+            )
+        return data
+
+    def commit(
+        self,
+        unit: CommitUnit,
+        *,
+        inbox: Any = None,
+        log: Any = None,
+    ) -> CommitResult:
+        validate_key(unit.key)
+        data = self._encode(unit)  # may raise before anything is touched
+        inbox_lock = inbox._lock if isinstance(inbox, MemoryInbox) else threading.RLock()
+        log_lock = log._lock if isinstance(log, MemoryLog) else threading.RLock()
+        with self._lock, inbox_lock, log_lock:
+            now = self.clock()
+            row = self._live(unit.key, now)
+            if row is not None and row.commit_id == unit.commit_id:
+                return CommitResult(
+                    version=row.version, updated_ms=row.updated_ms, replayed=True
+                )
+            self._check_fences(unit, row, now)
+            if unit.marks and inbox is not None:
+                inbox.check_owned([m.claim for m in unit.marks], unit.key, unit.expected_version)
+            version = row.version if row is not None else 0
+            if data is not None:
+                version = unit.new_version
+                row = _Row(
+                    data=data,
+                    version=version,
+                    machine_id=unit.machine_id,
+                    machine_version=unit.machine_version,
+                    updated_ms=now,
+                    commit_id=unit.commit_id,
+                    state_ids=unit.state_ids,
+                    failures=dict(row.failures) if row is not None else {},
+                )
+                self._rows[unit.key] = row
+                self._floors[unit.key] = version
+                self._index_due(unit.key, unit.next_due_ms)
+            elif row is not None:
+                row.commit_id = unit.commit_id
+            if row is not None:
+                if unit.timer_failures is not None:
+                    row.failures = dict(unit.timer_failures)
+                    self._index_dead(unit.key, row.failures, now)
+                if self.ttl_s is not None:
+                    row.expires_ms = now + int(self.ttl_s * 1000)
+            for mark in unit.marks:
+                inbox.mark(mark)
+            for release in unit.releases:
+                inbox.release(release)
+            first_seq = 0
+            for entry in unit.log_entries:
+                seq = log.append_next(unit.key, entry, version=version)
+                first_seq = first_seq or seq
+            if unit.release_lock and unit.lock_token:
+                self._release(unit.key, unit.lock_token)
+            return CommitResult(version=version, first_seq=first_seq, updated_ms=now)
+
+    def _check_fences(self, unit: CommitUnit, row: _Row | None, now: int) -> None:
+        actual = row.version if row is not None else None
+        if row is None:
+            if unit.expected_version != 0 or self._floors.get(unit.key, 0) != unit.floor:
+                raise ConflictError(
+                    unit.key, expected=unit.expected_version, actual=actual
+                )
+        elif row.version != unit.expected_version:
+            raise ConflictError(unit.key, expected=unit.expected_version, actual=actual)
+        held = self._locks.get(unit.key)
+        if held is not None and held[1] <= now:
+            del self._locks[unit.key]
+            held = None
+        if (held is not None and held[0] != unit.lock_token) or (
+            unit.lock_token and held is None
+        ):
+            raise ConflictError(
+                unit.key, expected=unit.expected_version, actual=actual, reason="lock"
+            )
+
+    def _index_due(self, key: str, due: int | None) -> None:
+        if due is None:
+            self._due.pop(key, None)
+        else:
+            self._due[key] = due
+
+    def _index_dead(self, key: str, failures: Mapping[str, TimerFailure], now: int) -> None:
+        if any(f.dead for f in failures.values()):
+            self._dead.setdefault(key, now)
+        else:
+            self._dead.pop(key, None)
+
+    def save(
+        self,
+        key: str,
+        snapshot: Mapping[str, Any],
+        *,
+        expected_version: int,
+        machine_version: str = "",
+        machine_id: str = "",
+    ) -> int:
+        with self._lock:
+            floor = self._floors.get(key, 0) if expected_version == 0 else 0
+            unit = CommitUnit(
+                key=key,
+                commit_id=secrets.token_hex(12),
+                expected_version=expected_version,
+                machine_id=machine_id or str(snapshot.get("machine_id", "")),
+                machine_version=machine_version,
+                snapshot=snapshot,
+                floor=floor,
+            )
+            return self.commit(unit).version
+
+    def record_timer_failure(
+        self,
+        key: str,
+        *,
+        expected_version: int,
+        failures: Mapping[str, TimerFailure],
+        next_due_ms: int | None,
+    ) -> bool:
+        with self._lock:
+            now = self.clock()
+            row = self._live(key, now)
+            if row is None or row.version != expected_version:
+                return False
+            row.failures = dict(failures)
+            self._index_due(key, next_due_ms)
+            self._index_dead(key, row.failures, now)
+            return True
+
+    # --- locks ------------------------------------------------------------
+
+    def _lock_busy(self, key: str, token: str, now: int) -> int:
+        held = self._locks.get(key)
+        if held is None or held[1] <= now or held[0] == token:
+            return 0
+        return held[1] - now
+
+    def acquire_lock(self, key: str, token: str, ttl_ms: int) -> int:
+        validate_key(key)
+        with self._lock:
+            now = self.clock()
+            busy = self._lock_busy(key, token, now)
+            if not busy:
+                self._locks[key] = (token, now + ttl_ms)
+            return busy
+
+    def _release(self, key: str, token: str) -> bool:
+        held = self._locks.get(key)
+        if held is not None and held[0] == token:
+            del self._locks[key]
+            return held[1] > self.clock()
+        return False
+
+    def release_lock(self, key: str, token: str) -> bool:
+        with self._lock:
+            return self._release(key, token)
+
+    def lock_holder(self, key: str) -> str | None:
+        """The token holding ``key``'s lock, for tests and inspection."""
+        with self._lock:
+            held = self._locks.get(key)
+            return held[0] if held and held[1] > self.clock() else None
+
+    # --- removal and listing ------------------------------------------------
+
+    def delete(self, key: str) -> bool:
+        validate_key(key)
+        with self._lock:
+            existed = self._live(key, self.clock()) is not None
+            self._drop(key)
+            return existed
+
+    def forget(self, key: str, *, log: MemoryLog | None = None) -> dict[str, int]:
+        validate_key(key)
+        with self._lock:
+            counts = {
+                "snapshot": int(self._live(key, self.clock()) is not None),
+                "deadlines": int(key in self._due),
+                "lock": int(self._locks.pop(key, None) is not None),
+                "log": log.forget(key) if log is not None else 0,
+            }
+            self._drop(key)
+            return counts
+
+    def _sorted_live(self, machine: str | None, state: str | None) -> list[str]:
+        now = self.clock()
+        return sorted(
+            k
+            for k in list(self._rows)
+            if (row := self._live(k, now)) is not None
+            and (machine is None or row.machine_id == machine)
+            and (state is None or state in row.state_ids)
+        )
+
+    def list_page(
+        self,
+        prefix: str = "",
+        *,
+        after: str = "",
+        limit: int = 50,
+        machine: str | None = None,
+        state: str | None = None,
+    ) -> tuple[list[str], str]:
+        with self._lock:
+            keys = self._sorted_live(machine, state)
+        start = bisect.bisect_right(keys, after) if after else 0
+        page = [k for k in keys[start:] if k.startswith(prefix)][:limit]
+        more = len(page) == limit and any(
+            k.startswith(prefix) for k in keys[start + len(page) :]
+        )
+        return page, (page[-1] if more and page else "")
+
+    def list_keys(self, prefix: str = "", *, machine: str | None = None) -> Iterator[str]:
+        after = ""
+        while True:
+            page, after = self.list_page(prefix, after=after, limit=500, machine=machine)
+            yield from page
+            if not after:
+                return
+
+    def due_keys(
+        self, until_wall: float | _dt.datetime, *, limit: int = 100
+    ) -> list[tuple[str, int]]:
+        until = wall_to_ms(until_wall)
+        with self._lock:
+            now = self.clock()
+            due = sorted(
+                (d, k) for k, d in self._due.items() if d <= until and self._live(k, now)
+            )
+        return [(k, d) for d, k in due[:limit]]
+
+    def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
+        with self._lock:
+            return sorted(self._dead.items(), key=lambda kv: (kv[1], kv[0]))[:limit]
+
+    def health(self) -> dict[str, Any]:
+        with self._lock:
+            return {"ok": True, "backend": "memory", "instances": len(self._rows)}
+
+    def clear(self) -> None:
+        """Drop everything (for tests)."""
+        with self._lock:
+            self._rows.clear()
+            self._floors.clear()
+            self._locks.clear()
+            self._due.clear()
+            self._dead.clear()

@@ -1,0 +1,154 @@
+"""MemoryInbox: the reference idempotency inbox (see ``base.InboxStore``)."""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django_xsm.exceptions import ConflictError
+
+from .base import validate_key
+from .records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
+
+__all__ = ["MemoryInbox"]
+
+_RowId = tuple[str, str, str]  # scope, instance key, idempotency key
+
+
+@dataclass(slots=True)
+class _InboxRow:
+    fingerprint: str
+    owner: str
+    done: bool
+    expires_ms: int  # lease end while in flight, retention end when done
+    receipt: Any = None
+
+
+def _row_id(claim: ClaimRequest) -> _RowId:
+    return (claim.scope, claim.instance_key, claim.idempotency_key)
+
+
+class MemoryInbox:
+    """Thread-safe in-process :class:`~django_xsm.persistence.base.InboxStore`."""
+
+    def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
+        self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._lock = threading.RLock()
+        self._rows: dict[_RowId, _InboxRow] = {}
+        # (expires_ms, row id); entries whose row changed are skipped lazily,
+        # so purging costs the number of expired entries.
+        self._expiry: list[tuple[int, _RowId]] = []
+
+    def _live(self, rid: _RowId, now: int) -> _InboxRow | None:
+        row = self._rows.get(rid)
+        if row is not None and row.expires_ms <= now:
+            del self._rows[rid]
+            return None
+        return row
+
+    def _outcome(self, request: ClaimRequest, now: int) -> ClaimOutcome:
+        row = self._live(_row_id(request), now)
+        if row is None:
+            return ClaimOutcome(ClaimStatus.CLAIMED, request)
+        if row.fingerprint != request.fingerprint:
+            return ClaimOutcome(ClaimStatus.MISMATCH, request)
+        if row.done:
+            return ClaimOutcome(ClaimStatus.DONE, request, receipt=row.receipt)
+        if row.owner == request.owner:
+            return ClaimOutcome(ClaimStatus.CLAIMED, request)
+        return ClaimOutcome(
+            ClaimStatus.IN_FLIGHT, request, retry_after_ms=row.expires_ms - now
+        )
+
+    def _put(self, rid: _RowId, row: _InboxRow) -> None:
+        self._rows[rid] = row
+        heapq.heappush(self._expiry, (row.expires_ms, rid))
+
+    def claim_all(self, requests: Iterable[ClaimRequest]) -> tuple[ClaimOutcome, ...]:
+        """Claim every request or none: leases are written only when all
+        outcomes are CLAIMED."""
+        with self._lock:
+            now = self.clock()
+            outcomes = tuple(self._outcome(r, now) for r in requests)
+            if all(o.status == ClaimStatus.CLAIMED for o in outcomes):
+                for o in outcomes:
+                    r = o.request
+                    self._put(
+                        _row_id(r),
+                        _InboxRow(r.fingerprint, r.owner, False, now + r.lease_ms),
+                    )
+            return outcomes
+
+    def claim(self, request: ClaimRequest) -> ClaimOutcome:
+        validate_key(request.idempotency_key, what="idempotency key")
+        return self.claim_all((request,))[0]
+
+    def check_owned(self, claims: Iterable[ClaimRequest], key: str, expected: int) -> None:
+        """Raise ConflictError(reason='claim') unless every claim is still
+        the caller's (an expired lease nobody else took still counts)."""
+        with self._lock:
+            now = self.clock()
+            for claim in claims:
+                row = self._rows.get(_row_id(claim))
+                if row is None or (not row.done and row.owner == claim.owner):
+                    continue
+                if row.expires_ms <= now:
+                    continue
+                raise ConflictError(key, expected=expected, actual=expected, reason="claim")
+
+    def mark(self, mark: InboxMark) -> bool:
+        with self._lock:
+            now = self.clock()
+            c = mark.claim
+            row = self._live(_row_id(c), now)
+            if row is not None and (row.done or row.owner != c.owner):
+                return False
+            self._put(
+                _row_id(c),
+                _InboxRow(c.fingerprint, c.owner, True, now + mark.ttl_ms, mark.receipt),
+            )
+            return True
+
+    def release(self, release: InboxRelease) -> bool:
+        with self._lock:
+            rid = _row_id(release.claim)
+            row = self._rows.get(rid)
+            if row is None or row.done or row.owner != release.claim.owner:
+                return False
+            del self._rows[rid]
+            return True
+
+    def get(self, scope: str, instance_key: str, idempotency_key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._live((scope, instance_key, idempotency_key), self.clock())
+            if row is None:
+                return None
+            return {
+                "state": "done" if row.done else "in_flight",
+                "fingerprint": row.fingerprint,
+                "receipt": row.receipt,
+                "expires_ms": row.expires_ms,
+            }
+
+    def purge_expired(self, *, limit: int = 1000) -> int:
+        removed = 0
+        with self._lock:
+            now = self.clock()
+            while self._expiry and self._expiry[0][0] <= now and removed < limit:
+                expires, rid = heapq.heappop(self._expiry)
+                row = self._rows.get(rid)
+                if row is not None and row.expires_ms == expires:
+                    del self._rows[rid]
+                    removed += 1
+        return removed
+
+    def forget(self, scope: str) -> int:
+        with self._lock:
+            doomed = [rid for rid in self._rows if rid[0] == scope]
+            for rid in doomed:
+                del self._rows[rid]
+            return len(doomed)

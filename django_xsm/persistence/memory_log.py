@@ -1,0 +1,91 @@
+"""MemoryLog: the reference transition log (see ``base.TransitionLogStore``)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+from collections.abc import Mapping
+
+from django_xsm.exceptions import InvalidConfigError
+
+from .base import validate_key, wall_to_ms
+from .records import LogEntry, TransitionRecord
+
+__all__ = ["MemoryLog"]
+
+
+class MemoryLog:
+    """Thread-safe in-process transition log; ``maxlen`` keeps the newest."""
+
+    def __init__(self, *, maxlen: int | None = None) -> None:
+        if maxlen is not None and maxlen < 1:
+            raise InvalidConfigError("maxlen must be a positive int or None", path="maxlen")
+        self.maxlen = maxlen
+        self._lock = threading.RLock()
+        self._records: dict[str, list[TransitionRecord]] = {}
+        self._last: dict[str, int] = {}
+
+    def _add(self, record: TransitionRecord) -> int:
+        rows = self._records.setdefault(record.key, [])
+        rows.append(record)
+        self._last[record.key] = record.seq
+        if self.maxlen is not None and len(rows) > self.maxlen:
+            del rows[: len(rows) - self.maxlen]
+        return record.seq
+
+    def append(self, record: TransitionRecord) -> int:
+        validate_key(record.key)
+        with self._lock:
+            last = self._last.get(record.key, 0)
+            if record.seq <= last:
+                raise InvalidConfigError(
+                    f"seq {record.seq} is not above the last seq {last} of {record.key!r}",
+                    path="record.seq",
+                    hint="use append_next() to let the log number records",
+                )
+            return self._add(record)
+
+    def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
+        validate_key(key)
+        with self._lock:
+            seq = self._last.get(key, 0) + 1
+            return self._add(entry.to_record(key, seq, version))
+
+    def last_seq(self, key: str) -> int:
+        with self._lock:
+            return self._last.get(key, 0)
+
+    def read(
+        self, key: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[TransitionRecord]:
+        with self._lock:
+            rows = [r for r in self._records.get(key, ()) if r.seq > after_seq]
+        return rows if limit is None else rows[:limit]
+
+    def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
+        with self._lock:
+            rows = self._records.get(key, [])
+            return list(rows[-count:]) if count > 0 else []
+
+    def purge_older_than(
+        self, cutoff: float | _dt.datetime, *, key: str | None = None
+    ) -> int:
+        limit_ms = wall_to_ms(cutoff)
+        removed = 0
+        with self._lock:
+            for k in [key] if key is not None else list(self._records):
+                rows = self._records.get(k, [])
+                keep = [r for r in rows if r.timestamp_ms >= limit_ms]
+                removed += len(rows) - len(keep)
+                self._records[k] = keep
+        return removed
+
+    def forget(self, key: str) -> int:
+        with self._lock:
+            self._last.pop(key, None)
+            return len(self._records.pop(key, []))
+
+    def counts(self) -> Mapping[str, int]:
+        """Records held per key (for tests and inspection)."""
+        with self._lock:
+            return {k: len(v) for k, v in self._records.items()}

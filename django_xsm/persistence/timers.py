@@ -1,0 +1,271 @@
+"""DueTimerScanner: fires durable ``after`` deadlines.
+
+Deadlines are absolute wall-clock times stored in the snapshot and indexed
+by the store at each commit. A scan asks the store for keys due now, opens
+each in a ``persisted()`` block (create=False), and sends the
+``xstate.after.*`` event of every deadline that is due, oldest first. The
+commit is fenced by the version loaded and the engine only accepts an
+after-event while the matching state entry still holds its deadline, so a
+deadline fires at most once per state entry even with many scanners
+running at once, and never before its due time (by the scanner's clock).
+
+A fire that raises is retried with exponential backoff; after
+``max_attempts`` it is parked as dead-lettered (visible in
+``store.dead_letters()``, ``xsm_inspect`` and the admin). One poisoned
+instance never stops a scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django_xsm.exceptions import (
+    ConflictError,
+    InstanceNotFoundError,
+    InvalidConfigError,
+    LockTimeoutError,
+    StoreUnavailableError,
+    UnknownMachineError,
+    XsmError,
+)
+
+from .locks import LockStrategy
+from .records import StoredRecord, TimerFailure
+from .runtime import persisted
+from .timer_state import failure_key, next_due_ms
+
+__all__ = ["DueTimerScanner", "ScanResult"]
+
+logger = logging.getLogger("django_xsm.timers")
+
+TIMER_ACTOR = "xsm:timer"
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """Counts of one scan. ``max_lag_ms``: the latest fire after its due time."""
+
+    scanned: int = 0
+    fired: int = 0
+    stale: int = 0
+    locked: int = 0
+    errors: int = 0
+    dead_lettered: int = 0
+    max_lag_ms: int = 0
+    failed_keys: list[str] = field(default_factory=list)
+
+    def merge(self, other: ScanResult) -> None:
+        self.scanned += other.scanned
+        self.fired += other.fired
+        self.stale += other.stale
+        self.locked += other.locked
+        self.errors += other.errors
+        self.dead_lettered += other.dead_lettered
+        self.max_lag_ms = max(self.max_lag_ms, other.max_lag_ms)
+        self.failed_keys.extend(other.failed_keys)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "scanned": self.scanned,
+            "fired": self.fired,
+            "stale": self.stale,
+            "locked": self.locked,
+            "dead_lettered": self.dead_lettered,
+            "errors": self.errors,
+            "max_lag_ms": self.max_lag_ms,
+        }
+
+
+class DueTimerScanner:
+    """Fire due deadlines of every instance in ``store``.
+
+    ``machines``: machine id -> machine (the record names its machine).
+    ``plugins``/``lock``: as for ``persisted()`` (audit the fires, lock
+    pessimistically...). ``now``: a clock returning epoch milliseconds
+    (tests inject one). ``max_attempts``, ``backoff_s``, ``max_backoff_s``:
+    retry policy for fires that raise.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        machines: Mapping[str, Any],
+        *,
+        plugins: Any = (),
+        lock: LockStrategy | None = None,
+        now: Callable[[], int] | None = None,
+        max_attempts: int = 5,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 300.0,
+        actor: str = TIMER_ACTOR,
+    ) -> None:
+        if not isinstance(max_attempts, int) or max_attempts < 1:
+            raise InvalidConfigError("max_attempts must be an int >= 1", path="max_attempts")
+        self.store = store
+        self.machines = dict(machines)
+        self.plugins = tuple(plugins or ())
+        self.lock = lock
+        self.clock: Callable[[], int] = now or getattr(store, "clock", None) or _wall_ms
+        self.max_attempts = max_attempts
+        self.backoff_ms = int(backoff_s * 1000)
+        self.max_backoff_ms = int(max_backoff_s * 1000)
+        self.actor = actor
+
+    def _machine_for(self, record: StoredRecord | None) -> Any:
+        machine_id = record.machine_id if record is not None else ""
+        if not machine_id and record is not None:
+            machine_id = str(record.snapshot.get("machine_id", ""))
+        try:
+            return self.machines[machine_id]
+        except KeyError:
+            raise UnknownMachineError(machine_id, known=tuple(self.machines)) from None
+
+    def due(self, now: int | None = None, *, limit: int = 100) -> list[tuple[str, int]]:
+        """What a scan would look at (``--dry-run``): ``(key, due_ms)``."""
+        now_ms = self.clock() if now is None else now
+        return list(self.store.due_keys(now_ms / 1000.0, limit=limit))
+
+    def scan(self, now: int | None = None, *, limit: int = 100) -> ScanResult:
+        """One pass over up to ``limit`` due keys; ``now`` in epoch ms."""
+        now_ms = self.clock() if now is None else now
+        result = ScanResult()
+        for key, _due in self.store.due_keys(now_ms / 1000.0, limit=limit):
+            result.scanned += 1
+            result.merge(self.fire(key, now=now_ms))
+        return result
+
+    def fire(self, key: str, *, now: int | None = None, force: bool = False) -> ScanResult:
+        """Fire the due deadlines of one instance. ``force`` fires every
+        armed deadline, dead-lettered and not-yet-due ones included (the
+        operator's "fire now")."""
+        now_ms = self.clock() if now is None else now
+        result = ScanResult()
+        version = 0
+        failures: dict[str, TimerFailure] = {}
+        firing: Any = None
+        deadlines: tuple[Any, ...] = ()
+        try:
+            with persisted(
+                self.store, key, self._machine_for, plugins=self.plugins, lock=self.lock,
+                create=False, actor=self.actor,
+            ) as block:
+                version = block.version
+                failures = dict(block.record.timer_failures) if block.record else {}
+                deadlines = tuple(block.deadlines)
+                due = sorted(
+                    (d for d in deadlines if force or self._ready(d, failures, now_ms)),
+                    key=lambda d: (d.due_ms, d.entry),
+                )
+                if not due:
+                    result.stale += 1
+                    return result
+                for deadline in due:
+                    firing = deadline
+                    receipt = block.send(deadline.event_type, reason="timer")
+                    if receipt.accepted:
+                        result.fired += 1
+                        result.max_lag_ms = max(result.max_lag_ms, now_ms - deadline.due_ms)
+                firing = None
+        except (ConflictError, InstanceNotFoundError):
+            result.stale += 1  # another scanner (or a user event) got there first
+        except LockTimeoutError:
+            result.locked += 1
+        except StoreUnavailableError:
+            raise
+        except Exception as exc:
+            result.errors += 1
+            result.failed_keys.append(key)
+            if firing is None:  # failed before any event ran (unknown machine...)
+                logger.warning("xsm timer scan of %r failed: %s", key, exc)
+            else:
+                self._record_failure(key, version, failures, deadlines, firing, exc, now_ms, result)
+        return result
+
+    @staticmethod
+    def _ready(deadline: Any, failures: Mapping[str, TimerFailure], now_ms: int) -> bool:
+        if deadline.due_ms > now_ms:
+            return False
+        failure = failures.get(failure_key(deadline))
+        return failure is None or (not failure.dead and failure.next_attempt_ms <= now_ms)
+
+    def _record_failure(
+        self,
+        key: str,
+        version: int,
+        failures: dict[str, TimerFailure],
+        deadlines: tuple[Any, ...],
+        deadline: Any,
+        exc: BaseException,
+        now_ms: int,
+        result: ScanResult,
+    ) -> None:
+        fk = failure_key(deadline)
+        previous = failures.get(fk)
+        attempts = (previous.attempts if previous else 0) + 1
+        dead = attempts >= self.max_attempts
+        delay = min(self.max_backoff_ms, self.backoff_ms * 2 ** (attempts - 1))
+        failures[fk] = TimerFailure(
+            attempts=attempts,
+            next_attempt_ms=now_ms + delay,
+            dead=dead,
+            error=f"{type(exc).__name__}: {exc}"[:500],
+        )
+        if dead:
+            result.dead_lettered += 1
+        logger.warning(
+            "xsm timer %s of %r failed (attempt %d/%d%s): %s",
+            deadline.event_type, key, attempts, self.max_attempts,
+            ", dead-lettered" if dead else "", exc,
+        )
+        try:
+            self.store.record_timer_failure(
+                key,
+                expected_version=version,
+                failures=failures,
+                next_due_ms=next_due_ms(deadlines, failures),
+            )
+        except StoreUnavailableError:
+            logger.warning("could not record the timer failure of %r", key)
+
+    def run_forever(
+        self,
+        interval: float = 1.0,
+        *,
+        stop: threading.Event | Callable[[], bool] | None = None,
+        limit: int = 100,
+        on_scan: Callable[[ScanResult], None] | None = None,
+    ) -> ScanResult:
+        """Scan every ``interval`` seconds until ``stop`` is set (an Event
+        or a callable returning True). A full page is followed by another
+        scan at once. Store outages are logged and waited out. Returns the
+        totals."""
+        total = ScanResult()
+        event = stop if isinstance(stop, threading.Event) else None
+        should_stop: Callable[[], bool] = (
+            event.is_set if event is not None else (stop or (lambda: False))  # type: ignore[assignment]
+        )
+        while not should_stop():
+            try:
+                result = self.scan(limit=limit)
+            except StoreUnavailableError as exc:
+                logger.warning("xsm timer scan: store unavailable (%s)", exc.cause or exc)
+                result = ScanResult(errors=1)
+            total.merge(result)
+            if on_scan is not None:
+                on_scan(result)
+            if result.scanned >= limit:
+                continue
+            if event is not None:
+                event.wait(interval)
+            else:
+                time.sleep(interval)
+        return total
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,26 @@
+"""Redis backends: one-script commits, fencing locks, an idempotency inbox,
+transition logs on Streams and a durable deadline index.
+
+Imports redis-py only (no Django). See :mod:`django_xsm.redis.keys` for the
+key layout and :mod:`django_xsm.redis.scripts` for the Lua scripts.
+"""
+
+from __future__ import annotations
+
+from .inbox import AsyncRedisInbox, RedisInbox
+from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, KeyLayout, escape_glob
+from .log import AsyncRedisLog, RedisLog
+from .store import AsyncRedisStore, RedisStore
+
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "LAYOUT_VERSION",
+    "AsyncRedisInbox",
+    "AsyncRedisLog",
+    "AsyncRedisStore",
+    "KeyLayout",
+    "RedisInbox",
+    "RedisLog",
+    "RedisStore",
+    "escape_glob",
+]

@@ -1,0 +1,200 @@
+"""Clients and the two drivers that run core generators (sync / asyncio).
+
+A client built here from a URL gets 5 s socket and connect timeouts, so an
+unreachable or paused server surfaces as ``StoreUnavailableError`` within
+that time instead of hanging. A client passed in keeps its own settings.
+redis-py retries commands after connection errors and timeouts by default;
+the commit script recognises a retried commit by its id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+import redis.asyncio
+from redis.exceptions import NoScriptError
+
+from django_xsm.exceptions import InvalidConfigError
+
+from . import scripts
+from .core import Cmd, Many
+from .errors import translate_errors
+from .ops import Call
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "AsyncDriver",
+    "SyncDriver",
+    "resolve_async_client",
+    "resolve_client",
+    "same_server",
+]
+
+DEFAULT_TIMEOUT_S = 5.0
+SOURCES: dict[str, str] = {name: getattr(scripts, name) for name in scripts.__all__}
+_URL_SCHEMES = ("redis", "rediss", "unix")
+_url_clients: dict[str, redis.Redis] = {}
+_url_lock = threading.Lock()
+
+
+def _check_url(url: str) -> None:
+    scheme = urlsplit(url).scheme
+    if scheme not in _URL_SCHEMES:
+        raise InvalidConfigError(
+            f"Unsupported Redis URL scheme {scheme or '(none)'!r}",
+            path="client_or_url",
+            hint="use redis://host:6379/0, rediss:// for TLS or unix:///path/redis.sock",
+        )
+
+
+def resolve_client(client_or_url: Any) -> Any:
+    """A blocking client: the one given, or one per URL (shared in-process,
+    so stores, inboxes and logs built from the same URL share a pool)."""
+    if isinstance(client_or_url, str):
+        _check_url(client_or_url)
+        with _url_lock:
+            client = _url_clients.get(client_or_url)
+            if client is None:
+                client = redis.Redis.from_url(
+                    client_or_url,
+                    socket_timeout=DEFAULT_TIMEOUT_S,
+                    socket_connect_timeout=DEFAULT_TIMEOUT_S,
+                )
+                _url_clients[client_or_url] = client
+            return client
+    if hasattr(client_or_url, "evalsha") and hasattr(client_or_url, "register_script"):
+        return client_or_url
+    raise InvalidConfigError(
+        f"Expected a Redis URL or a redis-py client, got {type(client_or_url).__name__}",
+        path="client_or_url",
+    )
+
+
+def resolve_async_client(client_or_url: Any) -> Any:
+    """An asyncio client: the one given, or a new one from the URL."""
+    if isinstance(client_or_url, str):
+        _check_url(client_or_url)
+        return redis.asyncio.Redis.from_url(
+            client_or_url,
+            socket_timeout=DEFAULT_TIMEOUT_S,
+            socket_connect_timeout=DEFAULT_TIMEOUT_S,
+        )
+    if hasattr(client_or_url, "evalsha") and hasattr(client_or_url, "register_script"):
+        return client_or_url
+    raise InvalidConfigError(
+        f"Expected a Redis URL or a redis.asyncio client, got {type(client_or_url).__name__}",
+        path="client_or_url",
+    )
+
+
+def same_server(a: Any, b: Any) -> bool:
+    """True when two clients talk to the same server and database."""
+    if a is b:
+        return True
+    pa, pb = getattr(a, "connection_pool", None), getattr(b, "connection_pool", None)
+    if pa is None or pb is None:
+        return False
+    if pa is pb:
+        return True
+    keys = ("host", "port", "db", "path", "username", "server")
+    ka, kb = pa.connection_kwargs, pb.connection_kwargs
+    return type(pa) is type(pb) and all(ka.get(k) == kb.get(k) for k in keys)
+
+
+class SyncDriver:
+    """Runs core generators on a blocking client."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        # register_script computes the SHA locally: no round trip here.
+        self.scripts = {name: client.register_script(src) for name, src in SOURCES.items()}
+
+    def run(self, op: Generator[Any, Any, Any], key: str | None = None) -> Any:
+        with translate_errors(key):
+            try:
+                request = op.send(None)
+                while True:
+                    request = op.send(self._exec(request))
+            except StopIteration as stop:
+                return stop.value
+
+    def _exec(self, request: Any) -> Any:
+        if isinstance(request, Call):
+            return self.scripts[request.script](keys=request.keys, args=request.args)
+        if isinstance(request, Cmd):
+            return self.client.execute_command(request.name, *request.args)
+        assert isinstance(request, Many)
+        return self._pipeline(request.requests)
+
+    def _pipeline(self, requests: tuple[Any, ...]) -> list[Any]:
+        if not requests:
+            return []
+        for attempt in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for r in requests:
+                if isinstance(r, Call):
+                    sha = self.scripts[r.script].sha
+                    pipe.evalsha(sha, len(r.keys), *r.keys, *r.args)
+                else:
+                    pipe.execute_command(r.name, *r.args)
+            replies = pipe.execute(raise_on_error=False)
+            if attempt == 0 and any(isinstance(x, NoScriptError) for x in replies):
+                # SCRIPT FLUSH happened: load what this batch needs, retry once
+                for name in {r.script for r in requests if isinstance(r, Call)}:
+                    self.client.script_load(SOURCES[name])
+                continue
+            break
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return list(replies)
+
+
+class AsyncDriver:
+    """Runs the same core generators on a ``redis.asyncio`` client."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.scripts = {name: client.register_script(src) for name, src in SOURCES.items()}
+
+    async def run(self, op: Generator[Any, Any, Any], key: str | None = None) -> Any:
+        with translate_errors(key):
+            try:
+                request = op.send(None)
+                while True:
+                    request = op.send(await self._exec(request))
+            except StopIteration as stop:
+                return stop.value
+
+    async def _exec(self, request: Any) -> Any:
+        if isinstance(request, Call):
+            return await self.scripts[request.script](keys=request.keys, args=request.args)
+        if isinstance(request, Cmd):
+            return await self.client.execute_command(request.name, *request.args)
+        assert isinstance(request, Many)
+        return await self._pipeline(request.requests)
+
+    async def _pipeline(self, requests: tuple[Any, ...]) -> list[Any]:
+        if not requests:
+            return []
+        for attempt in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for r in requests:
+                if isinstance(r, Call):
+                    pipe.evalsha(self.scripts[r.script].sha, len(r.keys), *r.keys, *r.args)
+                else:
+                    pipe.execute_command(r.name, *r.args)
+            replies = await pipe.execute(raise_on_error=False)
+            if attempt == 0 and any(isinstance(x, NoScriptError) for x in replies):
+                for name in {r.script for r in requests if isinstance(r, Call)}:
+                    await self.client.script_load(SOURCES[name])
+                continue
+            break
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return list(replies)

@@ -1,0 +1,311 @@
+"""The Redis backends' logic, once, as generators of I/O requests.
+
+Each operation is a generator that yields what it needs from Redis (a
+:class:`~django_xsm.redis.ops.Call` to a script, a :class:`Cmd`, or a
+:class:`Many` to pipeline) and receives the reply; its return value is the
+result. ``RedisStore`` drives these generators with a blocking client and
+``AsyncRedisStore`` with ``redis.asyncio`` — the twins share every line of
+logic and only differ in how a request is sent.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import heapq
+import secrets
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django_xsm.exceptions import InvalidConfigError, SnapshotTooLargeError, StoreError
+from django_xsm.persistence.base import Codec, validate_key, wall_to_ms
+from django_xsm.persistence.codecs import JsonCodec
+from django_xsm.persistence.records import (
+    CommitResult,
+    CommitUnit,
+    OpenRequest,
+    OpenResult,
+    StoredRecord,
+    TimerFailure,
+)
+
+from . import ops
+from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, SEP, KeyLayout
+from .ops import Call, b2s
+
+__all__ = ["Cmd", "LayoutState", "Many", "Op", "StoreCore", "parse_schema"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cmd:
+    """A plain Redis command (``name`` as in ``client.execute_command``)."""
+
+    name: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """Several requests sent in one pipeline (one round trip)."""
+
+    requests: tuple[Call | Cmd, ...]
+
+
+Request = Call | Cmd | Many
+Op = Generator[Request, Any, Any]
+
+
+def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) -> KeyLayout:
+    """The layout recorded in a namespace's schema marker."""
+    try:
+        layout = int(b2s(reply[0]))
+        buckets = int(b2s(reply[1]))
+    except (TypeError, ValueError, IndexError):
+        raise StoreError(
+            f"The schema marker of namespace {prefix!r} is unreadable",
+            hint=f"inspect the hash {KeyLayout.schema_key_for(prefix)!r}; something "
+            "else may use this prefix",
+        ) from None
+    if layout > LAYOUT_VERSION:
+        raise StoreError(
+            f"Namespace {prefix!r} uses key layout {layout}; this django-xsm "
+            f"understands up to {LAYOUT_VERSION}",
+            hint="upgrade django-xsm on this host",
+        )
+    if wanted_buckets is not None and wanted_buckets != buckets:
+        raise StoreError(
+            f"Namespace {prefix!r} was created with {buckets} buckets, not "
+            f"{wanted_buckets}",
+            hint="the bucket count is fixed per namespace; drop the buckets "
+            "argument or use another prefix",
+        )
+    return KeyLayout(prefix, buckets)
+
+
+class LayoutState:
+    """The namespace layout, read from the schema marker on first need."""
+
+    def __init__(self, prefix: str, buckets: int | None) -> None:
+        KeyLayout(prefix, buckets or DEFAULT_BUCKETS)  # validates both early
+        self.prefix = prefix
+        self.wanted = buckets
+        self.layout: KeyLayout | None = None
+
+    def ensure(self) -> Generator[Request, Any, KeyLayout]:
+        if self.layout is None:
+            reply = yield Call(
+                "SCHEMA",
+                [KeyLayout.schema_key_for(self.prefix)],
+                [LAYOUT_VERSION, self.wanted or DEFAULT_BUCKETS],
+            )
+            self.layout = parse_schema(self.prefix, reply, self.wanted)
+        return self.layout
+
+
+class StoreCore:
+    """What RedisStore and AsyncRedisStore do, minus the sending."""
+
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        codec: Codec | None,
+        max_snapshot_bytes: int,
+        ttl_s: float | None,
+        lock_ttl_ms: int,
+        buckets: int | None,
+    ) -> None:
+        for name, value in (("max_snapshot_bytes", max_snapshot_bytes), ("lock_ttl_ms", lock_ttl_ms)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidConfigError(f"{name} must be a positive int, got {value!r}", path=name)
+        if ttl_s is not None and (
+            isinstance(ttl_s, bool) or not isinstance(ttl_s, int | float) or ttl_s <= 0
+        ):
+            raise InvalidConfigError(f"ttl_s must be positive seconds or None, got {ttl_s!r}", path="ttl_s")
+        self.state = LayoutState(prefix, buckets)
+        self.codec: Codec = codec or JsonCodec()
+        self.max_snapshot_bytes = max_snapshot_bytes
+        self.ttl_ms = int(ttl_s * 1000) if ttl_s is not None else 0
+        self.lock_ttl_ms = lock_ttl_ms
+
+    # --- records -----------------------------------------------------------
+
+    def load(self, key: str) -> Op:
+        validate_key(key)
+        layout = yield from self.state.ensure()
+        fields = yield Cmd("HGETALL", (layout.snapshot(key),))
+        return ops.parse_record(key, fields, self.codec)
+
+    def open(self, request: OpenRequest) -> Op:
+        validate_key(request.key)
+        layout = yield from self.state.ensure()
+        reply = yield ops.open_call(layout, request)
+        return ops.parse_open(request, reply, self.codec)
+
+    def encode(self, unit: CommitUnit) -> bytes | None:
+        if unit.snapshot is None:
+            return None
+        data = self.codec.encode(unit.snapshot, key=unit.key, version=unit.new_version)
+        if len(data) > self.max_snapshot_bytes:
+            raise SnapshotTooLargeError(unit.key, size=len(data), limit=self.max_snapshot_bytes)
+        return data
+
+    def commit(self, unit: CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int) -> Op:
+        validate_key(unit.key)
+        data = self.encode(unit)  # raises before any I/O
+        layout = yield from self.state.ensure()
+        call = ops.commit_call(
+            layout, unit, data, ttl_ms=self.ttl_ms, log_maxlen=log_maxlen,
+            with_inbox=with_inbox, with_log=with_log,
+        )
+        reply = yield call
+        return ops.parse_commit(unit, reply)
+
+    def floor(self, key: str) -> Op:
+        layout = yield from self.state.ensure()
+        raw = yield Cmd("HGET", (layout.floors(layout.bucket(key)), key))
+        return int(raw or 0)
+
+    def save_unit(
+        self, key: str, snapshot: Mapping[str, Any], expected_version: int, machine_version: str, machine_id: str
+    ) -> Op:
+        floor = (yield from self.floor(key)) if expected_version == 0 else 0
+        unit = CommitUnit(
+            key=key,
+            commit_id=secrets.token_hex(12),
+            expected_version=expected_version,
+            machine_id=machine_id or str(snapshot.get("machine_id", "")),
+            machine_version=machine_version,
+            snapshot=snapshot,
+            floor=floor,
+        )
+        result: CommitResult = yield from self.commit(unit, with_inbox=False, with_log=False, log_maxlen=0)
+        return result.version
+
+    # --- locks ----------------------------------------------------------------
+
+    def acquire_lock(self, key: str, token: str, ttl_ms: int) -> Op:
+        validate_key(key)
+        layout = yield from self.state.ensure()
+        return int((yield Call("ACQUIRE_LOCK", [layout.lock(key)], [token, ttl_ms])))
+
+    def release_lock(self, key: str, token: str) -> Op:
+        layout = yield from self.state.ensure()
+        return bool(int((yield Call("RELEASE_LOCK", [layout.lock(key)], [token]))))
+
+    def lock_holder(self, key: str) -> Op:
+        layout = yield from self.state.ensure()
+        raw = yield Cmd("GET", (layout.lock(key),))
+        return None if raw is None else b2s(raw)
+
+    # --- removal ----------------------------------------------------------------
+
+    def delete(self, key: str) -> Op:
+        validate_key(key)
+        layout = yield from self.state.ensure()
+        b = layout.bucket(key)
+        keys = [layout.snapshot(key), layout.floors(b), *layout.index_keys(b)]
+        return bool(int((yield Call("DELETE", keys, [key]))))
+
+    def forget(self, key: str) -> Op:
+        validate_key(key)
+        layout = yield from self.state.ensure()
+        b = layout.bucket(key)
+        keys = [
+            layout.snapshot(key), layout.floors(b), *layout.index_keys(b),
+            layout.lock(key), layout.log(key), layout.log_index(b),
+        ]
+        snap, due, lock, records = (yield Call("FORGET", keys, [key]))
+        return {"snapshot": int(snap), "deadlines": int(due), "lock": int(lock), "log": int(records)}
+
+    # --- listing and timers ---------------------------------------------------------
+
+    def list_page(
+        self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
+    ) -> Op:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidConfigError(f"limit must be an int from 1 to 10000, got {limit!r}", path="limit")
+        layout = yield from self.state.ensure()
+        if state is not None:
+            index, head = 4, state + SEP
+        elif machine is not None:
+            index, head = 3, machine + SEP
+        else:
+            index, head = 2, ""
+        base = (head + prefix).encode()
+        if after and after >= prefix:
+            lo = b"(" + (head + after).encode()
+        else:
+            lo = b"[" + base
+        hi = b"[" + base + b"\xff"
+        calls = tuple(
+            Call(
+                "LIST_PAGE",
+                layout.index_keys(b),
+                [index, lo, hi, limit, len(head.encode()), layout.snapshot_prefix(b)],
+            )
+            for b in range(layout.buckets)
+        )
+        replies = yield Many(calls)
+        pages = [[b2s(k) for k in r] for r in replies]
+        merged = list(heapq.merge(*pages))
+        page = merged[:limit]
+        more = len(merged) > limit or any(len(p) == limit for p in pages)
+        return page, (page[-1] if more and page else "")
+
+    def due_keys(self, until_wall: float | _dt.datetime, limit: int) -> Op:
+        until = wall_to_ms(until_wall)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidConfigError(f"limit must be a positive int, got {limit!r}", path="limit")
+        layout = yield from self.state.ensure()
+        calls = tuple(
+            Call("DUE", layout.index_keys(b), [until, limit, layout.snapshot_prefix(b)])
+            for b in range(layout.buckets)
+        )
+        replies = yield Many(calls)
+        rows = [
+            (int(float(r[i + 1])), b2s(r[i])) for r in replies for i in range(0, len(r), 2)
+        ]
+        rows.sort()
+        return [(k, d) for d, k in rows[:limit]]
+
+    def record_timer_failure(
+        self, key: str, expected_version: int, failures: Mapping[str, TimerFailure], next_due_ms: int | None
+    ) -> Op:
+        layout = yield from self.state.ensure()
+        b = layout.bucket(key)
+        payload = (
+            ops._dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""
+        )
+        reply = yield Call(
+            "RECORD_TIMER_FAILURE",
+            [layout.snapshot(key), layout.due(b), layout.dead(b)],
+            [key, expected_version, payload, "" if next_due_ms is None else next_due_ms,
+             "1" if any(f.dead for f in failures.values()) else "0"],
+        )
+        return bool(int(reply))
+
+    def dead_letters(self, limit: int) -> Op:
+        layout = yield from self.state.ensure()
+        cmds = tuple(
+            Cmd("ZRANGE", (layout.dead(b), 0, limit - 1, "WITHSCORES")) for b in range(layout.buckets)
+        )
+        replies = yield Many(cmds)
+        rows = sorted(
+            (int(float(r[i + 1])), b2s(r[i])) for r in replies for i in range(0, len(r), 2)
+        )
+        return [(k, t) for t, k in rows[:limit]]
+
+    def prune_expired(self, limit: int) -> Op:
+        layout = yield from self.state.ensure()
+        calls = tuple(
+            Call("PRUNE_EXPIRED", layout.index_keys(b), [limit, layout.snapshot_prefix(b)])
+            for b in range(layout.buckets)
+        )
+        replies = yield Many(calls)
+        return sum(int(r) for r in replies)
+
+    def health(self) -> Op:
+        layout = yield from self.state.ensure()
+        yield Cmd("PING", ())
+        return {"ok": True, "backend": "redis", "layout": LAYOUT_VERSION, "buckets": layout.buckets}

@@ -1,0 +1,82 @@
+"""Translate redis-py exceptions into django-xsm errors.
+
+The translated message names the exception class, never its text: redis-py
+puts ``host:port`` into connection errors, and these messages reach HTTP
+responses and health checks. The original stays chained for tracebacks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import redis.exceptions as rex
+
+from django_xsm.exceptions import SnapshotCorruptError, StoreError, StoreUnavailableError
+
+__all__ = ["UNAVAILABLE_REPLIES", "translate_errors", "unavailable_reason"]
+
+#: Error replies that mean "the server cannot take this right now".
+UNAVAILABLE_REPLIES = (
+    "LOADING",
+    "READONLY",
+    "MASTERDOWN",
+    "OOM",
+    "BUSY",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "NOREPLICAS",
+    "MISCONF",
+)
+
+# redis-py turns some replies into their own classes and strips the code.
+_UNAVAILABLE_CLASSES: tuple[type[BaseException], ...] = tuple(
+    cls
+    for cls in (
+        getattr(rex, "BusyLoadingError", None),
+        getattr(rex, "ReadOnlyError", None),
+        getattr(rex, "OutOfMemoryError", None),
+        getattr(rex, "ClusterDownError", None),
+        getattr(rex, "TryAgainError", None),
+        getattr(rex, "MasterDownError", None),
+    )
+    if isinstance(cls, type)
+)
+
+
+def unavailable_reason(exc: BaseException) -> str | None:
+    """The reason ``exc`` means unavailable (a class or reply name), else None."""
+    if isinstance(exc, (rex.ConnectionError, rex.TimeoutError, *_UNAVAILABLE_CLASSES)):
+        return type(exc).__name__
+    if isinstance(exc, rex.ResponseError):
+        head = str(exc).split(" ", 1)[0].upper()
+        if head in UNAVAILABLE_REPLIES:
+            return head
+    return None
+
+
+@contextlib.contextmanager
+def translate_errors(key: str | None = None) -> Iterator[None]:
+    """Re-raise redis-py errors as StoreUnavailableError / SnapshotCorruptError
+    / StoreError."""
+    try:
+        yield
+    except rex.RedisError as exc:
+        reason = unavailable_reason(exc)
+        if reason is not None:
+            raise StoreUnavailableError(
+                f"Redis is unavailable ({reason})", key=key, cause=reason
+            ) from exc
+        text = str(exc)
+        if "WRONGTYPE" in text:
+            raise SnapshotCorruptError(
+                "A key of this instance holds the wrong Redis type (WRONGTYPE)",
+                key=key,
+                hint="something else wrote into the namespace; check the prefix "
+                "is not shared with other data",
+            ) from exc
+        raise StoreError(
+            f"Redis refused the command ({type(exc).__name__}: {text.split(' ', 1)[0]})",
+            key=key,
+            hint="see the chained exception; scripts need Redis >= 6.2",
+        ) from exc

@@ -1,0 +1,170 @@
+"""The whole Redis key layout of a namespace, in one place.
+
+Every key of an instance lives under the hash tag of its bucket,
+``{<prefix>:<bucket>}``, so each script touches one Redis Cluster slot:
+
+=========================  ======  ==============================================
+key                        type    holds
+=========================  ======  ==============================================
+``{p:b}:s:<key>``          hash    snapshot ``d``, version ``v``, machine ``m``,
+                                   machine version ``mv``, updated ``u`` (ms),
+                                   last commit id ``cid``, timer failures ``tf``
+``{p:b}:l:<key>``          string  the lock token (``SET NX PX``)
+``{p:b}:log:<key>``        stream  transition log, entry id ``<seq>-0``
+``{p:b}:ver``              hash    key -> highest version ever (no ABA)
+``{p:b}:ix``               hash    key -> ``machine \\0 state id \\0 ...`` (index
+                                   bookkeeping, so pruning finds every member)
+``{p:b}:idx``              zset    keys (score 0, lexicographic listing)
+``{p:b}:midx``             zset    ``machine \\0 key``
+``{p:b}:sidx``             zset    ``state id \\0 key`` per active state
+``{p:b}:due``              zset    key scored by its next due time (ms)
+``{p:b}:dead``             zset    keys with dead-lettered timers (parked ms)
+``{p:b}:exp``              zset    key scored by its idle expiry (``ttl_s``)
+``{p:b}:lidx``             zset    key scored by its oldest log record (ms)
+``{p:b}:in:<scope>``       hash    idempotency rows ``<key> \\0 <idem key>``
+``{p:b}:inx``              zset    ``<inbox hash key> \\0 <field>`` by expiry
+``{p}:schema``             hash    ``layout``, ``buckets``: the schema marker
+=========================  ======  ==============================================
+
+An idempotency row lives in the bucket of the instance it was used with.
+The bucket of a key is ``crc32(utf-8 key) % buckets``; the bucket count is
+fixed when the namespace is created and read back from the schema marker.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from django_xsm.exceptions import InvalidConfigError
+from django_xsm.persistence.base import validate_prefix
+
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "LAYOUT_VERSION",
+    "MAX_BUCKETS",
+    "SEP",
+    "KeyLayout",
+    "escape_glob",
+]
+
+#: Version of this layout; a namespace marked with a newer one is refused.
+LAYOUT_VERSION = 1
+DEFAULT_BUCKETS = 16
+MAX_BUCKETS = 1024
+#: Separator inside index members; keys and scopes never contain it.
+SEP = "\x00"
+
+_GLOB_SPECIAL = frozenset("*?[]\\")
+
+
+def escape_glob(text: str) -> str:
+    """``text`` with Redis glob metacharacters (``* ? [ ] \\``) escaped, so a
+    ``SCAN MATCH escape_glob(prefix) + "*"`` matches the prefix literally."""
+    return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in text)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLayout:
+    """Key names for one namespace (``prefix``) with ``buckets`` buckets."""
+
+    prefix: str
+    buckets: int = DEFAULT_BUCKETS
+
+    def __post_init__(self) -> None:
+        validate_prefix(self.prefix)
+        if (
+            isinstance(self.buckets, bool)
+            or not isinstance(self.buckets, int)
+            or not 1 <= self.buckets <= MAX_BUCKETS
+        ):
+            raise InvalidConfigError(
+                f"buckets must be an int from 1 to {MAX_BUCKETS}, got {self.buckets!r}",
+                path="buckets",
+            )
+
+    @staticmethod
+    def schema_key_for(prefix: str) -> str:
+        return f"{{{validate_prefix(prefix)}}}:schema"
+
+    @property
+    def schema(self) -> str:
+        return self.schema_key_for(self.prefix)
+
+    def bucket(self, key: str) -> int:
+        return zlib.crc32(key.encode()) % self.buckets
+
+    def tag(self, bucket: int) -> str:
+        return f"{{{self.prefix}:{bucket}}}"
+
+    def tag_of(self, key: str) -> str:
+        return self.tag(self.bucket(key))
+
+    # --- per instance --------------------------------------------------------
+
+    def snapshot(self, key: str) -> str:
+        return f"{self.tag_of(key)}:s:{key}"
+
+    def snapshot_prefix(self, bucket: int) -> str:
+        """``snapshot(key) == snapshot_prefix(bucket(key)) + key``."""
+        return f"{self.tag(bucket)}:s:"
+
+    def lock(self, key: str) -> str:
+        return f"{self.tag_of(key)}:l:{key}"
+
+    def log(self, key: str) -> str:
+        return f"{self.tag_of(key)}:log:{key}"
+
+    def inbox(self, scope: str, instance_key: str) -> str:
+        return f"{self.tag_of(instance_key)}:in:{scope}"
+
+    def inbox_for_bucket(self, scope: str, bucket: int) -> str:
+        return f"{self.tag(bucket)}:in:{scope}"
+
+    @staticmethod
+    def inbox_field(instance_key: str, idempotency_key: str) -> str:
+        return f"{instance_key}{SEP}{idempotency_key}"
+
+    # --- per bucket ------------------------------------------------------------
+
+    def floors(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:ver"
+
+    def index_info(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:ix"
+
+    def keys_index(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:idx"
+
+    def machine_index(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:midx"
+
+    def state_index(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:sidx"
+
+    def due(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:due"
+
+    def dead(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:dead"
+
+    def expiry(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:exp"
+
+    def log_index(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:lidx"
+
+    def inbox_expiry(self, bucket: int) -> str:
+        return f"{self.tag(bucket)}:inx"
+
+    def index_keys(self, bucket: int) -> list[str]:
+        """The per-bucket keys the PRUNE prelude needs, in its KEYS order."""
+        return [
+            self.index_info(bucket),
+            self.keys_index(bucket),
+            self.machine_index(bucket),
+            self.state_index(bucket),
+            self.due(bucket),
+            self.dead(bucket),
+            self.expiry(bucket),
+        ]

@@ -1,0 +1,217 @@
+"""RedisLog / AsyncRedisLog: per-instance transition logs on Redis Streams.
+
+One stream per instance (``{p:b}:log:<key>``), entry id ``<seq>-0`` so
+``XRANGE`` pages by seq; ``maxlen`` trims approximately (``MAXLEN ~``). A
+per-bucket index scores each stream by its oldest record, so
+``purge_older_than`` only visits streams that hold something to purge.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+from typing import Any
+
+from django_xsm.exceptions import InvalidConfigError
+from django_xsm.persistence.base import validate_key, wall_to_ms
+from django_xsm.persistence.records import LogEntry, TransitionRecord
+
+from . import ops
+from .client import AsyncDriver, SyncDriver, resolve_async_client, resolve_client
+from .core import Cmd, LayoutState, Many, Op
+from .ops import Call, b2s
+
+__all__ = ["AsyncRedisLog", "LogCore", "RedisLog"]
+
+PAGE = 500
+
+
+class LogCore:
+    def __init__(self, prefix: str, buckets: int | None, maxlen: int | None) -> None:
+        if maxlen is not None and (isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 1):
+            raise InvalidConfigError(f"maxlen must be a positive int or None, got {maxlen!r}", path="maxlen")
+        self.state = LayoutState(prefix, buckets)
+        self.maxlen = maxlen
+
+    def append(self, record: TransitionRecord) -> Op:
+        validate_key(record.key)
+        layout = yield from self.state.ensure()
+        entry = LogEntry(
+            record.event_type, record.payload, record.actor, record.reason, record.from_state,
+            record.to_state, record.idempotency_key, record.correlation_id, record.timestamp_ms,
+            record.accepted,
+        )
+        seq = int((yield ops.log_append_call(
+            layout, record.key, record.seq, record.version, entry, self.maxlen or 0)))
+        if seq < 0:
+            raise InvalidConfigError(
+                f"seq {record.seq} is not above the last seq of {record.key!r}",
+                path="record.seq",
+                hint="use append_next() to let the log number records",
+            )
+        return seq
+
+    def append_next(self, key: str, entry: LogEntry, version: int) -> Op:
+        validate_key(key)
+        layout = yield from self.state.ensure()
+        return int((yield ops.log_append_call(layout, key, 0, version, entry, self.maxlen or 0)))
+
+    def read(self, key: str, after_seq: int, limit: int | None) -> Op:
+        validate_key(key)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidConfigError(f"limit must be a positive int or None, got {limit!r}", path="limit")
+        layout = yield from self.state.ensure()
+        out: list[TransitionRecord] = []
+        start = f"({int(after_seq)}-0" if after_seq > 0 else "-"
+        while True:
+            count = PAGE if limit is None else min(PAGE, limit - len(out))
+            rows = yield Cmd("XRANGE", (layout.log(key), start, "+", "COUNT", count))
+            page = ops.parse_stream_rows(key, rows)
+            out.extend(page)
+            if len(page) < count or (limit is not None and len(out) >= limit):
+                return out
+            start = f"({page[-1].seq}-0"
+
+    def read_last(self, key: str, count: int) -> Op:
+        validate_key(key)
+        layout = yield from self.state.ensure()
+        if count < 1:
+            return []
+        rows = yield Cmd("XREVRANGE", (layout.log(key), "+", "-", "COUNT", count))
+        return list(reversed(ops.parse_stream_rows(key, rows)))
+
+    def last_seq(self, key: str) -> Op:
+        rows = yield from self.read_last(key, 1)
+        return rows[-1].seq if rows else 0
+
+    def _purge_stream(self, key: str, cutoff: int) -> Op:
+        layout = yield from self.state.ensure()
+        removed = 0
+        while True:
+            n, more = yield Call(
+                "LOG_PURGE", [layout.log(key), layout.log_index(layout.bucket(key))],
+                [key, cutoff, PAGE],
+            )
+            removed += int(n)
+            if not int(more):
+                return removed
+
+    def purge_older_than(
+        self, cutoff: float | _dt.datetime, key: str | None,
+        progress: Callable[[str, int], None] | None,
+    ) -> Op:
+        limit_ms = wall_to_ms(cutoff)
+        if key is not None:
+            removed = yield from self._purge_stream(validate_key(key), limit_ms)
+            if progress:
+                progress(key, removed)
+            return removed
+        layout = yield from self.state.ensure()
+        total = 0
+        for b in range(layout.buckets):
+            while True:
+                keys = yield Cmd("ZRANGEBYSCORE", (layout.log_index(b), "-inf", f"({limit_ms}", "LIMIT", 0, PAGE))
+                if not keys:
+                    break
+                for raw in keys:
+                    k = b2s(raw)
+                    removed = yield from self._purge_stream(k, limit_ms)
+                    total += removed
+                    if progress:
+                        progress(k, removed)
+                if len(keys) < PAGE:
+                    break
+        return total
+
+    def forget(self, key: str) -> Op:
+        validate_key(key)
+        layout = yield from self.state.ensure()
+        n, _deleted, _zrem = yield Many((
+            Cmd("XLEN", (layout.log(key),)),
+            Cmd("DEL", (layout.log(key),)),
+            Cmd("ZREM", (layout.log_index(layout.bucket(key)), key)),
+        ))
+        return int(n)
+
+
+class RedisLog:
+    """Transition log on a blocking client; see TransitionLogStore."""
+
+    def __init__(
+        self, client_or_url: Any, *, prefix: str, maxlen: int | None = None, buckets: int | None = None
+    ) -> None:
+        self.client = resolve_client(client_or_url)
+        self.prefix = prefix
+        self.maxlen = maxlen
+        self.core = LogCore(prefix, buckets, maxlen)
+        self.driver = SyncDriver(self.client)
+
+    def append(self, record: TransitionRecord) -> int:
+        return self.driver.run(self.core.append(record), record.key)  # type: ignore[no-any-return]
+
+    def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
+        return self.driver.run(self.core.append_next(key, entry, version), key)  # type: ignore[no-any-return]
+
+    def read(self, key: str, *, after_seq: int = 0, limit: int | None = None) -> list[TransitionRecord]:
+        return self.driver.run(self.core.read(key, after_seq, limit), key)  # type: ignore[no-any-return]
+
+    def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
+        return self.driver.run(self.core.read_last(key, count), key)  # type: ignore[no-any-return]
+
+    def last_seq(self, key: str) -> int:
+        return self.driver.run(self.core.last_seq(key), key)  # type: ignore[no-any-return]
+
+    def purge_older_than(
+        self,
+        cutoff: float | _dt.datetime,
+        *,
+        key: str | None = None,
+        progress: Callable[[str, int], None] | None = None,
+    ) -> int:
+        """Remove records older than ``cutoff`` (seconds since the epoch or
+        an aware datetime), page by page; ``progress(key, removed)`` is
+        called per stream. Returns the number removed."""
+        return self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)  # type: ignore[no-any-return]
+
+    def forget(self, key: str) -> int:
+        return self.driver.run(self.core.forget(key), key)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<RedisLog prefix={self.prefix!r} maxlen={self.maxlen}>"
+
+
+class AsyncRedisLog:
+    """The asyncio twin of :class:`RedisLog`."""
+
+    def __init__(
+        self, client_or_url: Any, *, prefix: str, maxlen: int | None = None, buckets: int | None = None
+    ) -> None:
+        self.client = resolve_async_client(client_or_url)
+        self.prefix = prefix
+        self.maxlen = maxlen
+        self.core = LogCore(prefix, buckets, maxlen)
+        self.driver = AsyncDriver(self.client)
+
+    async def append(self, record: TransitionRecord) -> int:
+        return await self.driver.run(self.core.append(record), record.key)  # type: ignore[no-any-return]
+
+    async def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
+        return await self.driver.run(self.core.append_next(key, entry, version), key)  # type: ignore[no-any-return]
+
+    async def read(self, key: str, *, after_seq: int = 0, limit: int | None = None) -> list[TransitionRecord]:
+        return await self.driver.run(self.core.read(key, after_seq, limit), key)  # type: ignore[no-any-return]
+
+    async def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
+        return await self.driver.run(self.core.read_last(key, count), key)  # type: ignore[no-any-return]
+
+    async def purge_older_than(
+        self,
+        cutoff: float | _dt.datetime,
+        *,
+        key: str | None = None,
+        progress: Callable[[str, int], None] | None = None,
+    ) -> int:
+        return await self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)  # type: ignore[no-any-return]
+
+    async def forget(self, key: str) -> int:
+        return await self.driver.run(self.core.forget(key), key)  # type: ignore[no-any-return]

@@ -1,0 +1,310 @@
+"""Script calls and reply parsing, shared by the sync and async backends.
+
+Each operation is a pair: a builder that returns a :class:`Call` (script
+name, KEYS, ARGV) and a parser that turns the raw reply into records or
+errors. The sync and async classes only differ in how they run a Call,
+which is what keeps them twins rather than copies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django_xsm.exceptions import ConflictError, SnapshotCorruptError
+from django_xsm.persistence.base import Codec
+from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.records import (
+    ClaimOutcome,
+    ClaimRequest,
+    CommitResult,
+    CommitUnit,
+    LogEntry,
+    OpenRequest,
+    OpenResult,
+    StoredRecord,
+    TimerFailure,
+    TransitionRecord,
+)
+
+from .keys import SEP, KeyLayout
+
+__all__ = ["Call", "b2s", "claim_call", "commit_call", "open_call", "parse_claim",
+           "parse_commit", "parse_open", "parse_record", "parse_stream_rows"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    script: str
+    keys: list[str]
+    args: list[Any]
+
+
+def b2s(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return "" if value is None else str(value)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _pairs(flat: Sequence[Any]) -> dict[bytes, Any]:
+    it = iter(flat)
+    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in zip(it, it, strict=False)}
+
+
+# --- records -------------------------------------------------------------------
+
+
+def parse_record(key: str, fields: Mapping[bytes, Any] | Sequence[Any], codec: Codec) -> StoredRecord | None:
+    """A StoredRecord from the snapshot hash (HGETALL as dict or flat list)."""
+    h = fields if isinstance(fields, Mapping) else _pairs(fields)
+    if not h:
+        return None
+    try:
+        data = h[b"d"]
+        version = int(h[b"v"])
+        updated = int(h.get(b"u") or 0)
+    except (KeyError, ValueError, TypeError):
+        raise SnapshotCorruptError(
+            f"Stored record of {key!r} is damaged (missing or invalid d/v/u field)",
+            key=key,
+        ) from None
+    data_bytes = data if isinstance(data, bytes) else str(data).encode()
+    snapshot = codec.decode(data_bytes, key=key, version=version)
+    failures: dict[str, TimerFailure] = {}
+    raw_tf = h.get(b"tf")
+    if raw_tf:
+        try:
+            failures = {k: TimerFailure.from_dict(v) for k, v in json.loads(raw_tf).items()}
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise SnapshotCorruptError(
+                f"Timer bookkeeping of {key!r} is damaged", key=key
+            ) from None
+    return StoredRecord(
+        key=key,
+        snapshot=snapshot,
+        version=version,
+        machine_version=b2s(h.get(b"mv")),
+        updated_ms=updated,
+        machine_id=b2s(h.get(b"m")),
+        timer_failures=failures,
+    )
+
+
+# --- open ------------------------------------------------------------------------
+
+
+def _claim_args(layout: KeyLayout, claim: ClaimRequest) -> tuple[list[str], list[Any]]:
+    bucket = layout.bucket(claim.instance_key)
+    keys = [layout.inbox(claim.scope, claim.instance_key), layout.inbox_expiry(bucket)]
+    args = [
+        layout.inbox_field(claim.instance_key, claim.idempotency_key),
+        claim.fingerprint,
+        claim.owner,
+        claim.lease_ms,
+    ]
+    return keys, args
+
+
+def open_call(layout: KeyLayout, request: OpenRequest) -> Call:
+    key = request.key
+    keys = [layout.snapshot(key), layout.lock(key), layout.floors(layout.bucket(key))]
+    args: list[Any] = [key, request.lock_token, request.lock_ttl_ms, len(request.claims)]
+    for claim in request.claims:
+        ck, ca = _claim_args(layout, claim)
+        keys += ck
+        args += ca
+    return Call("OPEN", keys, args)
+
+
+def _outcome(request: ClaimRequest, reply: Sequence[Any]) -> ClaimOutcome:
+    status, receipt, retry = b2s(reply[0]), reply[1], int(reply[2] or 0)
+    stored: Any = None
+    if status == "done" and receipt:
+        try:
+            stored = loads_tagged(receipt)
+        except ValueError:
+            stored = None
+    return ClaimOutcome(status, request, receipt=stored, retry_after_ms=retry)
+
+
+def parse_open(request: OpenRequest, reply: Sequence[Any], codec: Codec) -> OpenResult:
+    busy, floor, claims, fields, locked = reply
+    if int(busy):
+        return OpenResult(record=None, lock_busy_ms=int(busy))
+    return OpenResult(
+        record=parse_record(request.key, fields, codec),
+        floor=int(floor),
+        locked=bool(int(locked)),
+        claims=tuple(_outcome(r, c) for r, c in zip(request.claims, claims, strict=True)),
+    )
+
+
+def claim_call(layout: KeyLayout, claim: ClaimRequest) -> Call:
+    keys, args = _claim_args(layout, claim)
+    return Call("CLAIM", keys, args)
+
+
+def parse_claim(claim: ClaimRequest, reply: Sequence[Any]) -> ClaimOutcome:
+    return _outcome(claim, reply)
+
+
+# --- commit ----------------------------------------------------------------------
+
+
+def _entry_args(entry: LogEntry) -> list[Any]:
+    return [
+        entry.event_type,
+        _dumps(entry.payload),
+        entry.actor,
+        entry.reason,
+        _dumps(entry.from_state),
+        _dumps(entry.to_state),
+        entry.idempotency_key,
+        entry.correlation_id,
+        entry.timestamp_ms,
+        "1" if entry.accepted else "0",
+    ]
+
+
+def commit_call(
+    layout: KeyLayout,
+    unit: CommitUnit,
+    data: bytes | None,
+    *,
+    ttl_ms: int,
+    log_maxlen: int,
+    with_inbox: bool,
+    with_log: bool,
+) -> Call:
+    """The COMMIT call; marks/releases/log entries only when ``with_*``."""
+    key = unit.key
+    b = layout.bucket(key)
+    keys = [
+        layout.snapshot(key),
+        layout.lock(key),
+        layout.floors(b),
+        *layout.index_keys(b),
+        layout.log(key),
+        layout.log_index(b),
+        layout.inbox_expiry(b),
+    ]
+    inbox_slot: dict[str, int] = {}
+
+    def slot(scope: str) -> int:
+        name = layout.inbox(scope, key)
+        if name not in inbox_slot:
+            keys.append(name)
+            inbox_slot[name] = len(keys)  # KEYS is 1-based in Lua
+        return inbox_slot[name]
+
+    marks = unit.marks if with_inbox else ()
+    releases = unit.releases if with_inbox else ()
+    entries = unit.log_entries if with_log else ()
+    failures = unit.timer_failures
+    args: list[Any] = [
+        key,
+        unit.commit_id,
+        unit.expected_version,
+        unit.floor,
+        unit.lock_token,
+        "1" if unit.release_lock else "0",
+        "1" if data is not None else "0",
+        data if data is not None else b"",
+        unit.machine_id,
+        unit.machine_version,
+        SEP.join(unit.state_ids),
+        "" if unit.next_due_ms is None else unit.next_due_ms,
+        "-" if failures is None else (_dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""),
+        "1" if failures and any(f.dead for f in failures.values()) else "0",
+        ttl_ms,
+        log_maxlen,
+        len(marks),
+        len(releases),
+        len(entries),
+    ]
+    for m in marks:
+        c = m.claim
+        args += [
+            slot(c.scope),
+            layout.inbox_field(key, c.idempotency_key),
+            c.fingerprint,
+            c.owner,
+            _dumps(m.receipt),
+            m.ttl_ms,
+        ]
+    for r in releases:
+        c = r.claim
+        args += [slot(c.scope), layout.inbox_field(key, c.idempotency_key), c.owner]
+    for entry in entries:
+        args += _entry_args(entry)
+    return Call("COMMIT", keys, args)
+
+
+def parse_commit(unit: CommitUnit, reply: Sequence[Any]) -> CommitResult:
+    status = b2s(reply[0])
+    if status == "ok":
+        return CommitResult(version=int(reply[1]), first_seq=int(reply[2]), updated_ms=int(reply[3]))
+    if status == "dup":
+        return CommitResult(
+            version=int(reply[1]), updated_ms=int(reply[3] or 0), replayed=True
+        )
+    actual_raw = int(reply[1])
+    actual = None if actual_raw < 0 else actual_raw
+    reason = {"conflict": "version", "lock": "lock", "claim": "claim"}.get(status, status)
+    raise ConflictError(unit.key, expected=unit.expected_version, actual=actual, reason=reason)
+
+
+# --- log ---------------------------------------------------------------------------
+
+
+def log_append_call(layout: KeyLayout, key: str, seq: int, version: int, entry: LogEntry, maxlen: int) -> Call:
+    b = layout.bucket(key)
+    return Call(
+        "LOG_APPEND",
+        [layout.log(key), layout.log_index(b)],
+        [key, seq, maxlen, version, *_entry_args(entry)],
+    )
+
+
+def _loads(raw: Any) -> Any:
+    try:
+        return loads_tagged(raw) if raw not in (None, b"") else None
+    except ValueError:
+        return b2s(raw)
+
+
+def parse_stream_rows(key: str, rows: Sequence[Any]) -> list[TransitionRecord]:
+    out = []
+    for entry_id, fields in rows:
+        f = fields if isinstance(fields, Mapping) else _pairs(fields)
+        f = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in f.items()}
+        try:
+            seq = int(b2s(entry_id).split("-", 1)[0])
+            out.append(
+                TransitionRecord(
+                    key=key,
+                    seq=seq,
+                    version=int(f.get(b"v") or 0),
+                    event_type=b2s(f.get(b"e")),
+                    payload=_loads(f.get(b"p")) or {},
+                    actor=b2s(f.get(b"a")),
+                    reason=b2s(f.get(b"r")),
+                    from_state=_loads(f.get(b"f")),
+                    to_state=_loads(f.get(b"t")),
+                    idempotency_key=b2s(f.get(b"k")),
+                    correlation_id=b2s(f.get(b"c")),
+                    timestamp_ms=int(f.get(b"ts") or 0),
+                    accepted=b2s(f.get(b"ok")) != "0",
+                )
+            )
+        except (ValueError, TypeError):
+            raise SnapshotCorruptError(
+                f"Transition log of {key!r} has a damaged entry {b2s(entry_id)!r}", key=key
+            ) from None
+    return out

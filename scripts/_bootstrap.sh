@@ -1,0 +1,90 @@
+# Shared set-up for scripts/test and scripts/demo (sourced, not run).
+# Creates the virtualenv and installs the project with its test extras; on a
+# machine that has everything already this takes a few seconds.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${XSM_VENV:-$ROOT/.venv}"
+
+xsm_pick_python() {
+    # First interpreter >= 3.11 found; XSM_PYTHON overrides.
+    local c
+    for c in "${XSM_PYTHON:-}" python3 python3.12 python3.13 python3.11 \
+             /root/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3; do
+        [ -n "$c" ] || continue
+        if "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+            >/dev/null 2>&1; then
+            echo "$c"; return 0
+        fi
+    done
+    echo "no Python >= 3.11 found (set XSM_PYTHON)" >&2
+    return 1
+}
+
+xsm_bootstrap() {
+    local extras="${1:-dev}" py stamp
+    if [ ! -x "$VENV/bin/python" ]; then
+        py="$(xsm_pick_python)"
+        echo "==> creating $VENV with $py" >&2
+        "$py" -m venv "$VENV"
+        "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+    fi
+    # Reinstall only when the dependency list changed.
+    stamp="$VENV/.xsm-installed-$extras"
+    if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+        echo "==> installing django-xsm[$extras] into $VENV" >&2
+        "$VENV/bin/python" -m pip install -q -e "$ROOT[$extras]" ${XSM_EXTRA_PIP:-} >&2
+        touch "$stamp"
+    fi
+    export PATH="$VENV/bin:$PATH"
+}
+
+xsm_redis_ping() {  # xsm_redis_ping URL -> 0 when it answers PONG
+    "$VENV/bin/python" - "$1" <<'PY' >/dev/null 2>&1
+import sys, redis
+sys.exit(0 if redis.Redis.from_url(sys.argv[1], socket_timeout=1, socket_connect_timeout=1).ping() else 1)
+PY
+}
+
+xsm_ensure_redis() {
+    # Exports XSM_REDIS_URL: the given one, else 127.0.0.1:6379 (db 15) when
+    # it answers, else a redis-server of our own on a free loopback port
+    # (installed from Debian's packages when absent, stopped at exit by pid).
+    if [ -n "${XSM_REDIS_URL:-}" ]; then
+        xsm_redis_ping "$XSM_REDIS_URL" || { echo "XSM_REDIS_URL=$XSM_REDIS_URL does not answer" >&2; return 1; }
+        return 0
+    fi
+    if xsm_redis_ping "redis://127.0.0.1:6379/15"; then
+        export XSM_REDIS_URL="redis://127.0.0.1:6379/15"
+        return 0
+    fi
+    if ! command -v redis-server >/dev/null 2>&1; then
+        echo "==> installing redis-server" >&2
+        apt-get install -y -q redis-server >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q redis-server >/dev/null; }
+    fi
+    local port dir
+    port="$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+    dir="$(mktemp -d /tmp/xsm-redis-XXXXXX)"
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+        --dir "$dir" --daemonize yes --pidfile "$dir/redis.pid" >/dev/null
+    XSM_OWN_REDIS_PIDFILE="$dir/redis.pid"
+    trap 'kill "$(cat "$XSM_OWN_REDIS_PIDFILE" 2>/dev/null)" 2>/dev/null || true' EXIT
+    export XSM_REDIS_URL="redis://127.0.0.1:$port/0"
+    local i
+    for i in $(seq 1 50); do
+        xsm_redis_ping "$XSM_REDIS_URL" && return 0
+        sleep 0.1
+    done
+    echo "redis-server on port $port did not start" >&2
+    return 1
+}
+
+xsm_ensure_chromium() {
+    # The browser tests drive Debian's chromium through Playwright
+    # (executable_path); Playwright never downloads a browser here.
+    if [ -x /usr/bin/chromium ]; then return 0; fi
+    echo "==> installing chromium (Debian package) for the browser tests" >&2
+    apt-get install -y -q chromium >/dev/null 2>&1 \
+        || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null; }
+}
