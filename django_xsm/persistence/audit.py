@@ -59,14 +59,14 @@ def _is_sensitive(name: str, fragments: frozenset[str]) -> bool:
 def redact(value: Any, fragments: Iterable[str] = DEFAULT_REDACT) -> Any:
     """A copy of ``value`` with sensitive mapping fields replaced by
     ``"[redacted]"``, at any depth (inside lists too)."""
-    frozen = fragments if isinstance(fragments, frozenset) else frozenset(
-        _normalise(f) for f in fragments
+    frozen = (
+        fragments
+        if isinstance(fragments, frozenset)
+        else frozenset(_normalise(f) for f in fragments)
     )
     if isinstance(value, Mapping):
         return {
-            k: REDACTED
-            if isinstance(k, str) and _is_sensitive(k, frozen)
-            else redact(v, frozen)
+            k: REDACTED if isinstance(k, str) and _is_sensitive(k, frozen) else redact(v, frozen)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
@@ -174,7 +174,10 @@ def replay(
                 actual=instance.value,
             )
         receipt = instance.send(record.event_type, **dict(record.payload))
-        checks = (("accepted", record.accepted, receipt.accepted), ("to_state", record.to_state, instance.value))
+        checks = (
+            ("accepted", record.accepted, receipt.accepted),
+            ("to_state", record.to_state, instance.value),
+        )
         for field, expected, actual in checks:
             if expected != actual:
                 raise ReplayDivergenceError(

@@ -97,8 +97,7 @@ def validate_prefix(prefix: object) -> str:
         )
     if not _PREFIX.match(prefix):
         raise InvalidConfigError(
-            f"Prefix {prefix!r} may only contain letters, digits and _ . - : / "
-            "(at most 64)",
+            f"Prefix {prefix!r} may only contain letters, digits and _ . - : / (at most 64)",
             path="prefix",
             hint="braces and glob characters would break hash tags and patterns",
         )
@@ -232,7 +231,9 @@ class StateStore(Protocol):
         the next cursor ('' at the end). ``state`` keeps instances whose
         active state ids include this full dotted id."""
 
-    def due_keys(self, until_wall: float | _dt.datetime, *, limit: int = 100) -> list[tuple[str, int]]:
+    def due_keys(
+        self, until_wall: float | _dt.datetime, *, limit: int = 100
+    ) -> list[tuple[str, int]]:
         """Keys whose earliest pending deadline is due at ``until_wall``
         (seconds since the epoch or an aware datetime), earliest first, as
         ``(key, due_ms)``. Costs O(log N + due)."""
@@ -339,7 +340,9 @@ class TransitionLogStore(Protocol):
     def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
         """Append with seq = last + 1; returns the seq."""
 
-    def read(self, key: str, *, after_seq: int = 0, limit: int | None = None) -> list[TransitionRecord]: ...
+    def read(
+        self, key: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[TransitionRecord]: ...
 
     def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
         """The newest ``count`` records, oldest first."""
@@ -355,4 +358,3 @@ class AsyncTransitionLogStore(Protocol):
     async def read(
         self, key: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[TransitionRecord]: ...
-

@@ -48,7 +48,7 @@ from .records import (
 )
 from .timer_state import next_due_ms, prune_failures
 
-__all__ = ["Plugin", "PersistedInstance", "normalize_event"]
+__all__ = ["PersistedInstance", "Plugin", "normalize_event"]
 
 _UNSET: Any = object()
 
@@ -61,7 +61,9 @@ class Plugin:
     block's changes are durable.
     """
 
-    def before_send(self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]) -> None:
+    def before_send(
+        self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
+    ) -> None:
         """Called before the engine sees the event."""
 
     def after_send(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
@@ -317,9 +319,7 @@ class PersistedInstance:
         the transition log. ``strict`` overrides the block's strictness.
         """
         if self.driver is None:
-            raise XsmError(
-                f"{self.key!r} is not open", hint="use it inside 'with persisted(...)'"
-            )
+            raise XsmError(f"{self.key!r} is not open", hint="use it inside 'with persisted(...)'")
         return self.driver.send(
             event,
             idempotency_key=idempotency_key,
@@ -367,8 +367,10 @@ class PersistedInstance:
         if held is not None:
             if held.request.fingerprint != fingerprint:
                 raise_for_outcome(ClaimOutcome(ClaimStatus.MISMATCH, held.request))
-            return etype, data, ReplayedReceipt.from_stored(
-                receipt_to_stored(held.receipt), event_type=etype
+            return (
+                etype,
+                data,
+                ReplayedReceipt.from_stored(receipt_to_stored(held.receipt), event_type=etype),
             )
         request = ClaimRequest(
             scope=scope,
@@ -408,15 +410,16 @@ class PersistedInstance:
     ) -> Any:
         if self._poisoned is not None:
             raise XsmError(
-                f"An earlier event in this block of {self.key!r} failed; nothing "
-                "will be committed",
+                f"An earlier event in this block of {self.key!r} failed; nothing will be committed",
                 hint="let the exception leave the with-block and retry",
             ) from self._poisoned
         for hook in self.hooks:
             hook.before_send(self, etype, data)
         before = self.instance.value if self.audit is not None else None
         try:
-            receipt = self.instance.send(etype, strict=self.strict if strict is None else strict, **data)
+            receipt = self.instance.send(
+                etype, strict=self.strict if strict is None else strict, **data
+            )
         except EventNotAcceptedError as exc:
             exc.key = self.key
             raise
@@ -484,8 +487,10 @@ class PersistedInstance:
             pruned = prune_failures(failures, self.instance.deadlines)
             if pruned != dict(failures):
                 new_failures = pruned
-        commits = snapshot is not None or bool(self._log_entries) or any(
-            c.accepted for c in self._send_claims.values()
+        commits = (
+            snapshot is not None
+            or bool(self._log_entries)
+            or any(c.accepted for c in self._send_claims.values())
         )
         marks: list[InboxMark] = []
         releases: list[InboxRelease] = []
@@ -561,4 +566,3 @@ def _wall_ms() -> int:
     import time
 
     return time.time_ns() // 1_000_000
-

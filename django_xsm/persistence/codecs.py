@@ -15,7 +15,7 @@ import decimal
 import json
 import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, SnapshotCorruptError
@@ -79,7 +79,7 @@ def to_json_ready(value: Any, path: str = "$") -> Any:
     )
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[Any], Any]] = {
     "decimal": decimal.Decimal,
     "datetime": _dt.datetime.fromisoformat,
     "date": _dt.date.fromisoformat,
@@ -104,10 +104,7 @@ def _object_hook(obj: dict[str, Any]) -> Any:
 def _has_special(value: Any) -> bool:
     """True when a plain ``json.dumps`` would not be exact."""
     if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str) or k == _TAG or _has_special(v):
-                return True
-        return False
+        return any(not isinstance(k, str) or k == _TAG or _has_special(v) for k, v in value.items())
     if isinstance(value, list):
         return any(_has_special(v) for v in value)
     if value is None or isinstance(value, str | bool | int):
@@ -134,8 +131,7 @@ class JsonCodec:
             value = json.loads(data, object_hook=_object_hook)
         except (ValueError, TypeError, decimal.InvalidOperation) as exc:
             raise SnapshotCorruptError(
-                f"Snapshot of {key!r} (version {version}) is not valid JSON: "
-                f"{type(exc).__name__}",
+                f"Snapshot of {key!r} (version {version}) is not valid JSON: {type(exc).__name__}",
                 key=key,
             ) from None
         if not isinstance(value, dict):

@@ -48,20 +48,16 @@ _PRINTABLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")
 def validate_idempotency_key(key: object) -> str:
     """1-255 printable ASCII characters, no leading/trailing space."""
     if not isinstance(key, str):
-        raise IdempotencyKeyError(
-            f"Idempotency key must be a string, not {type(key).__name__}"
-        )
+        raise IdempotencyKeyError(f"Idempotency key must be a string, not {type(key).__name__}")
     if not key:
         raise IdempotencyKeyError("Idempotency key is empty")
     if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
         raise IdempotencyKeyError(
-            f"Idempotency key is {len(key)} characters long, over "
-            f"{MAX_IDEMPOTENCY_KEY_LENGTH}"
+            f"Idempotency key is {len(key)} characters long, over {MAX_IDEMPOTENCY_KEY_LENGTH}"
         )
     if not _PRINTABLE.match(key):
         raise IdempotencyKeyError(
-            "Idempotency key contains control, non-ASCII or surrounding "
-            "space characters"
+            "Idempotency key contains control, non-ASCII or surrounding space characters"
         )
     return key
 

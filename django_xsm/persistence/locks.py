@@ -84,14 +84,9 @@ class PessimisticLock(LockStrategy):
         return f"PessimisticLock(timeout={self.timeout:g}, ttl_ms={self.ttl_ms})"
 
 
-def backoff_delays(
-    attempts: int, *, base_s: float = 0.01, max_s: float = 0.5
-) -> list[float]:
+def backoff_delays(attempts: int, *, base_s: float = 0.01, max_s: float = 0.5) -> list[float]:
     """Full-jitter exponential backoff delays between ``attempts`` tries."""
-    return [
-        random.uniform(0, min(max_s, base_s * 2**i))  # noqa: S311 - jitter, not crypto
-        for i in range(max(attempts - 1, 0))
-    ]
+    return [random.uniform(0, min(max_s, base_s * 2**i)) for i in range(max(attempts - 1, 0))]
 
 
 def retry_on_conflict(
@@ -171,7 +166,7 @@ class StoreLock:
                 raise LockTimeoutError(
                     self.key, timeout=self.timeout, retry_after_s=max(1, -(-busy_ms // 1000))
                 )
-            time.sleep(min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000))  # noqa: S311
+            time.sleep(min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000))
 
     def release(self) -> bool:
         return bool(self.store.release_lock(self.key, self.token))

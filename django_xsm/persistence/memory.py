@@ -10,8 +10,8 @@ Nothing survives the process.
 from __future__ import annotations
 
 import bisect
-import secrets
 import datetime as _dt
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -131,8 +131,7 @@ class MemoryStore:
             return OpenResult(
                 record=None if row is None else self._record(request.key, row),
                 floor=self._floors.get(request.key, 0),
-                locked=bool(request.lock_token)
-                and all(o.status == "claimed" for o in outcomes),
+                locked=bool(request.lock_token) and all(o.status == "claimed" for o in outcomes),
                 claims=tuple(outcomes),
             )
 
@@ -146,9 +145,7 @@ class MemoryStore:
             return None
         data = self.codec.encode(unit.snapshot, key=unit.key, version=unit.new_version)
         if len(data) > self.max_snapshot_bytes:
-            raise SnapshotTooLargeError(
-                unit.key, size=len(data), limit=self.max_snapshot_bytes
-            )
+            raise SnapshotTooLargeError(unit.key, size=len(data), limit=self.max_snapshot_bytes)
         return data
 
     def commit(
@@ -166,9 +163,7 @@ class MemoryStore:
             now = self.clock()
             row = self._live(unit.key, now)
             if row is not None and row.commit_id == unit.commit_id:
-                return CommitResult(
-                    version=row.version, updated_ms=row.updated_ms, replayed=True
-                )
+                return CommitResult(version=row.version, updated_ms=row.updated_ms, replayed=True)
             self._check_fences(unit, row, now)
             if unit.marks and inbox is not None:
                 inbox.check_owned([m.claim for m in unit.marks], unit.key, unit.expected_version)
@@ -212,18 +207,14 @@ class MemoryStore:
         actual = row.version if row is not None else None
         if row is None:
             if unit.expected_version != 0 or self._floors.get(unit.key, 0) != unit.floor:
-                raise ConflictError(
-                    unit.key, expected=unit.expected_version, actual=actual
-                )
+                raise ConflictError(unit.key, expected=unit.expected_version, actual=actual)
         elif row.version != unit.expected_version:
             raise ConflictError(unit.key, expected=unit.expected_version, actual=actual)
         held = self._locks.get(unit.key)
         if held is not None and held[1] <= now:
             del self._locks[unit.key]
             held = None
-        if (held is not None and held[0] != unit.lock_token) or (
-            unit.lock_token and held is None
-        ):
+        if (held is not None and held[0] != unit.lock_token) or (unit.lock_token and held is None):
             raise ConflictError(
                 unit.key, expected=unit.expected_version, actual=actual, reason="lock"
             )
@@ -358,9 +349,7 @@ class MemoryStore:
             keys = self._sorted_live(machine, state)
         start = bisect.bisect_right(keys, after) if after else 0
         page = [k for k in keys[start:] if k.startswith(prefix)][:limit]
-        more = len(page) == limit and any(
-            k.startswith(prefix) for k in keys[start + len(page) :]
-        )
+        more = len(page) == limit and any(k.startswith(prefix) for k in keys[start + len(page) :])
         return page, (page[-1] if more and page else "")
 
     def list_keys(self, prefix: str = "", *, machine: str | None = None) -> Iterator[str]:
@@ -377,9 +366,7 @@ class MemoryStore:
         until = wall_to_ms(until_wall)
         with self._lock:
             now = self.clock()
-            due = sorted(
-                (d, k) for k, d in self._due.items() if d <= until and self._live(k, now)
-            )
+            due = sorted((d, k) for k, d in self._due.items() if d <= until and self._live(k, now))
         return [(k, d) for d, k in due[:limit]]
 
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:

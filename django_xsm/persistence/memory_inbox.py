@@ -60,9 +60,7 @@ class MemoryInbox:
             return ClaimOutcome(ClaimStatus.DONE, request, receipt=row.receipt)
         if row.owner == request.owner:
             return ClaimOutcome(ClaimStatus.CLAIMED, request)
-        return ClaimOutcome(
-            ClaimStatus.IN_FLIGHT, request, retry_after_ms=row.expires_ms - now
-        )
+        return ClaimOutcome(ClaimStatus.IN_FLIGHT, request, retry_after_ms=row.expires_ms - now)
 
     def _put(self, rid: _RowId, row: _InboxRow) -> None:
         self._rows[rid] = row

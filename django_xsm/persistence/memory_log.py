@@ -67,9 +67,7 @@ class MemoryLog:
             rows = self._records.get(key, [])
             return list(rows[-count:]) if count > 0 else []
 
-    def purge_older_than(
-        self, cutoff: float | _dt.datetime, *, key: str | None = None
-    ) -> int:
+    def purge_older_than(self, cutoff: float | _dt.datetime, *, key: str | None = None) -> int:
         limit_ms = wall_to_ms(cutoff)
         removed = 0
         with self._lock:

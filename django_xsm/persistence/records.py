@@ -265,8 +265,9 @@ class CommitUnit:
     Writes: the snapshot (only when ``snapshot`` is not None; the version
     then becomes :attr:`new_version`: ``expected_version + 1``, or
     ``floor + 1`` when creating a key that existed before; creating also
-    requires the stored floor to still equal ``floor``), the deadline index (``next_due_ms``, None = no
-    pending deadline), the key and state indexes, ``timer_failures``,
+    requires the stored floor to still equal ``floor``), the deadline
+    index (``next_due_ms``, None = no pending deadline), the key and state
+    indexes, ``timer_failures``,
     inbox marks and releases, log entries (seq = previous + 1, stamped with
     the resulting version) and finally the lock release.
 

@@ -81,7 +81,7 @@ class _Common:
         self.claims_in_open = self.inbox is not None and store.shares_commit(self.inbox)
 
 
-class persisted(_Common):  # noqa: N801 - used like a function
+class persisted(_Common):
     """Context manager around one instance; see the module docstring.
 
     ``create=False`` raises ``InstanceNotFoundError`` for a missing key.
@@ -141,8 +141,13 @@ class persisted(_Common):  # noqa: N801 - used like a function
                 return got
             claim = got
         return block.run(
-            etype, data, claim, actor=actor, reason=reason,
-            correlation_id=correlation_id, strict=strict,
+            etype,
+            data,
+            claim,
+            actor=actor,
+            reason=reason,
+            correlation_id=correlation_id,
+            strict=strict,
         )
 
     async def asend(self, event: Any, /, **kwargs: Any) -> Any:
@@ -190,7 +195,7 @@ class persisted(_Common):  # noqa: N801 - used like a function
                 self.store.release_lock(block.key, block.token)
 
 
-class apersisted(_Common):  # noqa: N801 - used like a function
+class apersisted(_Common):
     """The asyncio twin of :class:`persisted` for ``AsyncStateStore``.
 
     Inside the block, ``send()`` works for events without an idempotency
@@ -250,8 +255,13 @@ class apersisted(_Common):  # noqa: N801 - used like a function
                 hint="use 'await order.asend(...)', or pass the key to apersisted()",
             )
         return block.run(
-            etype, data, None, actor=actor, reason=reason,
-            correlation_id=correlation_id, strict=strict,
+            etype,
+            data,
+            None,
+            actor=actor,
+            reason=reason,
+            correlation_id=correlation_id,
+            strict=strict,
         )
 
     async def asend(
@@ -278,8 +288,13 @@ class apersisted(_Common):  # noqa: N801 - used like a function
                 return got
             claim = got
         return block.run(
-            etype, data, claim, actor=actor, reason=reason,
-            correlation_id=correlation_id, strict=strict,
+            etype,
+            data,
+            claim,
+            actor=actor,
+            reason=reason,
+            correlation_id=correlation_id,
+            strict=strict,
         )
 
     async def __aexit__(

@@ -31,7 +31,6 @@ from django_xsm.exceptions import (
     LockTimeoutError,
     StoreUnavailableError,
     UnknownMachineError,
-    XsmError,
 )
 
 from .locks import LockStrategy
@@ -151,8 +150,13 @@ class DueTimerScanner:
         deadlines: tuple[Any, ...] = ()
         try:
             with persisted(
-                self.store, key, self._machine_for, plugins=self.plugins, lock=self.lock,
-                create=False, actor=self.actor,
+                self.store,
+                key,
+                self._machine_for,
+                plugins=self.plugins,
+                lock=self.lock,
+                create=False,
+                actor=self.actor,
             ) as block:
                 version = block.version
                 failures = dict(block.record.timer_failures) if block.record else {}
@@ -219,8 +223,12 @@ class DueTimerScanner:
             result.dead_lettered += 1
         logger.warning(
             "xsm timer %s of %r failed (attempt %d/%d%s): %s",
-            deadline.event_type, key, attempts, self.max_attempts,
-            ", dead-lettered" if dead else "", exc,
+            deadline.event_type,
+            key,
+            attempts,
+            self.max_attempts,
+            ", dead-lettered" if dead else "",
+            exc,
         )
         try:
             self.store.record_timer_failure(

@@ -24,8 +24,6 @@ from django_xsm.persistence.records import (
     CommitResult,
     CommitUnit,
     OpenRequest,
-    OpenResult,
-    StoredRecord,
     TimerFailure,
 )
 
@@ -74,8 +72,7 @@ def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) 
         )
     if wanted_buckets is not None and wanted_buckets != buckets:
         raise StoreError(
-            f"Namespace {prefix!r} was created with {buckets} buckets, not "
-            f"{wanted_buckets}",
+            f"Namespace {prefix!r} was created with {buckets} buckets, not {wanted_buckets}",
             hint="the bucket count is fixed per namespace; drop the buckets "
             "argument or use another prefix",
         )
@@ -115,13 +112,18 @@ class StoreCore:
         lock_ttl_ms: int,
         buckets: int | None,
     ) -> None:
-        for name, value in (("max_snapshot_bytes", max_snapshot_bytes), ("lock_ttl_ms", lock_ttl_ms)):
+        for name, value in (
+            ("max_snapshot_bytes", max_snapshot_bytes),
+            ("lock_ttl_ms", lock_ttl_ms),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive int, got {value!r}", path=name)
         if ttl_s is not None and (
             isinstance(ttl_s, bool) or not isinstance(ttl_s, int | float) or ttl_s <= 0
         ):
-            raise InvalidConfigError(f"ttl_s must be positive seconds or None, got {ttl_s!r}", path="ttl_s")
+            raise InvalidConfigError(
+                f"ttl_s must be positive seconds or None, got {ttl_s!r}", path="ttl_s"
+            )
         self.state = LayoutState(prefix, buckets)
         self.codec: Codec = codec or JsonCodec()
         self.max_snapshot_bytes = max_snapshot_bytes
@@ -155,8 +157,13 @@ class StoreCore:
         data = self.encode(unit)  # raises before any I/O
         layout = yield from self.state.ensure()
         call = ops.commit_call(
-            layout, unit, data, ttl_ms=self.ttl_ms, log_maxlen=log_maxlen,
-            with_inbox=with_inbox, with_log=with_log,
+            layout,
+            unit,
+            data,
+            ttl_ms=self.ttl_ms,
+            log_maxlen=log_maxlen,
+            with_inbox=with_inbox,
+            with_log=with_log,
         )
         reply = yield call
         return ops.parse_commit(unit, reply)
@@ -167,7 +174,12 @@ class StoreCore:
         return int(raw or 0)
 
     def save_unit(
-        self, key: str, snapshot: Mapping[str, Any], expected_version: int, machine_version: str, machine_id: str
+        self,
+        key: str,
+        snapshot: Mapping[str, Any],
+        expected_version: int,
+        machine_version: str,
+        machine_id: str,
     ) -> Op:
         floor = (yield from self.floor(key)) if expected_version == 0 else 0
         unit = CommitUnit(
@@ -179,7 +191,9 @@ class StoreCore:
             snapshot=snapshot,
             floor=floor,
         )
-        result: CommitResult = yield from self.commit(unit, with_inbox=False, with_log=False, log_maxlen=0)
+        result: CommitResult = yield from self.commit(
+            unit, with_inbox=False, with_log=False, log_maxlen=0
+        )
         return result.version
 
     # --- locks ----------------------------------------------------------------
@@ -212,11 +226,20 @@ class StoreCore:
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
         keys = [
-            layout.snapshot(key), layout.floors(b), *layout.index_keys(b),
-            layout.lock(key), layout.log(key), layout.log_index(b),
+            layout.snapshot(key),
+            layout.floors(b),
+            *layout.index_keys(b),
+            layout.lock(key),
+            layout.log(key),
+            layout.log_index(b),
         ]
-        snap, due, lock, records = (yield Call("FORGET", keys, [key]))
-        return {"snapshot": int(snap), "deadlines": int(due), "lock": int(lock), "log": int(records)}
+        snap, due, lock, records = yield Call("FORGET", keys, [key])
+        return {
+            "snapshot": int(snap),
+            "deadlines": int(due),
+            "lock": int(lock),
+            "log": int(records),
+        }
 
     # --- listing and timers ---------------------------------------------------------
 
@@ -224,7 +247,9 @@ class StoreCore:
         self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
     ) -> Op:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise InvalidConfigError(f"limit must be an int from 1 to 10000, got {limit!r}", path="limit")
+            raise InvalidConfigError(
+                f"limit must be an int from 1 to 10000, got {limit!r}", path="limit"
+            )
         layout = yield from self.state.ensure()
         if state is not None:
             index, head = 4, state + SEP
@@ -263,32 +288,38 @@ class StoreCore:
             for b in range(layout.buckets)
         )
         replies = yield Many(calls)
-        rows = [
-            (int(float(r[i + 1])), b2s(r[i])) for r in replies for i in range(0, len(r), 2)
-        ]
+        rows = [(int(float(r[i + 1])), b2s(r[i])) for r in replies for i in range(0, len(r), 2)]
         rows.sort()
         return [(k, d) for d, k in rows[:limit]]
 
     def record_timer_failure(
-        self, key: str, expected_version: int, failures: Mapping[str, TimerFailure], next_due_ms: int | None
+        self,
+        key: str,
+        expected_version: int,
+        failures: Mapping[str, TimerFailure],
+        next_due_ms: int | None,
     ) -> Op:
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
-        payload = (
-            ops._dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""
-        )
+        payload = ops._dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""
         reply = yield Call(
             "RECORD_TIMER_FAILURE",
             [layout.snapshot(key), layout.due(b), layout.dead(b)],
-            [key, expected_version, payload, "" if next_due_ms is None else next_due_ms,
-             "1" if any(f.dead for f in failures.values()) else "0"],
+            [
+                key,
+                expected_version,
+                payload,
+                "" if next_due_ms is None else next_due_ms,
+                "1" if any(f.dead for f in failures.values()) else "0",
+            ],
         )
         return bool(int(reply))
 
     def dead_letters(self, limit: int) -> Op:
         layout = yield from self.state.ensure()
         cmds = tuple(
-            Cmd("ZRANGE", (layout.dead(b), 0, limit - 1, "WITHSCORES")) for b in range(layout.buckets)
+            Cmd("ZRANGE", (layout.dead(b), 0, limit - 1, "WITHSCORES"))
+            for b in range(layout.buckets)
         )
         replies = yield Many(cmds)
         rows = sorted(

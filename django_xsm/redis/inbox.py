@@ -23,9 +23,11 @@ from .ops import Call
 
 __all__ = ["AsyncRedisInbox", "InboxCore", "RedisInbox"]
 
+
 def _scope(scope: str) -> str:
     # The empty scope (no principal) is allowed; anything else is a key.
     return scope if scope == "" else validate_key(scope, what="scope")
+
 
 class InboxCore:
     def __init__(self, prefix: str, buckets: int | None) -> None:
@@ -41,8 +43,10 @@ class InboxCore:
     def _row_keys(self, claim: ClaimRequest) -> Op:
         layout = yield from self.state.ensure()
         return (
-            [layout.inbox(claim.scope, claim.instance_key),
-             layout.inbox_expiry(layout.bucket(claim.instance_key))],
+            [
+                layout.inbox(claim.scope, claim.instance_key),
+                layout.inbox_expiry(layout.bucket(claim.instance_key)),
+            ],
             layout.inbox_field(claim.instance_key, claim.idempotency_key),
         )
 
@@ -59,11 +63,18 @@ class InboxCore:
 
     def get(self, scope: str, instance_key: str, idempotency_key: str) -> Op:
         layout = yield from self.state.ensure()
-        raw, now = yield Many((
-            Cmd("HGET", (layout.inbox(_scope(scope), instance_key),
-                         layout.inbox_field(instance_key, idempotency_key))),
-            Cmd("TIME", ()),
-        ))
+        raw, now = yield Many(
+            (
+                Cmd(
+                    "HGET",
+                    (
+                        layout.inbox(_scope(scope), instance_key),
+                        layout.inbox_field(instance_key, idempotency_key),
+                    ),
+                ),
+                Cmd("TIME", ()),
+            )
+        )
         if raw is None:
             return None
         row = json.loads(raw)
@@ -80,18 +91,28 @@ class InboxCore:
 
     def purge_expired(self, limit: int) -> Op:
         layout = yield from self.state.ensure()
-        replies = yield Many(tuple(
-            Call("PURGE_INBOX", [layout.inbox_expiry(b)], [limit]) for b in range(layout.buckets)
-        ))
+        replies = yield Many(
+            tuple(
+                Call("PURGE_INBOX", [layout.inbox_expiry(b)], [limit])
+                for b in range(layout.buckets)
+            )
+        )
         return sum(int(r) for r in replies)
 
     def forget(self, scope: str) -> Op:
         layout = yield from self.state.ensure()
-        replies = yield Many(tuple(
-            Call("FORGET_SCOPE", [layout.inbox_for_bucket(_scope(scope), b), layout.inbox_expiry(b)], [])
-            for b in range(layout.buckets)
-        ))
+        replies = yield Many(
+            tuple(
+                Call(
+                    "FORGET_SCOPE",
+                    [layout.inbox_for_bucket(_scope(scope), b), layout.inbox_expiry(b)],
+                    [],
+                )
+                for b in range(layout.buckets)
+            )
+        )
         return sum(int(r) for r in replies)
+
 
 class RedisInbox:
     """Idempotency inbox on a blocking client; see InboxStore."""
@@ -125,6 +146,7 @@ class RedisInbox:
     def __repr__(self) -> str:
         return f"<RedisInbox prefix={self.prefix!r}>"
 
+
 class AsyncRedisInbox:
     """The asyncio twin of :class:`RedisInbox`."""
 
@@ -143,8 +165,12 @@ class AsyncRedisInbox:
     async def release(self, release: InboxRelease) -> bool:
         return await self.driver.run(self.core.release(release), release.claim.instance_key)  # type: ignore[no-any-return]
 
-    async def get(self, scope: str, instance_key: str, idempotency_key: str) -> dict[str, Any] | None:
-        return await self.driver.run(self.core.get(scope, instance_key, idempotency_key), instance_key)  # type: ignore[no-any-return]
+    async def get(
+        self, scope: str, instance_key: str, idempotency_key: str
+    ) -> dict[str, Any] | None:
+        return await self.driver.run(
+            self.core.get(scope, instance_key, idempotency_key), instance_key
+        )  # type: ignore[no-any-return]
 
     async def purge_expired(self, *, limit: int = 1000) -> int:
         return await self.driver.run(self.core.purge_expired(limit))  # type: ignore[no-any-return]

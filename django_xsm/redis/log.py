@@ -28,8 +28,12 @@ PAGE = 500
 
 class LogCore:
     def __init__(self, prefix: str, buckets: int | None, maxlen: int | None) -> None:
-        if maxlen is not None and (isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 1):
-            raise InvalidConfigError(f"maxlen must be a positive int or None, got {maxlen!r}", path="maxlen")
+        if maxlen is not None and (
+            isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 1
+        ):
+            raise InvalidConfigError(
+                f"maxlen must be a positive int or None, got {maxlen!r}", path="maxlen"
+            )
         self.state = LayoutState(prefix, buckets)
         self.maxlen = maxlen
 
@@ -37,12 +41,24 @@ class LogCore:
         validate_key(record.key)
         layout = yield from self.state.ensure()
         entry = LogEntry(
-            record.event_type, record.payload, record.actor, record.reason, record.from_state,
-            record.to_state, record.idempotency_key, record.correlation_id, record.timestamp_ms,
+            record.event_type,
+            record.payload,
+            record.actor,
+            record.reason,
+            record.from_state,
+            record.to_state,
+            record.idempotency_key,
+            record.correlation_id,
+            record.timestamp_ms,
             record.accepted,
         )
-        seq = int((yield ops.log_append_call(
-            layout, record.key, record.seq, record.version, entry, self.maxlen or 0)))
+        seq = int(
+            (
+                yield ops.log_append_call(
+                    layout, record.key, record.seq, record.version, entry, self.maxlen or 0
+                )
+            )
+        )
         if seq < 0:
             raise InvalidConfigError(
                 f"seq {record.seq} is not above the last seq of {record.key!r}",
@@ -58,8 +74,12 @@ class LogCore:
 
     def read(self, key: str, after_seq: int, limit: int | None) -> Op:
         validate_key(key)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise InvalidConfigError(f"limit must be a positive int or None, got {limit!r}", path="limit")
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise InvalidConfigError(
+                f"limit must be a positive int or None, got {limit!r}", path="limit"
+            )
         layout = yield from self.state.ensure()
         out: list[TransitionRecord] = []
         start = f"({int(after_seq)}-0" if after_seq > 0 else "-"
@@ -89,7 +109,8 @@ class LogCore:
         removed = 0
         while True:
             n, more = yield Call(
-                "LOG_PURGE", [layout.log(key), layout.log_index(layout.bucket(key))],
+                "LOG_PURGE",
+                [layout.log(key), layout.log_index(layout.bucket(key))],
                 [key, cutoff, PAGE],
             )
             removed += int(n)
@@ -97,7 +118,9 @@ class LogCore:
                 return removed
 
     def purge_older_than(
-        self, cutoff: float | _dt.datetime, key: str | None,
+        self,
+        cutoff: float | _dt.datetime,
+        key: str | None,
         progress: Callable[[str, int], None] | None,
     ) -> Op:
         limit_ms = wall_to_ms(cutoff)
@@ -110,7 +133,9 @@ class LogCore:
         total = 0
         for b in range(layout.buckets):
             while True:
-                keys = yield Cmd("ZRANGEBYSCORE", (layout.log_index(b), "-inf", f"({limit_ms}", "LIMIT", 0, PAGE))
+                keys = yield Cmd(
+                    "ZRANGEBYSCORE", (layout.log_index(b), "-inf", f"({limit_ms}", "LIMIT", 0, PAGE)
+                )
                 if not keys:
                     break
                 for raw in keys:
@@ -126,11 +151,13 @@ class LogCore:
     def forget(self, key: str) -> Op:
         validate_key(key)
         layout = yield from self.state.ensure()
-        n, _deleted, _zrem = yield Many((
-            Cmd("XLEN", (layout.log(key),)),
-            Cmd("DEL", (layout.log(key),)),
-            Cmd("ZREM", (layout.log_index(layout.bucket(key)), key)),
-        ))
+        n, _deleted, _zrem = yield Many(
+            (
+                Cmd("XLEN", (layout.log(key),)),
+                Cmd("DEL", (layout.log(key),)),
+                Cmd("ZREM", (layout.log_index(layout.bucket(key)), key)),
+            )
+        )
         return int(n)
 
 
@@ -138,7 +165,12 @@ class RedisLog:
     """Transition log on a blocking client; see TransitionLogStore."""
 
     def __init__(
-        self, client_or_url: Any, *, prefix: str, maxlen: int | None = None, buckets: int | None = None
+        self,
+        client_or_url: Any,
+        *,
+        prefix: str,
+        maxlen: int | None = None,
+        buckets: int | None = None,
     ) -> None:
         self.client = resolve_client(client_or_url)
         self.prefix = prefix
@@ -152,7 +184,9 @@ class RedisLog:
     def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
         return self.driver.run(self.core.append_next(key, entry, version), key)  # type: ignore[no-any-return]
 
-    def read(self, key: str, *, after_seq: int = 0, limit: int | None = None) -> list[TransitionRecord]:
+    def read(
+        self, key: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[TransitionRecord]:
         return self.driver.run(self.core.read(key, after_seq, limit), key)  # type: ignore[no-any-return]
 
     def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
@@ -184,7 +218,12 @@ class AsyncRedisLog:
     """The asyncio twin of :class:`RedisLog`."""
 
     def __init__(
-        self, client_or_url: Any, *, prefix: str, maxlen: int | None = None, buckets: int | None = None
+        self,
+        client_or_url: Any,
+        *,
+        prefix: str,
+        maxlen: int | None = None,
+        buckets: int | None = None,
     ) -> None:
         self.client = resolve_async_client(client_or_url)
         self.prefix = prefix
@@ -198,7 +237,9 @@ class AsyncRedisLog:
     async def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
         return await self.driver.run(self.core.append_next(key, entry, version), key)  # type: ignore[no-any-return]
 
-    async def read(self, key: str, *, after_seq: int = 0, limit: int | None = None) -> list[TransitionRecord]:
+    async def read(
+        self, key: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[TransitionRecord]:
         return await self.driver.run(self.core.read(key, after_seq, limit), key)  # type: ignore[no-any-return]
 
     async def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:

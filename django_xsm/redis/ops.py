@@ -31,8 +31,18 @@ from django_xsm.persistence.records import (
 
 from .keys import SEP, KeyLayout
 
-__all__ = ["Call", "b2s", "claim_call", "commit_call", "open_call", "parse_claim",
-           "parse_commit", "parse_open", "parse_record", "parse_stream_rows"]
+__all__ = [
+    "Call",
+    "b2s",
+    "claim_call",
+    "commit_call",
+    "open_call",
+    "parse_claim",
+    "parse_commit",
+    "parse_open",
+    "parse_record",
+    "parse_stream_rows",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +70,9 @@ def _pairs(flat: Sequence[Any]) -> dict[bytes, Any]:
 # --- records -------------------------------------------------------------------
 
 
-def parse_record(key: str, fields: Mapping[bytes, Any] | Sequence[Any], codec: Codec) -> StoredRecord | None:
+def parse_record(
+    key: str, fields: Mapping[bytes, Any] | Sequence[Any], codec: Codec
+) -> StoredRecord | None:
     """A StoredRecord from the snapshot hash (HGETALL as dict or flat list)."""
     h = fields if isinstance(fields, Mapping) else _pairs(fields)
     if not h:
@@ -220,7 +232,9 @@ def commit_call(
         unit.machine_version,
         SEP.join(unit.state_ids),
         "" if unit.next_due_ms is None else unit.next_due_ms,
-        "-" if failures is None else (_dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""),
+        "-"
+        if failures is None
+        else (_dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""),
         "1" if failures and any(f.dead for f in failures.values()) else "0",
         ttl_ms,
         log_maxlen,
@@ -249,11 +263,11 @@ def commit_call(
 def parse_commit(unit: CommitUnit, reply: Sequence[Any]) -> CommitResult:
     status = b2s(reply[0])
     if status == "ok":
-        return CommitResult(version=int(reply[1]), first_seq=int(reply[2]), updated_ms=int(reply[3]))
-    if status == "dup":
         return CommitResult(
-            version=int(reply[1]), updated_ms=int(reply[3] or 0), replayed=True
+            version=int(reply[1]), first_seq=int(reply[2]), updated_ms=int(reply[3])
         )
+    if status == "dup":
+        return CommitResult(version=int(reply[1]), updated_ms=int(reply[3] or 0), replayed=True)
     actual_raw = int(reply[1])
     actual = None if actual_raw < 0 else actual_raw
     reason = {"conflict": "version", "lock": "lock", "claim": "claim"}.get(status, status)
@@ -263,7 +277,9 @@ def parse_commit(unit: CommitUnit, reply: Sequence[Any]) -> CommitResult:
 # --- log ---------------------------------------------------------------------------
 
 
-def log_append_call(layout: KeyLayout, key: str, seq: int, version: int, entry: LogEntry, maxlen: int) -> Call:
+def log_append_call(
+    layout: KeyLayout, key: str, seq: int, version: int, entry: LogEntry, maxlen: int
+) -> Call:
     b = layout.bucket(key)
     return Call(
         "LOG_APPEND",

@@ -429,7 +429,8 @@ local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
 local limit = tonumber(ARGV[2])
 local out, offset = {}, 0
 while #out < 2 * limit do
-  local rows = redis.call('ZRANGEBYSCORE', I[5], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', offset, limit)
+  local rows = redis.call('ZRANGEBYSCORE', I[5], '-inf', ARGV[1], 'WITHSCORES',
+    'LIMIT', offset, limit)
   if #rows == 0 then break end
   for i = 1, #rows, 2 do
     if redis.call('EXISTS', ARGV[3] .. rows[i]) == 1 then

@@ -210,7 +210,9 @@ class RedisStore(_StoreBase):
             if not after:
                 return
 
-    def due_keys(self, until_wall: float | _dt.datetime, *, limit: int = 100) -> list[tuple[str, int]]:
+    def due_keys(
+        self, until_wall: float | _dt.datetime, *, limit: int = 100
+    ) -> list[tuple[str, int]]:
         return self.driver.run(self.core.due_keys(until_wall, limit))  # type: ignore[no-any-return]
 
     def record_timer_failure(
@@ -237,7 +239,11 @@ class RedisStore(_StoreBase):
         try:
             info = self.driver.run(self.core.health())
         except XsmError as exc:
-            return {"ok": False, "backend": "redis", "error": getattr(exc, "cause", "") or type(exc).__name__}
+            return {
+                "ok": False,
+                "backend": "redis",
+                "error": getattr(exc, "cause", "") or type(exc).__name__,
+            }
         except Exception as exc:  # health never raises
             return {"ok": False, "backend": "redis", "error": type(exc).__name__}
         info["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
@@ -335,7 +341,9 @@ class AsyncRedisStore(_StoreBase):
     ) -> tuple[list[str], str]:
         return await self.driver.run(self.core.list_page(prefix, after, limit, machine, state))  # type: ignore[no-any-return]
 
-    async def due_keys(self, until_wall: float | _dt.datetime, *, limit: int = 100) -> list[tuple[str, int]]:
+    async def due_keys(
+        self, until_wall: float | _dt.datetime, *, limit: int = 100
+    ) -> list[tuple[str, int]]:
         return await self.driver.run(self.core.due_keys(until_wall, limit))  # type: ignore[no-any-return]
 
     async def health(self) -> dict[str, Any]:
@@ -343,7 +351,11 @@ class AsyncRedisStore(_StoreBase):
         try:
             info = await self.driver.run(self.core.health())
         except XsmError as exc:
-            return {"ok": False, "backend": "redis", "error": getattr(exc, "cause", "") or type(exc).__name__}
+            return {
+                "ok": False,
+                "backend": "redis",
+                "error": getattr(exc, "cause", "") or type(exc).__name__,
+            }
         except Exception as exc:
             return {"ok": False, "backend": "redis", "error": type(exc).__name__}
         info["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
