@@ -34,7 +34,9 @@ __all__ = ["Compiled", "compile_chart"]
 class Compiled:
     __slots__ = ("by_id", "nodes", "root")
 
-    def __init__(self, root: StateNode, nodes: tuple[StateNode, ...], by_id: dict[str, StateNode]) -> None:
+    def __init__(
+        self, root: StateNode, nodes: tuple[StateNode, ...], by_id: dict[str, StateNode]
+    ) -> None:
         self.root = root
         self.nodes = nodes
         self.by_id = by_id
@@ -69,14 +71,32 @@ def compile_chart(
         sid = spec.explicit_id or ".".join([machine_id, *reversed(keys)])
         ancestors = (parent, *parent.ancestors) if parent is not None else ()
         node = StateNode(
-            id=sid, key=spec.key, type=spec.type, parent=parent, order=order, bit=1 << order,
-            depth=spec.depth, ancestors=ancestors, anc_mask=sum(a.bit for a in ancestors), desc_mask=0,
-            initial=spec.initial, history=spec.history, path=spec.path,
-            description=spec.description, meta=spec.meta, tags=spec.tags,
-        )  # fmt: skip
+            id=sid,
+            key=spec.key,
+            type=spec.type,
+            parent=parent,
+            order=order,
+            bit=1 << order,
+            depth=spec.depth,
+            ancestors=ancestors,
+            anc_mask=sum(a.bit for a in ancestors),
+            desc_mask=0,
+            initial=spec.initial,
+            history=spec.history,
+            path=spec.path,
+            description=spec.description,
+            meta=spec.meta,
+            tags=spec.tags,
+        )
         if sid in by_id:
             where = path_join(spec.path, "id") if spec.explicit_id else spec.path
-            problems.append((f"Duplicate state id {sid!r} (also used by {by_id[sid].path or 'the root'})", where, "give one of them another 'id'"))  # fmt: skip
+            problems.append(
+                (
+                    f"Duplicate state id {sid!r} (also used by {by_id[sid].path or 'the root'})",
+                    where,
+                    "give one of them another 'id'",
+                )
+            )
         else:
             by_id[sid] = node
         node_of[id(spec)] = node
@@ -97,12 +117,20 @@ def compile_chart(
             initial_node = next((c for c in children if c.key == spec.initial), None)
             if initial_node is None:
                 hint = suggest(spec.initial, [c.key for c in children])
-                problems.append((f"Unknown initial state {spec.initial!r} of {node.id!r}", path_join(spec.path, "initial"), hint or f"one of {', '.join(c.key for c in children)}"))  # fmt: skip
+                problems.append(
+                    (
+                        f"Unknown initial state {spec.initial!r} of {node.id!r}",
+                        path_join(spec.path, "initial"),
+                        hint or f"one of {', '.join(c.key for c in children)}",
+                    )
+                )
         _set(
-            node, children=children, initial_node=initial_node,
+            node,
+            children=children,
+            initial_node=initial_node,
             regions=tuple(c for c in children if c.type != HISTORY),
             history_nodes=tuple(c for c in children if c.type == HISTORY),
-        )  # fmt: skip
+        )
 
     resolver = _Resolver(by_id, problems)
     logic = _Logic(actions, guards, delays)
@@ -110,7 +138,10 @@ def compile_chart(
         node = node_of[id(spec)]
         hist_target = None
         if spec.history_target is not None and node.parent is not None:
-            found = [resolver.from_node(node.parent, t, path_join(spec.path, "target")) for t in spec.history_target]
+            found = [
+                resolver.from_node(node.parent, t, path_join(spec.path, "target"))
+                for t in spec.history_target
+            ]
             if all(f is not None for f in found):
                 hist_target = tuple(f for f in found if f is not None)
         transitions = tuple(_transition(node, t, resolver, logic) for t in spec.transitions)
@@ -134,20 +165,24 @@ def _finish_node(
             if t.kind == kind:
                 on.setdefault(t.event, []).append(t)
     frozen_on = {d: tuple(ts) for d, ts in on.items()}
-    wildcards = tuple(
-        (d, ts) for d, ts in frozen_on.items() if d == WILDCARD or d.endswith(".*")
-    )
+    wildcards = tuple((d, ts) for d, ts in frozen_on.items() if d == WILDCARD or d.endswith(".*"))
     delays: dict[str, tuple[str, str, Any]] = {}
     for t, tspec in zip(transitions, spec.transitions, strict=True):
         if t.kind == "after" and t.event not in delays and tspec.delay is not None:
-            amount: Any = tspec.delay_ms if tspec.delay_ms is not None else logic.delay(tspec.delay, tspec.path)
+            amount: Any = (
+                tspec.delay_ms
+                if tspec.delay_ms is not None
+                else logic.delay(tspec.delay, tspec.path)
+            )
             delays[t.event] = (tspec.delay, t.event, amount)
     _set(
         node,
         on=MappingProxyType(frozen_on),
         wildcards=wildcards,
         always=tuple(t for t in transitions if t.kind == "always"),
-        transitions=tuple(t for k in ("on", "always", "after", "onDone") for t in transitions if t.kind == k),
+        transitions=tuple(
+            t for k in ("on", "always", "after", "onDone") for t in transitions if t.kind == k
+        ),
         delays=tuple(delays.values()),
         after=tuple((d, e) for d, e, _ in delays.values()),
         entry=tuple(logic.action(a) for a in spec.entry),
@@ -156,7 +191,9 @@ def _finish_node(
     )
 
 
-def _transition(node: StateNode, spec: TransitionSpec, resolver: _Resolver, logic: _Logic) -> Transition:
+def _transition(
+    node: StateNode, spec: TransitionSpec, resolver: _Resolver, logic: _Logic
+) -> Transition:
     if spec.kind == "after":
         event = after_event_type(spec.delay or "", node.id)
     elif spec.kind == "onDone":
@@ -170,12 +207,18 @@ def _transition(node: StateNode, spec: TransitionSpec, resolver: _Resolver, logi
             targets = tuple(f for f in found if f is not None)
             resolver.check_compatible(targets, spec.target_path)
     return Transition(
-        source=node, targets=targets, event=event, kind=spec.kind,
+        source=node,
+        targets=targets,
+        event=event,
+        kind=spec.kind,
         guard=logic.guard(spec.guard) if spec.guard is not None else None,
-        actions=tuple(logic.action(a) for a in spec.actions), reenter=spec.reenter,
-        delay=spec.delay, path=spec.path, source_id=node.id,
+        actions=tuple(logic.action(a) for a in spec.actions),
+        reenter=spec.reenter,
+        delay=spec.delay,
+        path=spec.path,
+        source_id=node.id,
         target_ids=tuple(t.id for t in targets) if targets else (),
-    )  # fmt: skip
+    )
 
 
 class _Resolver:
@@ -189,7 +232,14 @@ class _Resolver:
         if target.startswith("."):
             return self.walk(source, target[1:], target, path)
         if source.parent is None:
-            self.problems.append((f"Target {target!r} is not valid from the root state", path, f"root transitions target children with a dot ('.{target}') or an id ('#{source.id}.{target}')"))  # fmt: skip
+            self.problems.append(
+                (
+                    f"Target {target!r} is not valid from the root state",
+                    path,
+                    f"root transitions target children with a dot ('.{target}') "
+                    f"or an id ('#{source.id}.{target}')",
+                )
+            )
             return None
         return self.walk(source.parent, target, target, path)
 
@@ -210,7 +260,15 @@ class _Resolver:
             if base is not None:
                 return self.walk(base, ".".join(parts[cut:]), ref, path)
         hint = suggest(name, self.by_id)
-        self.problems.append((f"Unknown target {ref!r}: no state has id {name!r}", path, hint.replace("'", "'#", 1) if hint else "ids are '<machine id>.<key path>' or an explicit 'id'"))  # fmt: skip
+        self.problems.append(
+            (
+                f"Unknown target {ref!r}: no state has id {name!r}",
+                path,
+                hint.replace("'", "'#", 1)
+                if hint
+                else "ids are '<machine id>.<key path>' or an explicit 'id'",
+            )
+        )
         return None
 
     def walk(self, base: StateNode, rel: str, written: str, path: str) -> StateNode | None:
@@ -221,7 +279,11 @@ class _Resolver:
             child = next((c for c in node.children if c.key == key), None)
             if child is None:
                 keys = [c.key for c in node.children]
-                hint = suggest(key, keys) or (f"children of {node.id!r}: {', '.join(keys)}" if keys else f"{node.id!r} has no child states")  # fmt: skip
+                hint = suggest(key, keys) or (
+                    f"children of {node.id!r}: {', '.join(keys)}"
+                    if keys
+                    else f"{node.id!r} has no child states"
+                )
                 self.problems.append((f"Unknown target {written!r}", path, hint))
                 return None
             node = child
@@ -234,7 +296,13 @@ class _Resolver:
                     continue
                 lca = next(x for x in a.ancestors if b.anc_mask & x.bit)
                 if lca.type != PARALLEL:
-                    self.problems.append((f"Targets {a.id!r} and {b.id!r} cannot be active together", path, "several targets must lie in different regions of a parallel state"))  # fmt: skip
+                    self.problems.append(
+                        (
+                            f"Targets {a.id!r} and {b.id!r} cannot be active together",
+                            path,
+                            "several targets must lie in different regions of a parallel state",
+                        )
+                    )
 
 
 class _Logic:
@@ -254,7 +322,12 @@ class _Logic:
     def action(self, spec: ActionSpec) -> Action:
         params = MappingProxyType(spec.params) if spec.params is not None else None
         if spec.type == RAISE:
-            return Action(RAISE, None, spec.path, raise_event=MappingProxyType(dict(spec.raise_event or {})))
+            return Action(
+                RAISE,
+                None,
+                spec.path,
+                raise_event=MappingProxyType(dict(spec.raise_event or {})),
+            )
         fn = self.actions.get(spec.type)
         if fn is None:
             self._missing("action", spec.type, spec.path, self.actions)
@@ -276,7 +349,13 @@ class _Logic:
 
     def _missing(self, what: str, name: str, path: str, known: Mapping[str, Any]) -> None:
         hint = suggest(name, known)
-        self.missing.append((f"{what} {name!r} is not in the logic", path, hint or f"add it to MachineLogic({what}s=...)"))  # fmt: skip
+        self.missing.append(
+            (
+                f"{what} {name!r} is not in the logic",
+                path,
+                hint or f"add it to MachineLogic({what}s=...)",
+            )
+        )
 
     def check(self) -> None:
         if not self.missing:
@@ -313,4 +392,3 @@ def _takes_params(fn: Callable[..., Any]) -> bool:
         return False
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return any(p.kind == p.VAR_POSITIONAL for p in params) or len(positional) >= 3
-

@@ -38,10 +38,23 @@ STATE_TYPES = ("atomic", "compound", "parallel", "final", "history")
 
 STATE_KEYS = frozenset(
     {
-        "id", "type", "initial", "states", "on", "always", "after", "entry",
-        "exit", "onDone", "history", "target", "description", "meta", "tags",
+        "id",
+        "type",
+        "initial",
+        "states",
+        "on",
+        "always",
+        "after",
+        "entry",
+        "exit",
+        "onDone",
+        "history",
+        "target",
+        "description",
+        "meta",
+        "tags",
     }
-)  # fmt: skip
+)
 ROOT_ONLY_KEYS = frozenset({"version", "context"})
 # XState keys this engine does not implement: say so instead of "unknown".
 UNSUPPORTED_KEYS = {
@@ -51,7 +64,7 @@ UNSUPPORTED_KEYS = {
     "activities": "v4 activities are not supported; use entry/exit actions",
     "onEntry": "use 'entry' (XState v5)",
     "onExit": "use 'exit' (XState v5)",
-    "parallel": "use \"type\": \"parallel\"",
+    "parallel": 'use "type": "parallel"',
     "predictableActionArguments": "a v4 option; remove it",
     "preserveActionOrder": "a v4 option; remove it",
     "strict": "a v4 option; strict sends are send(..., strict=True)",
@@ -92,7 +105,11 @@ def parse_config(config: object) -> ParsedConfig:
     machine_id = config.get("id", DEFAULT_MACHINE_ID)
     if not isinstance(machine_id, str) or not machine_id or "#" in machine_id:
         problems.append(
-            ("The machine id must be a non-empty string without '#'", "id", 'e.g. "order"')
+            (
+                "The machine id must be a non-empty string without '#'",
+                "id",
+                'e.g. "order"',
+            )
         )
         machine_id = DEFAULT_MACHINE_ID
     version = config.get("version", "")
@@ -154,17 +171,41 @@ def _parse_state(
             continue
         where = _join(path, key)
         if key in ROOT_ONLY_KEYS:
-            problems.append((f"{key!r} is only allowed on the root of the config", where, "move it to the top level"))
+            problems.append(
+                (
+                    f"{key!r} is only allowed on the root of the config",
+                    where,
+                    "move it to the top level",
+                )
+            )
         elif key in UNSUPPORTED_KEYS:
-            problems.append((f"{key!r} is not supported by django-xsm", where, UNSUPPORTED_KEYS[key]))
+            problems.append(
+                (
+                    f"{key!r} is not supported by django-xsm",
+                    where,
+                    UNSUPPORTED_KEYS[key],
+                )
+            )
         else:
             allowed = STATE_KEYS | ROOT_ONLY_KEYS if is_root else STATE_KEYS
-            problems.append((f"Unknown key {key!r}", where, suggest(key, allowed) or f"allowed keys: {', '.join(sorted(allowed))}"))  # fmt: skip
+            problems.append(
+                (
+                    f"Unknown key {key!r}",
+                    where,
+                    suggest(key, allowed) or f"allowed keys: {', '.join(sorted(allowed))}",
+                )
+            )
 
     if not is_root and "id" in raw:
         sid = raw["id"]
         if not isinstance(sid, str) or not sid or sid.startswith("#"):
-            problems.append(("A state id must be a non-empty string not starting with '#'", _join(path, "id"), ""))  # fmt: skip
+            problems.append(
+                (
+                    "A state id must be a non-empty string not starting with '#'",
+                    _join(path, "id"),
+                    "",
+                )
+            )
         else:
             spec.explicit_id = sid
 
@@ -178,9 +219,21 @@ def _parse_state(
             for key, child in states.items():
                 cpath = _join(spath, key if isinstance(key, str) else repr(key))
                 if not isinstance(key, str) or not key or "." in key or key.startswith("#"):
-                    problems.append((f"Invalid state key {key!r}", cpath, "state keys are non-empty strings without '.' or a leading '#'"))  # fmt: skip
+                    problems.append(
+                        (
+                            f"Invalid state key {key!r}",
+                            cpath,
+                            "state keys are non-empty strings without '.' or a leading '#'",
+                        )
+                    )
                 elif not isinstance(child, Mapping):
-                    problems.append((f"A state config must be a dict, got {type(child).__name__}", cpath, "use {} for a plain atomic state"))  # fmt: skip
+                    problems.append(
+                        (
+                            f"A state config must be a dict, got {type(child).__name__}",
+                            cpath,
+                            "use {} for a plain atomic state",
+                        )
+                    )
                 else:
                     children.append((key, child))
 
@@ -193,18 +246,36 @@ def _parse_state(
         init = raw["initial"]
         ipath = _join(path, "initial")
         if spec.type != "compound":
-            problems.append((f"'initial' is only allowed on compound states (this one is {spec.type})", ipath, "remove it"))  # fmt: skip
+            problems.append(
+                (
+                    f"'initial' is only allowed on compound states (this one is {spec.type})",
+                    ipath,
+                    "remove it",
+                )
+            )
         elif not isinstance(init, str) or not init:
             problems.append(("'initial' must be the key of a child state", ipath, ""))
         else:
             spec.initial = init
     elif spec.type == "compound":
         first = next(iter(children), ("<child>", None))[0]
-        problems.append(("A compound state needs 'initial'", _join(path, "initial"), f'add "initial": {first!r}'))  # fmt: skip
+        problems.append(
+            (
+                "A compound state needs 'initial'",
+                _join(path, "initial"),
+                f'add "initial": {first!r}',
+            )
+        )
 
     parse_transitions(raw, spec, problems)
     if "onDone" in raw and spec.type not in ("compound", "parallel"):
-        problems.append((f"'onDone' only fires for compound or parallel states (this one is {spec.type})", _join(path, "onDone"), "remove it"))  # fmt: skip
+        problems.append(
+            (
+                f"'onDone' only fires for compound or parallel states (this one is {spec.type})",
+                _join(path, "onDone"),
+                "remove it",
+            )
+        )
     for key in ("entry", "exit"):
         if key in raw:
             acts: list[ActionSpec] = parse_actions(raw[key], _join(path, key), problems)
@@ -212,7 +283,9 @@ def _parse_state(
     return children
 
 
-def _parse_type(raw: Mapping[str, Any], spec: StateSpec, has_states: bool, problems: Problems) -> None:
+def _parse_type(
+    raw: Mapping[str, Any], spec: StateSpec, has_states: bool, problems: Problems
+) -> None:
     path = spec.path
     stype = raw.get("type")
     if stype is None:
@@ -221,28 +294,69 @@ def _parse_type(raw: Mapping[str, Any], spec: StateSpec, has_states: bool, probl
     tpath = _join(path, "type")
     if stype not in STATE_TYPES:
         hint = suggest(stype, STATE_TYPES) if isinstance(stype, str) else ""
-        problems.append((f"Unknown state type {stype!r}", tpath, hint or f"one of {', '.join(STATE_TYPES)}"))  # fmt: skip
+        problems.append(
+            (
+                f"Unknown state type {stype!r}",
+                tpath,
+                hint or f"one of {', '.join(STATE_TYPES)}",
+            )
+        )
         spec.type = "compound" if has_states else "atomic"
         return
     spec.type = stype
     if stype in ("atomic", "final", "history") and has_states:
-        problems.append((f"A {stype} state cannot have child states", _join(path, "states"), 'remove "states" or the type'))  # fmt: skip
+        problems.append(
+            (
+                f"A {stype} state cannot have child states",
+                _join(path, "states"),
+                'remove "states" or the type',
+            )
+        )
     if stype in ("compound", "parallel") and not has_states:
-        problems.append((f"A {stype} state needs child states", _join(path, "states"), "add states or drop the type"))  # fmt: skip
+        problems.append(
+            (
+                f"A {stype} state needs child states",
+                _join(path, "states"),
+                "add states or drop the type",
+            )
+        )
     if spec.parent is None and stype in ("history", "final"):
         problems.append((f"The root cannot be a {stype} state", tpath, ""))
 
 
-def _parse_history(raw: Mapping[str, Any], spec: StateSpec, problems: Problems) -> list[tuple[str, Mapping[str, Any]]]:
+def _parse_history(
+    raw: Mapping[str, Any], spec: StateSpec, problems: Problems
+) -> list[tuple[str, Mapping[str, Any]]]:
     path = spec.path
     hist = raw.get("history", "shallow")
     if hist not in ("shallow", "deep"):
-        problems.append((f"Unknown history type {hist!r}", _join(path, "history"), 'use "shallow" or "deep"'))  # fmt: skip
+        problems.append(
+            (
+                f"Unknown history type {hist!r}",
+                _join(path, "history"),
+                'use "shallow" or "deep"',
+            )
+        )
         hist = "shallow"
     spec.history = hist
-    for key in ("initial", "states", "on", "always", "after", "entry", "exit", "onDone"):
+    for key in (
+        "initial",
+        "states",
+        "on",
+        "always",
+        "after",
+        "entry",
+        "exit",
+        "onDone",
+    ):
         if key in raw:
-            problems.append((f"A history state cannot have {key!r}", _join(path, key), "history states only take 'history' and 'target'"))  # fmt: skip
+            problems.append(
+                (
+                    f"A history state cannot have {key!r}",
+                    _join(path, key),
+                    "history states only take 'history' and 'target'",
+                )
+            )
     if "target" in raw:
         target = raw["target"]
         tpath = _join(path, "target")
@@ -251,16 +365,30 @@ def _parse_history(raw: Mapping[str, Any], spec: StateSpec, problems: Problems) 
         elif isinstance(target, list) and target and all(isinstance(t, str) and t for t in target):
             spec.history_target = tuple(target)
         else:
-            problems.append(("A history target must be a state key/id or a list of them", tpath, ""))
+            problems.append(
+                ("A history target must be a state key/id or a list of them", tpath, "")
+            )
     return []
 
 
 def _parse_doc_keys(raw: Mapping[str, Any], spec: StateSpec, problems: Problems) -> None:
     path = spec.path
     if "target" in raw and spec.type != "history":
-        problems.append(("'target' is only allowed on history states", _join(path, "target"), "put targets inside 'on'/'always'"))  # fmt: skip
+        problems.append(
+            (
+                "'target' is only allowed on history states",
+                _join(path, "target"),
+                "put targets inside 'on'/'always'",
+            )
+        )
     if "history" in raw and spec.type != "history":
-        problems.append(("'history' is only allowed on history states", _join(path, "history"), 'add "type": "history"'))  # fmt: skip
+        problems.append(
+            (
+                "'history' is only allowed on history states",
+                _join(path, "history"),
+                'add "type": "history"',
+            )
+        )
     if "description" in raw:
         if isinstance(raw["description"], str):
             spec.description = raw["description"]
@@ -275,7 +403,13 @@ def _parse_doc_keys(raw: Mapping[str, Any], spec: StateSpec, problems: Problems)
         elif isinstance(tags, list) and all(isinstance(t, str) for t in tags):
             spec.tags = tuple(tags)
         else:
-            problems.append(("'tags' must be a string or a list of strings", _join(path, "tags"), ""))
+            problems.append(
+                (
+                    "'tags' must be a string or a list of strings",
+                    _join(path, "tags"),
+                    "",
+                )
+            )
 
 
 def _freeze(value: Any) -> Any:
@@ -291,4 +425,3 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return tuple(_freeze(v) for v in value)
     return value
-

@@ -65,7 +65,8 @@ class Deadline:
     def __repr__(self) -> str:
         return (
             f"Deadline(state_id={self.state_id!r}, entry={self.entry}, "
-            f"due_ms={self.due_ms}, event_type={self.event_type!r}, delay={self.delay!r})"
+            f"due_ms={self.due_ms}, event_type={self.event_type!r}, "
+            f"delay={self.delay!r})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,7 +106,12 @@ def delay_ms(delay: str, amount: Any, context: dict[str, Any], event: Event) -> 
     if callable(amount):
         fn: Callable[[dict[str, Any], Event], Any] = amount
         amount = fn(context, event)
-    if isinstance(amount, bool) or not isinstance(amount, int | float) or not amount >= 0 or amount == float("inf"):
+    if (
+        isinstance(amount, bool)
+        or not isinstance(amount, int | float)
+        or not amount >= 0
+        or amount == float("inf")
+    ):
         raise InvalidConfigError(
             f"Delay {delay!r} gave {amount!r}, not a number of milliseconds >= 0",
             path=f"logic.delays.{delay}",

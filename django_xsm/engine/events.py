@@ -63,7 +63,7 @@ class Event:
     type: str
     data: dict[str, Any]
 
-    def __init__(self, type: str, data: dict[str, Any] | None = None) -> None:  # noqa: A002
+    def __init__(self, type: str, data: dict[str, Any] | None = None) -> None:
         self.type = type
         self.data = {} if data is None else data
 

@@ -90,6 +90,9 @@ class Core:
             return bool(guard.fn(self._ctx, event, guard.params))
         return bool(guard.fn(self._ctx, event))
 
+    def _checker(self, event: Event) -> Callable[[Guard], bool]:
+        return lambda guard: self._guard(guard, event)
+
     def _time(self) -> int:
         """``now`` for this step: the clock is read at most once per send."""
         now = self._step_now
@@ -167,7 +170,7 @@ class Core:
             return entry
         if type(entry) is tuple:
             return plan_for(self, list(entry))
-        found = select_transitions(self._m.root, cfg.mask, event.type, lambda g: self._guard(g, event))
+        found = select_transitions(self._m.root, cfg.mask, event.type, self._checker(event))
         if not found or not has_effect(found):
             return None
         return plan_for(self, found)
@@ -229,7 +232,7 @@ class Instance(Core):
         etype = event.type
         if etype.startswith(AFTER_PREFIX) and self._held(etype) is None:
             return False
-        found = select_transitions(self._m.root, self._cfg.mask, etype, lambda g: self._guard(g, event))
+        found = select_transitions(self._m.root, self._cfg.mask, etype, self._checker(event))
         return bool(found) and has_effect(found or [])
 
     def snapshot(self) -> dict[str, Any]:
@@ -255,7 +258,12 @@ class Instance(Core):
         entry = cfg.selection.get(etype)
         if entry is None:
             entry = self._selection(cfg, etype)
-        if type(entry) is MicroPlan and entry.simple and not cfg.has_always and self._collect is None:
+        if (
+            type(entry) is MicroPlan
+            and entry.simple
+            and not cfg.has_always
+            and self._collect is None
+        ):
             # fast path: only actions run, the configuration stays
             if event is None:
                 event = Event(etype, payload)
@@ -271,7 +279,9 @@ class Instance(Core):
             return Receipt(etype, True, ctx != before, ACTIVE, cfg, entry.transitions)
         if entry is _REFUSED:
             return self._refuse(etype, strict)
-        return self._send_general(event if event is not None else Event(etype, payload), entry, strict)
+        return self._send_general(
+            event if event is not None else Event(etype, payload), entry, strict
+        )
 
     def _refuse(self, etype: str, strict: bool) -> Receipt:
         if strict:
@@ -286,7 +296,7 @@ class Instance(Core):
             return self._refuse(etype, strict)  # stale or unknown timer
         saved = (cfg, self._hist, self._deadlines, self._seq, self._status, self._now)
         ctx = self._ctx
-        before = copy_data(ctx) if self._collect is None else _UNCHANGED
+        before: Any = copy_data(ctx) if self._collect is None else _UNCHANGED
         self._step_now = None
         try:
             plan = self._resolve(cfg, entry, event)
@@ -301,7 +311,14 @@ class Instance(Core):
                 self._consume_deadline(etype)
             taken = macrostep(self, event, plan)
         except BaseException:
-            self._cfg, self._hist, self._deadlines, self._seq, self._status, self._now = saved
+            (
+                self._cfg,
+                self._hist,
+                self._deadlines,
+                self._seq,
+                self._status,
+                self._now,
+            ) = saved
             if before is not _UNCHANGED:
                 ctx.clear()
                 ctx.update(before)

@@ -44,7 +44,9 @@ class MachineLogic:
         self.delays: dict[str, Any] = {}
         for name, value in (delays or {}).items():
             ok = callable(value) or (
-                isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and 0 <= value < float("inf")
             )
             if not isinstance(name, str) or not ok:
                 raise InvalidConfigError(
@@ -55,14 +57,22 @@ class MachineLogic:
             self.delays[name] = value
 
     def __repr__(self) -> str:
-        return f"MachineLogic(actions={sorted(self.actions)}, guards={sorted(self.guards)}, delays={sorted(self.delays)})"
+        return (
+            f"MachineLogic(actions={sorted(self.actions)}, "
+            f"guards={sorted(self.guards)}, delays={sorted(self.delays)})"
+        )
 
 
-def _functions(kind: str, given: Mapping[str, Callable[..., Any]] | None) -> dict[str, Callable[..., Any]]:
+def _functions(
+    kind: str, given: Mapping[str, Callable[..., Any]] | None
+) -> dict[str, Callable[..., Any]]:
     if given is None:
         return {}
     if not isinstance(given, Mapping):
-        raise InvalidConfigError(f"MachineLogic({kind}=...) must be a dict of name -> function", path=f"logic.{kind}")
+        raise InvalidConfigError(
+            f"MachineLogic({kind}=...) must be a dict of name -> function",
+            path=f"logic.{kind}",
+        )
     out = {}
     for name, fn in given.items():
         if not isinstance(name, str) or not callable(fn):
@@ -89,16 +99,35 @@ def create_machine(
     if logic is None:
         logic = MachineLogic()
     elif not isinstance(logic, MachineLogic):
-        raise InvalidConfigError("logic must be a MachineLogic", path="logic", hint="MachineLogic(actions=..., guards=...)")  # fmt: skip
+        raise InvalidConfigError(
+            "logic must be a MachineLogic",
+            path="logic",
+            hint="MachineLogic(actions=..., guards=...)",
+        )
     if version is not None and not isinstance(version, str):
-        raise InvalidConfigError(f"version must be a string, got {type(version).__name__}", path="version", hint=f"version={str(version)!r}")  # fmt: skip
-    if isinstance(max_microsteps, bool) or not isinstance(max_microsteps, int) or max_microsteps < 1:
+        raise InvalidConfigError(
+            f"version must be a string, got {type(version).__name__}",
+            path="version",
+            hint=f"version={str(version)!r}",
+        )
+    if (
+        isinstance(max_microsteps, bool)
+        or not isinstance(max_microsteps, int)
+        or max_microsteps < 1
+    ):
         raise InvalidConfigError("max_microsteps must be an int >= 1", path="max_microsteps")
     found = migrations or {}
-    if not isinstance(found, Mapping) or not all(isinstance(k, str) and callable(v) for k, v in found.items()):
-        raise InvalidConfigError("migrations must be a dict of old version (str) -> function", path="migrations")
+    if not isinstance(found, Mapping) or not all(
+        isinstance(k, str) and callable(v) for k, v in found.items()
+    ):
+        raise InvalidConfigError(
+            "migrations must be a dict of old version (str) -> function",
+            path="migrations",
+        )
     parsed = parse_config(config)
-    chart = compile_chart(parsed.root, actions=logic.actions, guards=logic.guards, delays=logic.delays)
+    chart = compile_chart(
+        parsed.root, actions=logic.actions, guards=logic.guards, delays=logic.delays
+    )
     machine = Machine.__new__(Machine)
     final_version = parsed.version if version is None else version
     frozen = parsed.frozen
@@ -107,13 +136,24 @@ def create_machine(
 
         frozen = MappingProxyType({**frozen, "version": version})
     values = {
-        "id": parsed.machine_id, "version": final_version, "config": frozen, "root": chart.root,
-        "nodes": chart.nodes, "_by_id": chart.by_id, "logic": logic, "migrations": dict(found),
-        "max_microsteps": max_microsteps, "configurations": ConfigurationCache(chart.nodes),
-        "_match_index": build_match_index(chart.root, chart.nodes), "_context": parsed.context,
-        "_initial": None, "_hash": None,
-        "events": tuple(dict.fromkeys(t.event for n in chart.nodes for t in n.transitions if t.event)),
-    }  # fmt: skip
+        "id": parsed.machine_id,
+        "version": final_version,
+        "config": frozen,
+        "root": chart.root,
+        "nodes": chart.nodes,
+        "_by_id": chart.by_id,
+        "logic": logic,
+        "migrations": dict(found),
+        "max_microsteps": max_microsteps,
+        "configurations": ConfigurationCache(chart.nodes),
+        "_match_index": build_match_index(chart.root, chart.nodes),
+        "_context": parsed.context,
+        "_initial": None,
+        "_hash": None,
+        "events": tuple(
+            dict.fromkeys(t.event for n in chart.nodes for t in n.transitions if t.event)
+        ),
+    }
     for name, value in values.items():
         object.__setattr__(machine, name, value)
     return machine
@@ -172,7 +212,10 @@ class Machine:
         """A state by full id (``"order.cart"``), ``#id`` or path (``"cart"``)."""
         node = self._by_id.get(state_id) or self._match_index.get(state_id)
         if node is None:
-            raise KeyError(f"Unknown state {state_id!r} in machine {self.id!r}" + (f"; {suggest(state_id, self._by_id)}" if suggest(state_id, self._by_id) else ""))  # fmt: skip
+            raise KeyError(
+                f"Unknown state {state_id!r} in machine {self.id!r}"
+                + (f"; {suggest(state_id, self._by_id)}" if suggest(state_id, self._by_id) else "")
+            )
         return node
 
     @property
@@ -185,10 +228,18 @@ class Machine:
     def _instance(self, ctx: dict[str, Any], clock: Callable[[], int] | None, now: int) -> Instance:
         inst = Instance.__new__(Instance)
         for name, value in (
-            ("_m", self), ("_ctx", ctx), ("_clock", clock), ("_now", now), ("_step_now", None),
-            ("_hist", {}), ("_deadlines", ()), ("_seq", 0), ("_status", ACTIVE), ("_collect", None),
+            ("_m", self),
+            ("_ctx", ctx),
+            ("_clock", clock),
+            ("_now", now),
+            ("_step_now", None),
+            ("_hist", {}),
+            ("_deadlines", ()),
+            ("_seq", 0),
+            ("_status", ACTIVE),
+            ("_collect", None),
             ("_cfg", self.configurations.get(0)),
-        ):  # fmt: skip
+        ):
             object.__setattr__(inst, name, value)
         return inst
 
@@ -202,7 +253,12 @@ class Machine:
     def _start(self, inst: Instance) -> list[Transition]:
         return macrostep(inst, Event(INIT_EVENT_TYPE, {}), self._initial_plan())
 
-    def start(self, context: dict[str, Any] | None = None, *, clock: Callable[[], int] | None = None) -> Instance:
+    def start(
+        self,
+        context: dict[str, Any] | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> Instance:
         """A new instance: context (deep-copied; default the config's), entry
         actions of the initial states run, then the initial macrostep.
         ``clock()`` returns wall time in int ms and is read only to arm
@@ -213,25 +269,34 @@ class Machine:
         self._start(inst)
         return inst
 
-    def restore(self, snapshot: Mapping[str, Any], *, clock: Callable[[], int] | None = None) -> Instance:
+    def restore(
+        self, snapshot: Mapping[str, Any], *, clock: Callable[[], int] | None = None
+    ) -> Instance:
         """Inverse of ``Instance.snapshot()``: runs no actions, keeps
         deadlines verbatim. Migrates older versions; raises
         ``SnapshotCorruptError`` / ``MigrationError``."""
         return self._restore(snapshot, clock, 0)[0]
 
-    def _restore(self, snapshot: object, clock: Callable[[], int] | None, now: int) -> tuple[Instance, bool]:
+    def _restore(
+        self, snapshot: object, clock: Callable[[], int] | None, now: int
+    ) -> tuple[Instance, bool]:
         state = load_state(self, snapshot)
         inst = self._instance(state.context, clock, now)
         for name, value in (
-            ("_cfg", self.configurations.get(state.mask)), ("_hist", state.history),
-            ("_deadlines", state.deadlines), ("_seq", state.seq), ("_status", state.status),
-        ):  # fmt: skip
+            ("_cfg", self.configurations.get(state.mask)),
+            ("_hist", state.history),
+            ("_deadlines", state.deadlines),
+            ("_seq", state.seq),
+            ("_status", state.status),
+        ):
             object.__setattr__(inst, name, value)
         return inst, state.migrated
 
     # -- pure API ------------------------------------------------------------
 
-    def initial_snapshot(self, context: dict[str, Any] | None = None, *, now: int) -> TransitionResult:
+    def initial_snapshot(
+        self, context: dict[str, Any] | None = None, *, now: int
+    ) -> TransitionResult:
         """Pure start: the initial snapshot and the entry actions to run."""
         _check_now(now)
         ctx = copy_context(self._context if context is None else context)
@@ -241,7 +306,9 @@ class Machine:
         taken = self._start(inst)
         return TransitionResult(snapshot_of(inst), tuple(collected), True, True, tuple(taken))
 
-    def transition(self, snapshot: Mapping[str, Any], event: object, *, now: int) -> TransitionResult:
+    def transition(
+        self, snapshot: Mapping[str, Any], event: object, *, now: int
+    ) -> TransitionResult:
         """Pure step: the next snapshot and the actions to run; executes
         nothing and never mutates ``snapshot``. Guards see the input
         snapshot's context (actions do not run, so their context changes are
@@ -253,7 +320,11 @@ class Machine:
         object.__setattr__(inst, "_collect", collected)
         receipt = inst.send(ev)
         return TransitionResult(
-            snapshot_of(inst), tuple(collected), receipt.accepted, receipt.changed or migrated, receipt.transitions
+            snapshot_of(inst),
+            tuple(collected),
+            receipt.accepted,
+            receipt.changed or migrated,
+            receipt.transitions,
         )
 
     def __repr__(self) -> str:

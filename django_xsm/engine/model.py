@@ -67,7 +67,7 @@ class Action(_Frozen):
 
     def __init__(
         self,
-        type: str,  # noqa: A002
+        type: str,
         params: Mapping[str, Any] | None,
         path: str,
         fn: Callable[..., Any] | None = None,
@@ -101,7 +101,7 @@ class Guard(_Frozen):
 
     def __init__(
         self,
-        type: str,  # noqa: A002
+        type: str,
         params: Mapping[str, Any] | None,
         path: str,
         fn: Callable[..., Any],
@@ -170,7 +170,8 @@ class Transition(_Frozen):
         }
 
     def __repr__(self) -> str:
-        return f"Transition({self.source_id!r} --{self.event or 'always'}--> {list(self.target_ids)!r})"
+        label = self.event or "always"
+        return f"Transition({self.source_id!r} --{label}--> {list(self.target_ids)!r})"
 
 
 class StateNode(_Frozen):
@@ -188,8 +189,8 @@ class StateNode(_Frozen):
     __slots__ = (
         "_memo",
         "after",
-        "anc_mask",
         "always",
+        "anc_mask",
         "ancestors",
         "bit",
         "children",

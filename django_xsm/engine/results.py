@@ -75,7 +75,7 @@ class ActionCall:
     params: Mapping[str, Any] | None
     event: Event
 
-    def __init__(self, type: str, params: Mapping[str, Any] | None, event: Event) -> None:  # noqa: A002
+    def __init__(self, type: str, params: Mapping[str, Any] | None, event: Event) -> None:
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "event", event)
@@ -93,7 +93,11 @@ class ActionCall:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ActionCall):
             return NotImplemented
-        return (self.type, self.params, self.event) == (other.type, other.params, other.event)
+        return (self.type, self.params, self.event) == (
+            other.type,
+            other.params,
+            other.event,
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -135,5 +139,6 @@ class TransitionResult:
     def __repr__(self) -> str:
         return (
             f"TransitionResult(accepted={self.accepted}, changed={self.changed}, "
-            f"value={self.snapshot.get('value')!r}, actions={[a.type for a in self.actions]!r})"
+            f"value={self.snapshot.get('value')!r}, "
+            f"actions={[a.type for a in self.actions]!r})"
         )

@@ -20,6 +20,7 @@ which context they see.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+
 from .model import COMPOUND, HISTORY, PARALLEL, Guard, StateNode, Transition
 
 __all__ = [
@@ -167,7 +168,10 @@ def exit_mask(t: Transition, mask: int, history: History, root: StateNode) -> in
 
 
 def remove_conflicts(
-    transitions: list[Transition], mask: int, history: History, root: StateNode | None = None
+    transitions: list[Transition],
+    mask: int,
+    history: History,
+    root: StateNode | None = None,
 ) -> list[Transition]:
     """SCXML ``removeConflictingTransitions`` (as XState v5 implements it)."""
     if len(transitions) < 2:
@@ -200,4 +204,3 @@ def _root_of(node: StateNode) -> StateNode:
 def has_effect(transitions: list[Transition]) -> bool:
     """XState's ``can()``: something happens (a target or an action)."""
     return any(t.targets or t.actions for t in transitions)
-

@@ -43,9 +43,17 @@ __all__ = ["SCHEMA", "SNAPSHOT_KEYS", "load_state", "snapshot_of", "structure_ha
 
 SCHEMA = 1
 SNAPSHOT_KEYS = (
-    "schema", "machine_id", "machine_version", "structure", "value", "context",
-    "status", "history", "deadlines", "entry_seq",
-)  # fmt: skip
+    "schema",
+    "machine_id",
+    "machine_version",
+    "structure",
+    "value",
+    "context",
+    "status",
+    "history",
+    "deadlines",
+    "entry_seq",
+)
 
 
 def snapshot_of(inst: Instance) -> dict[str, Any]:
@@ -76,12 +84,17 @@ def structure_hash(machine: Machine) -> str:
     for n in machine.nodes:
         rows.append(
             [
-                n.id, n.key, n.type, n.parent.id if n.parent else None, n.initial, n.history,
+                n.id,
+                n.key,
+                n.type,
+                n.parent.id if n.parent else None,
+                n.initial,
+                n.history,
                 [t.id for t in n.history_target or ()],
                 [[t.kind, t.event, list(t.target_ids), t.reenter] for t in n.transitions],
                 [d for d, _ in n.after],
             ]
-        )  # fmt: skip
+        )
     text = json.dumps(rows, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
 
@@ -229,7 +242,9 @@ def _load_history(machine: Machine, raw: Any) -> dict[str, tuple[StateNode, ...]
             elif ok and node is not None:
                 ok = node.type in (ATOMIC, FINAL)
             if not ok or node is None:
-                raise _corrupt(f"history[{hid!r}]: {sid!r} cannot be recorded by this history state")
+                raise _corrupt(
+                    f"history[{hid!r}]: {sid!r} cannot be recorded by this history state"
+                )
             nodes.append(node)
         history[hid] = tuple(nodes)
     return history
@@ -248,7 +263,9 @@ def _load_deadlines(machine: Machine, raw: Any, mask: int, seq: int) -> tuple[De
         if node is None or not mask & node.bit:
             raise _corrupt(f"deadlines[{i}]: state {d.state_id!r} is not active")
         if all(e != d.event_type for _, e in node.after):
-            raise _corrupt(f"deadlines[{i}]: {d.state_id!r} has no delayed transition {d.event_type!r}")
+            raise _corrupt(
+                f"deadlines[{i}]: {d.state_id!r} has no delayed transition {d.event_type!r}"
+            )
         if d.entry > seq or d.entry < 1:
             raise _corrupt(f"deadlines[{i}]: entry {d.entry} is outside 1..entry_seq ({seq})")
         out.append(d)

@@ -17,7 +17,7 @@ Problems = list[tuple[str, str, str]]
 class GuardSpec:
     __slots__ = ("params", "path", "type")
 
-    def __init__(self, type: str, params: dict[str, Any] | None, path: str) -> None:  # noqa: A002
+    def __init__(self, type: str, params: dict[str, Any] | None, path: str) -> None:
         self.type = type
         self.params = params
         self.path = path
@@ -30,7 +30,7 @@ class ActionSpec:
 
     def __init__(
         self,
-        type: str,  # noqa: A002
+        type: str,
         params: dict[str, Any] | None,
         path: str,
         raise_event: dict[str, Any] | None = None,
@@ -65,6 +65,7 @@ class TransitionSpec:
         kind: str,
         event: str,
         targets: tuple[str, ...] | None,
+        *,
         actions: list[ActionSpec],
         guard: GuardSpec | None,
         reenter: bool,

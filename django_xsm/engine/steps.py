@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django_xsm.exceptions import MicrostepLimitError
 
 from .events import AFTER_PREFIX, Event, done_event_type
-from .model import FINAL, HISTORY, PARALLEL, COMPOUND, Action, StateNode, Transition
+from .model import COMPOUND, FINAL, HISTORY, PARALLEL, Action, StateNode, Transition
 from .selection import (
     History,
     default_history_targets,
@@ -40,7 +40,16 @@ from .values import Configuration
 if TYPE_CHECKING:
     from .instance import Core
 
-__all__ = ["OP_ARM", "OP_CALL", "OP_DONE", "OP_RAISE", "MicroPlan", "compute_plan", "macrostep", "plan_for"]
+__all__ = [
+    "OP_ARM",
+    "OP_CALL",
+    "OP_DONE",
+    "OP_RAISE",
+    "MicroPlan",
+    "compute_plan",
+    "macrostep",
+    "plan_for",
+]
 
 OP_CALL, OP_RAISE, OP_ARM, OP_DONE = 0, 1, 2, 3
 _PLAN_LIMIT = 256
@@ -68,6 +77,7 @@ class MicroPlan:
         self,
         transitions: tuple[Transition, ...],
         ops: tuple[Op, ...],
+        *,
         new_cfg: Configuration,
         old_cfg: Configuration | None,
         history_updates: dict[str, tuple[StateNode, ...]],
@@ -181,7 +191,10 @@ def _in_final(mask: int, node: StateNode) -> bool:
 
 
 def compute_plan(
-    machine: Any, cfg: Configuration | None, transitions: list[Transition], history: History
+    machine: Any,
+    cfg: Configuration | None,
+    transitions: list[Transition],
+    history: History,
 ) -> MicroPlan:
     """The microstep for ``transitions`` from ``cfg`` (``None``: the initial
     microstep, which enters the root and its initial states)."""
@@ -232,7 +245,12 @@ def compute_plan(
             marker = parent if parent.type == PARALLEL else parent.parent
             if parent.type == COMPOUND:
                 ops.append((OP_DONE, done_event_type(parent.id)))
-            while marker is not None and marker.type == PARALLEL and marker.order not in completed and _in_final(cur, marker):
+            while (
+                marker is not None
+                and marker.type == PARALLEL
+                and marker.order not in completed
+                and _in_final(cur, marker)
+            ):
                 completed.add(marker.order)
                 ops.append((OP_DONE, done_event_type(marker.id)))
                 marker = marker.parent
@@ -245,7 +263,16 @@ def compute_plan(
     new_cfg = machine.configurations.get(cur)
     cancel = frozenset(n.id for n in all_nodes if xmask & n.bit and n.delays)
     hist_dep = entry.used_history or any(uses_history(t) for t in filtered)
-    return MicroPlan(tuple(filtered), tuple(ops), new_cfg, cfg, updates, cancel, done, hist_dep)
+    return MicroPlan(
+        tuple(filtered),
+        tuple(ops),
+        new_cfg=new_cfg,
+        old_cfg=cfg,
+        history_updates=updates,
+        cancel=cancel,
+        done=done,
+        uses_history=hist_dep,
+    )
 
 
 def plan_for(rt: Core, transitions: list[Transition]) -> MicroPlan:
@@ -295,15 +322,18 @@ def macrostep(rt: Core, event: Event, first: MicroPlan) -> list[Transition]:
         cfg = rt._cfg
         plan = None
         if select_eventless_now and cfg.has_always:
-            ev = event
-            enabled = select_eventless(cfg.atomic, cfg.mask, rt._hist, lambda g: rt._guard(g, ev))
+            enabled = select_eventless(cfg.atomic, cfg.mask, rt._hist, rt._checker(event))
             if enabled:
                 plan = plan_for(rt, enabled)
                 before = rt._context_marker(plan)
                 run_plan(rt, plan, event, queue)
                 # XState stops re-selecting eventless transitions after one
                 # that changed nothing (targetless, context unchanged)
-                select_eventless_now = plan.new_cfg is not cfg or bool(plan.history_updates) or rt._context_changed(before)
+                select_eventless_now = (
+                    plan.new_cfg is not cfg
+                    or bool(plan.history_updates)
+                    or rt._context_changed(before)
+                )
         if plan is None:
             if not queue:
                 break
@@ -311,8 +341,7 @@ def macrostep(rt: Core, event: Event, first: MicroPlan) -> list[Transition]:
             select_eventless_now = True
             if event.type.startswith(AFTER_PREFIX) and not rt._consume_deadline(event.type):
                 continue
-            ev = event
-            found = select_transitions(machine.root, cfg.mask, event.type, lambda g: rt._guard(g, ev))
+            found = select_transitions(machine.root, cfg.mask, event.type, rt._checker(event))
             if not found or not has_effect(found):
                 continue
             plan = plan_for(rt, found)

@@ -35,7 +35,9 @@ __all__ = [
 
 MAX_JSON_DEPTH = 100
 RAISE = "xstate.raise"
-TRANSITION_KEYS = frozenset({"target", "actions", "guard", "cond", "reenter", "description", "meta"})
+TRANSITION_KEYS = frozenset(
+    {"target", "actions", "guard", "cond", "reenter", "description", "meta"}
+)
 _SIMPLE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-$")
 
 
@@ -64,7 +66,9 @@ def raise_problems(problems: Problems) -> None:
     raise InvalidConfigError(message, path=path, hint=hint, problems=listing)
 
 
-def check_json_depth(value: Any, path: str, problems: Problems, limit: int = MAX_JSON_DEPTH) -> bool:
+def check_json_depth(
+    value: Any, path: str, problems: Problems, limit: int = MAX_JSON_DEPTH
+) -> bool:
     """Iteratively check that dicts/lists nest at most ``limit`` levels."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
@@ -94,9 +98,21 @@ def parse_transitions(raw: Mapping[str, Any], spec: StateSpec, problems: Problem
             for desc, value in on.items():
                 dpath = path_join(opath, desc)
                 if not isinstance(desc, str) or not desc:
-                    problems.append(("Event descriptors must be non-empty strings", dpath, "use 'always' for eventless transitions"))  # fmt: skip
+                    problems.append(
+                        (
+                            "Event descriptors must be non-empty strings",
+                            dpath,
+                            "use 'always' for eventless transitions",
+                        )
+                    )
                 elif not is_valid_descriptor(desc):
-                    problems.append((f"Invalid event descriptor {desc!r}", dpath, "a wildcard is only allowed as the last token: '*' or 'prefix.*'"))  # fmt: skip
+                    problems.append(
+                        (
+                            f"Invalid event descriptor {desc!r}",
+                            dpath,
+                            "a wildcard is only allowed as the last token: '*' or 'prefix.*'",
+                        )
+                    )
                 else:
                     out += _transition_list(value, dpath, "on", desc, problems)
     if "always" in raw:
@@ -119,16 +135,28 @@ def _parse_after(after: Any, apath: str, out: list[TransitionSpec], problems: Pr
         for i, item in enumerate(after):
             ipath = path_join(apath, i)
             if not isinstance(item, Mapping) or "delay" not in item:
-                problems.append(("Items of the list form of 'after' need a 'delay'", ipath, 'e.g. {"delay": 1000, "target": "next"}'))  # fmt: skip
+                problems.append(
+                    (
+                        "Items of the list form of 'after' need a 'delay'",
+                        ipath,
+                        'e.g. {"delay": 1000, "target": "next"}',
+                    )
+                )
                 continue
             delay = _delay(item["delay"], path_join(ipath, "delay"), problems)
             rest = {k: v for k, v in item.items() if k != "delay"}
-            t = _transition(rest, ipath, "after", "", problems)
-            if delay is not None and t is not None:
-                t.delay, t.delay_ms = delay
-                out.append(t)
+            spec = _transition(rest, ipath, "after", "", problems)
+            if delay is not None and spec is not None:
+                spec.delay, spec.delay_ms = delay
+                out.append(spec)
     else:
-        problems.append(("'after' must be a dict of delay -> transition (or a list)", apath, 'e.g. {"1000": "next"}'))  # fmt: skip
+        problems.append(
+            (
+                "'after' must be a dict of delay -> transition (or a list)",
+                apath,
+                'e.g. {"1000": "next"}',
+            )
+        )
 
 
 def _delay(key: Any, path: str, problems: Problems) -> tuple[str, int | None] | None:
@@ -137,13 +165,19 @@ def _delay(key: Any, path: str, problems: Problems) -> tuple[str, int | None] | 
         pass
     elif isinstance(key, int) and key >= 0:
         return str(key), key
-    elif isinstance(key, float) and key >= 0 and key == int(key):
-        return str(int(key)), int(key)
-    elif isinstance(key, str) and key.isascii() and key.isdigit():
+    elif (isinstance(key, float) and key >= 0 and key == int(key)) or (
+        isinstance(key, str) and key.isascii() and key.isdigit()
+    ):
         return str(int(key)), int(key)
     elif isinstance(key, str) and key.strip() == key and key and not _is_number(key):
         return key, None
-    problems.append((f"Invalid delay {key!r}", path, "use whole milliseconds (\"1000\") or the name of a delay in MachineLogic(delays=...)"))  # fmt: skip
+    problems.append(
+        (
+            f"Invalid delay {key!r}",
+            path,
+            'use whole milliseconds ("1000") or the name of a delay in MachineLogic(delays=...)',
+        )
+    )
     return None
 
 
@@ -155,43 +189,70 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _transition_list(value: Any, path: str, kind: str, event: str, problems: Problems) -> list[TransitionSpec]:
+def _transition_list(
+    value: Any, path: str, kind: str, event: str, problems: Problems
+) -> list[TransitionSpec]:
     if isinstance(value, list):
-        items = [_transition(v, path_join(path, i), kind, event, problems) for i, v in enumerate(value)]
+        items = [
+            _transition(v, path_join(path, i), kind, event, problems) for i, v in enumerate(value)
+        ]
         return [t for t in items if t is not None]
     t = _transition(value, path, kind, event, problems)
     return [t] if t is not None else []
 
 
-def _transition(value: Any, path: str, kind: str, event: str, problems: Problems) -> TransitionSpec | None:
+def _transition(
+    value: Any, path: str, kind: str, event: str, problems: Problems
+) -> TransitionSpec | None:
     if value is None:
-        return TransitionSpec(kind, event, None, [], None, False, path)
+        return TransitionSpec(kind, event, None, actions=[], guard=None, reenter=False, path=path)
     if isinstance(value, str):
         if not value:
-            problems.append(("A target must be a non-empty string", path, "use null for a targetless transition"))  # fmt: skip
+            problems.append(
+                (
+                    "A target must be a non-empty string",
+                    path,
+                    "use null for a targetless transition",
+                )
+            )
             return None
-        t = TransitionSpec(kind, event, (value,), [], None, False, path)
+        t = TransitionSpec(kind, event, (value,), actions=[], guard=None, reenter=False, path=path)
         t.target_path = path
         return t
     if not isinstance(value, Mapping):
-        problems.append((f"A transition must be a target string, a dict or a list, got {type(value).__name__}", path, ""))  # fmt: skip
+        problems.append(
+            (
+                "A transition must be a target string, a dict or a list, "
+                f"got {type(value).__name__}",
+                path,
+                "",
+            )
+        )
         return None
     ok = True
     for key in value:
         if key not in TRANSITION_KEYS:
             ok = False
-            hint = "use 'reenter' (XState v5)" if key == "internal" else suggest(key, TRANSITION_KEYS)
+            hint = (
+                "use 'reenter' (XState v5)" if key == "internal" else suggest(key, TRANSITION_KEYS)
+            )
             problems.append((f"Unknown transition key {key!r}", path_join(path, key), hint))
+    seen = len(problems)
     targets = _targets(value.get("target"), path_join(path, "target"), problems)
-    if targets is False:
-        ok = False
+    ok = ok and len(problems) == seen
     reenter = value.get("reenter", False)
     if not isinstance(reenter, bool):
         problems.append(("'reenter' must be true or false", path_join(path, "reenter"), ""))
         ok = False
     guard = None
     if "guard" in value and "cond" in value:
-        problems.append(("Use either 'guard' or its v4 alias 'cond', not both", path_join(path, "cond"), "remove 'cond'"))  # fmt: skip
+        problems.append(
+            (
+                "Use either 'guard' or its v4 alias 'cond', not both",
+                path_join(path, "cond"),
+                "remove 'cond'",
+            )
+        )
         ok = False
     elif "guard" in value or "cond" in value:
         gkey = "guard" if "guard" in value else "cond"
@@ -202,20 +263,30 @@ def _transition(value: Any, path: str, kind: str, event: str, problems: Problems
         ok = check_json_depth(value["meta"], path_join(path, "meta"), problems) and ok
     if not ok:
         return None
-    t = TransitionSpec(kind, event, targets or None, actions, guard, reenter, path)
+    t = TransitionSpec(
+        kind,
+        event,
+        targets,
+        actions=actions,
+        guard=guard,
+        reenter=reenter,
+        path=path,
+    )
     t.target_path = path_join(path, "target")
     return t
 
 
-def _targets(target: Any, path: str, problems: Problems) -> tuple[str, ...] | bool:
+def _targets(target: Any, path: str, problems: Problems) -> tuple[str, ...] | None:
+    """Target strings; ``None`` when there is no target. Problems are
+    appended for bad shapes (the caller checks ``problems`` growth)."""
     if target is None:
-        return ()
+        return None
     if isinstance(target, str) and target:
         return (target,)
     if isinstance(target, list) and all(isinstance(t, str) and t for t in target):
-        return tuple(target)
+        return tuple(target) or None
     problems.append(("A target must be a state key, '.child', '#id', or a list of them", path, ""))
-    return False
+    return None
 
 
 def _guard(value: Any, path: str, problems: Problems) -> GuardSpec | None:
@@ -225,11 +296,18 @@ def _guard(value: Any, path: str, problems: Problems) -> GuardSpec | None:
         name = value.get("type")
         params = value.get("params")
         extra = [k for k in value if k not in ("type", "params")]
-        if isinstance(name, str) and name and not extra and (params is None or isinstance(params, Mapping)):
-            if params is not None and not check_json_depth(params, path_join(path, "params"), problems):
+        if (
+            isinstance(name, str)
+            and name
+            and not extra
+            and (params is None or isinstance(params, Mapping))
+        ):
+            if params is not None and not check_json_depth(
+                params, path_join(path, "params"), problems
+            ):
                 return None
             return GuardSpec(name, dict(params) if params is not None else None, path)
-    problems.append(("A guard must be a name or {\"type\": name, \"params\": {...}}", path, ""))
+    problems.append(('A guard must be a name or {"type": name, "params": {...}}', path, ""))
     return None
 
 
@@ -240,13 +318,25 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
         out: list[ActionSpec] = []
         for i, item in enumerate(value):
             if isinstance(item, list):
-                problems.append(("Action lists cannot be nested", path_join(path, i), "flatten the list"))
+                problems.append(
+                    (
+                        "Action lists cannot be nested",
+                        path_join(path, i),
+                        "flatten the list",
+                    )
+                )
                 continue
             out += parse_actions(item, path_join(path, i), problems)
         return out
     if isinstance(value, str) and value:
         if value == RAISE:
-            problems.append((f"{RAISE!r} needs an event", path, '{"type": "xstate.raise", "event": {"type": "E"}}'))  # fmt: skip
+            problems.append(
+                (
+                    f"{RAISE!r} needs an event",
+                    path,
+                    '{"type": "xstate.raise", "event": {"type": "E"}}',
+                )
+            )
             return []
         return [ActionSpec(value, None, path)]
     if isinstance(value, Mapping):
@@ -255,14 +345,33 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
             return _raise_action(value, path, problems)
         params = value.get("params")
         extra = [k for k in value if k not in ("type", "params")]
-        if isinstance(name, str) and name and not extra and (params is None or isinstance(params, Mapping)):
+        if (
+            isinstance(name, str)
+            and name
+            and not extra
+            and (params is None or isinstance(params, Mapping))
+        ):
             if name.startswith("xstate."):
-                problems.append((f"Built-in action {name!r} is not supported", path, f"only {RAISE!r} is"))
+                problems.append(
+                    (
+                        f"Built-in action {name!r} is not supported",
+                        path,
+                        f"only {RAISE!r} is",
+                    )
+                )
                 return []
-            if params is not None and not check_json_depth(params, path_join(path, "params"), problems):
+            if params is not None and not check_json_depth(
+                params, path_join(path, "params"), problems
+            ):
                 return []
             return [ActionSpec(name, dict(params) if params is not None else None, path)]
-    problems.append(("An action must be a name, {\"type\": name, \"params\": {...}} or an xstate.raise", path, ""))  # fmt: skip
+    problems.append(
+        (
+            'An action must be a name, {"type": name, "params": {...}} or an xstate.raise',
+            path,
+            "",
+        )
+    )
     return []
 
 
@@ -271,7 +380,13 @@ def _raise_action(value: Mapping[str, Any], path: str, problems: Problems) -> li
     event = value.get("event")
     epath = path_join(path, "event")
     if extra:
-        problems.append((f"Unsupported key {extra[0]!r} in xstate.raise", path_join(path, extra[0]), "only 'event' is supported (no delays)"))  # fmt: skip
+        problems.append(
+            (
+                f"Unsupported key {extra[0]!r} in xstate.raise",
+                path_join(path, extra[0]),
+                "only 'event' is supported (no delays)",
+            )
+        )
         return []
     if isinstance(event, str) and event:
         return [ActionSpec(RAISE, None, path, {"type": event})]
@@ -279,7 +394,7 @@ def _raise_action(value: Mapping[str, Any], path: str, problems: Problems) -> li
         if not check_json_depth(event, epath, problems):
             return []
         return [ActionSpec(RAISE, None, path, dict(event))]
-    problems.append(("xstate.raise needs an event: a type string or {\"type\": ..., ...}", epath, ""))
+    problems.append(('xstate.raise needs an event: a type string or {"type": ..., ...}', epath, ""))
     return []
 
 

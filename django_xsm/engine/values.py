@@ -48,7 +48,7 @@ class Configuration:
     def __init__(self, mask: int, all_nodes: tuple[StateNode, ...]) -> None:
         self.mask = mask
         self.nodes = tuple(n for n in all_nodes if mask & n.bit)
-        self.atomic = tuple(n for n in self.nodes if n.type == ATOMIC or n.type == FINAL)
+        self.atomic = tuple(n for n in self.nodes if n.type in (ATOMIC, FINAL))
         self.state_ids = tuple(n.id for n in self.nodes)
         self.has_always = any(n.always for n in self.nodes)
         self.value_template: Any = _value_of(self.nodes[0], mask) if self.nodes else {}
@@ -97,7 +97,7 @@ def _value_of(node: StateNode, mask: int) -> Any:
     if node.type == COMPOUND:
         for child in node.regions:
             if mask & child.bit:
-                if child.type == ATOMIC or child.type == FINAL:
+                if child.type in (ATOMIC, FINAL):
                     return child.key
                 return {child.key: _value_of(child, mask)}
         return {}
@@ -125,24 +125,31 @@ def _mask_below(node: StateNode, value: Any, where: str) -> int:
         else:
             raise ValueError(f"{where}: expected one child key of {node.id!r}, got {value!r:.80}")
         child = _child(node, key, where)
-        if child.type == ATOMIC or child.type == FINAL:
+        if child.type in (ATOMIC, FINAL):
             if sub not in (None, {}):
                 raise ValueError(f"{where}.{key}: {child.id!r} is {child.type}, it has no children")
             return child.bit
         if sub is None:
-            raise ValueError(f"{where}.{key}: {child.id!r} is {child.type}; its active children are missing")
+            raise ValueError(
+                f"{where}.{key}: {child.id!r} is {child.type}; its active children are missing"
+            )
         return child.bit | _mask_below(child, sub, f"{where}.{key}")
     if node.type == PARALLEL:
         if not isinstance(value, Mapping):
-            raise ValueError(f"{where}: expected a dict of all regions of {node.id!r}, got {value!r:.80}")
+            raise ValueError(
+                f"{where}: expected a dict of all regions of {node.id!r}, got {value!r:.80}"
+            )
         expected = {c.key for c in node.regions}
         if set(value) != expected:
-            raise ValueError(f"{where}: regions of {node.id!r} are {sorted(expected)!r}, got {sorted(map(str, value))!r}")
+            raise ValueError(
+                f"{where}: regions of {node.id!r} are {sorted(expected)!r}, "
+                f"got {sorted(map(str, value))!r}"
+            )
         mask = 0
         for region in node.regions:
             sub = value[region.key]
             mask |= region.bit
-            if region.type == ATOMIC or region.type == FINAL:
+            if region.type in (ATOMIC, FINAL):
                 if sub != {}:
                     raise ValueError(f"{where}.{region.key}: an atomic region has the value {{}}")
             else:
