@@ -21,7 +21,7 @@ from .deadlines import Deadline, delay_ms
 from .events import AFTER_PREFIX, Event, to_event
 from .model import Action, Guard, StateNode
 from .results import ActionCall, Receipt
-from .selection import Guarded, has_effect, select_transitions, uses_history
+from .selection import Guarded, select_transitions, uses_history
 from .steps import MicroPlan, compute_plan, macrostep, plan_for
 from .values import Configuration
 
@@ -153,13 +153,19 @@ class Core:
             except Guarded:
                 entry = _DYNAMIC
             else:
-                if not found or not has_effect(found):
+                if not found:
                     entry = _REFUSED
                 elif any(uses_history(t) for t in found):
                     entry = tuple(found)
                 else:
                     plan = compute_plan(self._m, cfg, found, self._hist)
                     entry = tuple(found) if plan.uses_history else plan
+                    if plan.simple:
+                        taken = plan.transitions
+                        plan.receipts = (
+                            Receipt(event_type, True, False, ACTIVE, cfg, taken),
+                            Receipt(event_type, True, True, ACTIVE, cfg, taken),
+                        )
         cfg.cache_selection(event_type, entry)
         return entry
 
@@ -171,7 +177,7 @@ class Core:
         if type(entry) is tuple:
             return plan_for(self, list(entry))
         found = select_transitions(self._m.root, cfg.mask, event.type, self._checker(event))
-        if not found or not has_effect(found):
+        if not found:
             return None
         return plan_for(self, found)
 
@@ -233,7 +239,7 @@ class Instance(Core):
         if etype.startswith(AFTER_PREFIX) and self._held(etype) is None:
             return False
         found = select_transitions(self._m.root, self._cfg.mask, etype, self._checker(event))
-        return bool(found) and has_effect(found or [])
+        return bool(found)
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready dict (see ``snapshot_of``); shares nothing mutable."""
@@ -260,7 +266,7 @@ class Instance(Core):
             entry = self._selection(cfg, etype)
         if (
             type(entry) is MicroPlan
-            and entry.simple
+            and entry.receipts is not None
             and not cfg.has_always
             and self._collect is None
         ):
@@ -276,7 +282,7 @@ class Instance(Core):
                 ctx.clear()
                 ctx.update(before)
                 raise
-            return Receipt(etype, True, ctx != before, ACTIVE, cfg, entry.transitions)
+            return entry.receipts[ctx != before]
         if entry is _REFUSED:
             return self._refuse(etype, strict)
         return self._send_general(

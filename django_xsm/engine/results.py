@@ -15,7 +15,8 @@ __all__ = ["ActionCall", "Receipt", "TransitionResult"]
 
 
 class Receipt:
-    """What one ``send()`` did (cheap: built on every send).
+    """What one ``send()`` did (immutable; cheap: receipts of the fast path
+    are built once per configuration and event type and then reused).
 
     ``event_type``; ``accepted``: a transition was taken for this event;
     ``changed``: the state value, context, history, deadlines or status
@@ -32,6 +33,7 @@ class Receipt:
     changed: bool
     status: str
     transitions: tuple[Transition, ...]
+    _cfg: Configuration
 
     def __init__(
         self,
@@ -42,12 +44,16 @@ class Receipt:
         cfg: Configuration,
         transitions: tuple[Transition, ...],
     ) -> None:
-        self.event_type = event_type
-        self.accepted = accepted
-        self.changed = changed
-        self.status = status
-        self._cfg = cfg
-        self.transitions = transitions
+        setattr_ = object.__setattr__
+        setattr_(self, "event_type", event_type)
+        setattr_(self, "accepted", accepted)
+        setattr_(self, "changed", changed)
+        setattr_(self, "status", status)
+        setattr_(self, "_cfg", cfg)
+        setattr_(self, "transitions", transitions)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Receipt objects are immutable")
 
     @property
     def value(self) -> Any:

@@ -199,8 +199,3 @@ def remove_conflicts(
 
 def _root_of(node: StateNode) -> StateNode:
     return node.ancestors[-1] if node.ancestors else node
-
-
-def has_effect(transitions: list[Transition]) -> bool:
-    """XState's ``can()``: something happens (a target or an action)."""
-    return any(t.targets or t.actions for t in transitions)

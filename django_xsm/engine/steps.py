@@ -23,12 +23,12 @@ from django_xsm.exceptions import MicrostepLimitError
 
 from .events import AFTER_PREFIX, Event, done_event_type
 from .model import COMPOUND, FINAL, HISTORY, PARALLEL, Action, StateNode, Transition
+from .results import Receipt
 from .selection import (
     History,
     default_history_targets,
     effective_targets,
     exit_mask,
-    has_effect,
     remove_conflicts,
     select_eventless,
     select_transitions,
@@ -68,6 +68,7 @@ class MicroPlan:
         "history_updates",
         "new_cfg",
         "ops",
+        "receipts",
         "simple",
         "transitions",
         "uses_history",
@@ -101,6 +102,9 @@ class MicroPlan:
             and all(kind == OP_CALL for kind, _ in ops)
         )
         self.actions: tuple[Action, ...] = tuple(a for _, a in ops) if self.simple else ()
+        # (unchanged, changed) receipts of the fast path, set by the selection
+        # cache, which owns one plan per configuration and event type
+        self.receipts: tuple[Receipt, Receipt] | None = None
 
 
 def _action_ops(actions: tuple[Action, ...]) -> list[Op]:
@@ -342,7 +346,7 @@ def macrostep(rt: Core, event: Event, first: MicroPlan) -> list[Transition]:
             if event.type.startswith(AFTER_PREFIX) and not rt._consume_deadline(event.type):
                 continue
             found = select_transitions(machine.root, cfg.mask, event.type, rt._checker(event))
-            if not found or not has_effect(found):
+            if not found:
                 continue
             plan = plan_for(rt, found)
             run_plan(rt, plan, event, queue)
