@@ -66,6 +66,7 @@ class MemoryStore:
         ttl_s: float | None = None,
         lock_ttl_ms: int = 30_000,
         clock: Clock | None = None,
+        log: MemoryLog | None = None,
     ) -> None:
         if ttl_s is not None and ttl_s <= 0:
             raise InvalidConfigError("ttl_s must be positive or None", path="ttl_s")
@@ -74,6 +75,9 @@ class MemoryStore:
         self.ttl_s = ttl_s
         self.lock_ttl_ms = lock_ttl_ms
         self.clock: Clock = clock or system_clock_ms
+        # The log forget() erases with the record (Redis keeps both in one
+        # namespace; in memory they are separate objects).
+        self.log = log
         self._lock = threading.RLock()
         self._rows: dict[str, _Row] = {}
         self._floors: dict[str, int] = {}
@@ -314,8 +318,9 @@ class MemoryStore:
             self._drop(key)
             return existed
 
-    def forget(self, key: str, *, log: MemoryLog | None = None) -> dict[str, int]:
+    def forget(self, key: str) -> dict[str, int]:
         validate_key(key)
+        log = self.log
         with self._lock:
             counts = {
                 "snapshot": int(self._live(key, self.clock()) is not None),

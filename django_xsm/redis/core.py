@@ -99,6 +99,14 @@ class LayoutState:
         return self.layout
 
 
+def _score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """(member, score) pairs from a WITHSCORES reply, flat or already paired
+    (redis-py pairs them through its response callbacks, Lua replies don't)."""
+    if reply and isinstance(reply[0], list | tuple):
+        return [(m, s) for m, s in reply]
+    return list(zip(reply[::2], reply[1::2], strict=True))
+
+
 class StoreCore:
     """What RedisStore and AsyncRedisStore do, minus the sending."""
 
@@ -322,9 +330,7 @@ class StoreCore:
             for b in range(layout.buckets)
         )
         replies = yield Many(cmds)
-        rows = sorted(
-            (int(float(r[i + 1])), b2s(r[i])) for r in replies for i in range(0, len(r), 2)
-        )
+        rows = sorted((int(float(s)), b2s(m)) for r in replies for m, s in _score_pairs(r))
         return [(k, t) for t, k in rows[:limit]]
 
     def prune_expired(self, limit: int) -> Op:
