@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django_xsm.exceptions import EventNotAcceptedError, InvalidEventError
+from django_xsm.exceptions import EventNotAcceptedError, InvalidConfigError
 
 from .context import copy_data
 from .deadlines import Deadline, delay_ms
@@ -100,8 +100,9 @@ class Core:
             if self._clock is not None:
                 raw = self._clock()
                 if isinstance(raw, bool) or not isinstance(raw, int | float):
-                    raise InvalidEventError(
+                    raise InvalidConfigError(
                         f"The clock returned {raw!r}, not int milliseconds",
+                        path="clock",
                         hint="clock=lambda: int(time.time() * 1000)",
                     )
                 self._now = int(raw)
