@@ -164,6 +164,7 @@ class PersistedInstance:
         self.replayed_result: Any = None
         self.receipts: list[Any] = []
         self.committed: CommitResult | None = None
+        self.closed = False  # set when the block exits, however it exits
         self._send_claims: dict[tuple[str, str], _SendClaim] = {}
         self._log_entries: list[LogEntry] = []
         self._accepted = 0
@@ -345,7 +346,7 @@ class PersistedInstance:
         """Normalise the event; returns (type, payload, step) where step is
         None, a ReplayedReceipt to return as is, or a ClaimRequest the
         driver must send to the inbox before :meth:`run`."""
-        if self.instance is None or self.committed is not None:
+        if self.instance is None or self.closed:
             raise XsmError(
                 f"The persisted block of {self.key!r} is closed",
                 hint="send inside the with-block",

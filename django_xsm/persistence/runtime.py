@@ -160,6 +160,7 @@ class persisted(_Common):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.block.closed = True
         if exc_type is not None:
             self._abort()
             return
@@ -303,6 +304,7 @@ class apersisted(_Common):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.block.closed = True
         if exc_type is not None:
             await self._abort()
             return
