@@ -170,8 +170,17 @@ def test_deadlines_of_parallel_regions_and_done_clears_them() -> None:
         "id": "p",
         "type": "parallel",
         "states": {
-            "a": {"initial": "a1", "states": {"a1": {"after": {"5": "a2"}}, "a2": {"type": "final"}}},
-            "b": {"initial": "b1", "states": {"b1": {"after": {"7": "b2"}, "on": {"END": "b2"}}, "b2": {"type": "final"}}},
+            "a": {
+                "initial": "a1",
+                "states": {"a1": {"after": {"5": "a2"}}, "a2": {"type": "final"}},
+            },
+            "b": {
+                "initial": "b1",
+                "states": {
+                    "b1": {"after": {"7": "b2"}, "on": {"END": "b2"}},
+                    "b2": {"type": "final"},
+                },
+            },
         },
     }
     inst = create_machine(config).start(clock=lambda: 10)

@@ -170,7 +170,12 @@ def test_failing_action_rolls_the_instance_back() -> None:
             "initial": "a",
             "context": {"items": 0, "nested": {"x": 1}},
             "states": {
-                "a": {"on": {"IN_PLACE": {"actions": "boom"}, "MOVE": {"target": "b", "actions": "boom"}}},
+                "a": {
+                    "on": {
+                        "IN_PLACE": {"actions": "boom"},
+                        "MOVE": {"target": "b", "actions": "boom"},
+                    }
+                },
                 "b": {},
             },
         },

@@ -41,9 +41,18 @@ NESTED: dict[str, Any] = {
         },
     },
 }
-NAMES = (
-    "enter_m enter_a exit_a enter_a1 exit_a1 enter_a2 exit_a2 enter_b exit_b t"
-).split()
+NAMES = [
+    "enter_m",
+    "enter_a",
+    "exit_a",
+    "enter_a1",
+    "exit_a1",
+    "enter_a2",
+    "exit_a2",
+    "enter_b",
+    "exit_b",
+    "t",
+]
 
 
 @pytest.fixture
@@ -230,7 +239,11 @@ def test_exact_match_hides_wildcards_even_when_its_guard_fails() -> None:
     config = {
         "id": "w",
         "initial": "s",
-        "states": {"s": {"on": {"*": "any", "E": {"target": "e", "guard": "no"}}}, "any": {}, "e": {}},
+        "states": {
+            "s": {"on": {"*": "any", "E": {"target": "e", "guard": "no"}}},
+            "any": {},
+            "e": {},
+        },
     }
     machine = create_machine(config, logic=MachineLogic(guards={"no": lambda c, e: False}))
     receipt = machine.start().send("E")

@@ -223,7 +223,9 @@ def test_wildcard_catches_done_events_like_xstate() -> None:
         "id": "m",
         "initial": "a",
         "on": {"*": {"actions": "seen"}},
-        "states": {"a": {"initial": "x", "states": {"x": {"on": {"E": "y"}}, "y": {"type": "final"}}}},
+        "states": {
+            "a": {"initial": "x", "states": {"x": {"on": {"E": "y"}}, "y": {"type": "final"}}}
+        },
     }
     rec = Recorder("seen")
     create_machine(config, logic=rec.logic()).start().send("E")
