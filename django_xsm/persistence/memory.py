@@ -10,6 +10,7 @@ Nothing survives the process.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import datetime as _dt
 import secrets
 import threading
@@ -159,17 +160,22 @@ class MemoryStore:
         inbox: Any = None,
         log: Any = None,
     ) -> CommitResult:
+        """Atomic with a MemoryInbox / MemoryLog (their locks are held with
+        ours); any other inbox or log is applied afterwards, in the
+        documented order snapshot, marks, log."""
         validate_key(unit.key)
         data = self._encode(unit)  # may raise before anything is touched
-        inbox_lock = inbox._lock if isinstance(inbox, MemoryInbox) else threading.RLock()
-        log_lock = log._lock if isinstance(log, MemoryLog) else threading.RLock()
+        shared_inbox = isinstance(inbox, MemoryInbox)
+        shared_log = isinstance(log, MemoryLog)
+        inbox_lock = inbox._lock if shared_inbox else contextlib.nullcontext()
+        log_lock = log._lock if shared_log else contextlib.nullcontext()
         with self._lock, inbox_lock, log_lock:
             now = self.clock()
             row = self._live(unit.key, now)
             if row is not None and row.commit_id == unit.commit_id:
                 return CommitResult(version=row.version, updated_ms=row.updated_ms, replayed=True)
             self._check_fences(unit, row, now)
-            if unit.marks and inbox is not None:
+            if unit.marks and shared_inbox:
                 inbox.check_owned([m.claim for m in unit.marks], unit.key, unit.expected_version)
             version = row.version if row is not None else 0
             if data is not None:
@@ -195,17 +201,31 @@ class MemoryStore:
                     self._index_dead(unit.key, row.failures, now)
                 if self.ttl_s is not None:
                     row.expires_ms = now + int(self.ttl_s * 1000)
-            for mark in unit.marks:
-                inbox.mark(mark)
-            for release in unit.releases:
-                inbox.release(release)
-            first_seq = 0
-            for entry in unit.log_entries:
-                seq = log.append_next(unit.key, entry, version=version)
-                first_seq = first_seq or seq
+            if shared_inbox:
+                self._apply_inbox(unit, inbox)
+            first_seq = self._apply_log(unit, log, version) if shared_log else 0
             if unit.release_lock and unit.lock_token:
                 self._release(unit.key, unit.lock_token)
-            return CommitResult(version=version, first_seq=first_seq, updated_ms=now)
+        if not shared_inbox and inbox is not None:
+            self._apply_inbox(unit, inbox)
+        if not shared_log and log is not None:
+            first_seq = self._apply_log(unit, log, version)
+        return CommitResult(version=version, first_seq=first_seq, updated_ms=now)
+
+    @staticmethod
+    def _apply_inbox(unit: CommitUnit, inbox: Any) -> None:
+        for mark in unit.marks:
+            inbox.mark(mark)
+        for release in unit.releases:
+            inbox.release(release)
+
+    @staticmethod
+    def _apply_log(unit: CommitUnit, log: Any, version: int) -> int:
+        first_seq = 0
+        for entry in unit.log_entries:
+            seq = int(log.append_next(unit.key, entry, version=version))
+            first_seq = first_seq or seq
+        return first_seq
 
     def _check_fences(self, unit: CommitUnit, row: _Row | None, now: int) -> None:
         actual = row.version if row is not None else None
