@@ -23,12 +23,12 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from django_xsm.exceptions import LockTimeoutError, StoreUnavailableError, XsmError
+from django_xsm.exceptions import LockTimeoutError, XsmError
 
 from .block import PersistedInstance, _SendClaim
 from .idempotency import ReplayedReceipt
 from .locks import LockStrategy
-from .records import CommitUnit, OpenResult
+from .records import ClaimOutcome, ClaimRequest, CommitUnit, InboxRelease, OpenResult
 
 __all__ = ["apersisted", "persisted"]
 
@@ -92,9 +92,21 @@ class persisted(_Common):
 
     def __enter__(self) -> PersistedInstance:
         block = self.block
-        if not self.claims_in_open and block.block_claim is not None:
-            assert self.inbox is not None
-            block.on_block_claim(self.inbox.claim(block.block_claim))
+        try:
+            if not self.claims_in_open and block.block_claim is not None:
+                assert self.inbox is not None
+                block.on_block_claim(self.inbox.claim(block.block_claim))
+            block.on_opened(self._open())
+        except BaseException:
+            # Whatever failed (a lost reply included), nothing of ours may
+            # outlive the failed open: drop the claim and the lock we may hold.
+            self._abort()
+            raise
+        block.driver = self
+        return block
+
+    def _open(self) -> OpenResult:
+        block = self.block
         deadline = time.monotonic() + block.lock.timeout
         while True:
             if self.claims_in_open:
@@ -104,18 +116,10 @@ class persisted(_Common):
             else:
                 result = self.store.open(block.open_request(with_claims=False))
             if not result.lock_busy_ms or not block.lock.pessimistic:
-                break
+                return result
             if time.monotonic() >= deadline:
-                self._abort()
                 raise _lock_timeout(block, result.lock_busy_ms)
             time.sleep(min(block.lock.poll_s * 2, max(deadline - time.monotonic(), 0)))
-        try:
-            block.on_opened(result)
-        except BaseException:
-            self._abort()
-            raise
-        block.driver = self
-        return block
 
     def send(
         self,
@@ -135,8 +139,7 @@ class persisted(_Common):
         if isinstance(step, ReplayedReceipt):
             return step
         if step is not None:
-            assert self.inbox is not None
-            got = block.on_send_claim(self.inbox.claim(step))
+            got = block.on_send_claim(self._claim(step))
             if isinstance(got, ReplayedReceipt):
                 return got
             claim = got
@@ -186,13 +189,26 @@ class persisted(_Common):
         result = self.store.commit(unit, inbox=self.inbox, log=self.log)
         block.on_committed(result)
 
+    def _claim(self, request: ClaimRequest) -> ClaimOutcome:
+        assert self.inbox is not None
+        try:
+            return self.inbox.claim(request)  # type: ignore[no-any-return]
+        except BaseException:
+            # The claim may have landed before the reply was lost.
+            with contextlib.suppress(Exception):
+                self.inbox.release(InboxRelease(request))
+            raise
+
     def _abort(self) -> None:
-        """Best effort: drop our claims and lock; leases expire otherwise."""
+        """Best effort: drop our claims and lock; leases expire otherwise.
+        Never raises, so the exception that caused the abort is the one the
+        caller sees."""
         block = self.block
-        with contextlib.suppress(StoreUnavailableError):
-            for release in block.abort_releases():
+        for release in block.abort_releases():
+            with contextlib.suppress(Exception):
                 self.inbox.release(release)  # type: ignore[union-attr]
-            if block.lock.pessimistic and block.token:
+        if block.lock.pessimistic and block.token:
+            with contextlib.suppress(Exception):
                 self.store.release_lock(block.key, block.token)
 
 
@@ -209,9 +225,19 @@ class apersisted(_Common):
 
     async def __aenter__(self) -> PersistedInstance:
         block = self.block
-        if not self.claims_in_open and block.block_claim is not None:
-            assert self.inbox is not None
-            block.on_block_claim(await self.inbox.claim(block.block_claim))
+        try:
+            if not self.claims_in_open and block.block_claim is not None:
+                assert self.inbox is not None
+                block.on_block_claim(await self.inbox.claim(block.block_claim))
+            block.on_opened(await self._open())
+        except BaseException:
+            await self._abort()
+            raise
+        block.driver = self
+        return block
+
+    async def _open(self) -> OpenResult:
+        block = self.block
         deadline = time.monotonic() + block.lock.timeout
         while True:
             if self.claims_in_open:
@@ -221,18 +247,10 @@ class apersisted(_Common):
             else:
                 result = await self.store.open(block.open_request(with_claims=False))
             if not result.lock_busy_ms or not block.lock.pessimistic:
-                break
+                return result
             if time.monotonic() >= deadline:
-                await self._abort()
                 raise _lock_timeout(block, result.lock_busy_ms)
             await asyncio.sleep(min(block.lock.poll_s * 2, max(deadline - time.monotonic(), 0)))
-        try:
-            block.on_opened(result)
-        except BaseException:
-            await self._abort()
-            raise
-        block.driver = self
-        return block
 
     def send(
         self,
@@ -283,8 +301,7 @@ class apersisted(_Common):
         if isinstance(step, ReplayedReceipt):
             return step
         if step is not None:
-            assert self.inbox is not None
-            got = block.on_send_claim(await self.inbox.claim(step))
+            got = block.on_send_claim(await self._claim(step))
             if isinstance(got, ReplayedReceipt):
                 return got
             claim = got
@@ -330,10 +347,20 @@ class apersisted(_Common):
         result = await self.store.commit(unit, inbox=self.inbox, log=self.log)
         block.on_committed(result)
 
+    async def _claim(self, request: ClaimRequest) -> ClaimOutcome:
+        assert self.inbox is not None
+        try:
+            return await self.inbox.claim(request)  # type: ignore[no-any-return]
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.inbox.release(InboxRelease(request))
+            raise
+
     async def _abort(self) -> None:
         block = self.block
-        with contextlib.suppress(StoreUnavailableError):
-            for release in block.abort_releases():
+        for release in block.abort_releases():
+            with contextlib.suppress(Exception):
                 await self.inbox.release(release)  # type: ignore[union-attr]
-            if block.lock.pessimistic and block.token:
+        if block.lock.pessimistic and block.token:
+            with contextlib.suppress(Exception):
                 await self.store.release_lock(block.key, block.token)
