@@ -368,11 +368,11 @@ class PersistedInstance:
         if held is not None:
             if held.request.fingerprint != fingerprint:
                 raise_for_outcome(ClaimOutcome(ClaimStatus.MISMATCH, held.request))
-            return (
-                etype,
-                data,
-                ReplayedReceipt.from_stored(receipt_to_stored(held.receipt), event_type=etype),
-            )
+            if held.accepted:
+                stored = receipt_to_stored(held.receipt)
+                return etype, data, ReplayedReceipt.from_stored(stored, event_type=etype)
+            # Refused (or raised) earlier in this block: like a refused event
+            # of an earlier block, it did not consume its key; run it again.
         request = ClaimRequest(
             scope=scope,
             instance_key=self.key,
