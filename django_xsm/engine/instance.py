@@ -330,11 +330,13 @@ class Instance(Core):
                 ctx.clear()
                 ctx.update(before)
             raise
+        # changed == the snapshot differs (cheapest comparisons first)
         changed = (
-            self._cfg is not cfg
-            or self._hist is not saved[1]
+            self._cfg.mask != cfg.mask
             or self._deadlines != saved[2]
+            or self._seq != saved[3]
             or self._status != saved[4]
+            or self._hist != saved[1]
             or (before is not _UNCHANGED and ctx != before)
         )
         return Receipt(etype, True, changed, self._status, self._cfg, tuple(taken))

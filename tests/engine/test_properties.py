@@ -226,3 +226,21 @@ def test_pure_transition_agrees_with_send_without_actions(events: list[str]) -> 
         assert result.actions == ()
         snapshot = result.snapshot
         assert snapshot == instance.snapshot()
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_changed_means_the_snapshot_differs(data: st.DataObject) -> None:
+    machine = data.draw(st.sampled_from(MACHINES))
+    instance = machine.start(clock=clock)
+    for event in data.draw(event_lists(machine)):
+        before = instance.snapshot()
+        try:
+            receipt = instance.send(event)
+        except Exception:
+            assert instance.snapshot() == before  # failures roll back
+            continue
+        after = instance.snapshot()
+        assert receipt.changed is (after != before), event
+        if not receipt.accepted:
+            assert receipt.transitions == ()
