@@ -36,9 +36,32 @@ __all__ = [
     "SCHEMA",
 ]
 
+# Type guard: a key of another type (written by something else) must fail a
+# script before its first write, not half way (Redis does not roll back).
+PRELUDE_TYPES = r"""
+local function bad_type(spec)
+  for i = 1, #spec, 2 do
+    local t = redis.call('TYPE', spec[i])['ok']
+    if t ~= 'none' and t ~= spec[i + 1] then
+      return redis.error_reply('WRONGTYPE ' .. spec[i] .. ' holds a ' .. t ..
+        ', expected a ' .. spec[i + 1])
+    end
+  end
+  return nil
+end
+local function index_types(I, spec)
+  spec = spec or {}
+  spec[#spec + 1] = I[1]; spec[#spec + 1] = 'hash'
+  for j = 2, 7 do spec[#spec + 1] = I[j]; spec[#spec + 1] = 'zset' end
+  return spec
+end
+"""
+
 # Helpers shared by several scripts. I = {ix, idx, midx, sidx, due, dead, exp}
 # (KeyLayout.index_keys order).
-PRELUDE_INDEX = r"""
+PRELUDE_INDEX = (
+    PRELUDE_TYPES
+    + r"""
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -76,6 +99,7 @@ local function reindex(I, key, machine, states)
   end
 end
 """
+)
 
 PRELUDE_INBOX = r"""
 local function claim_check(h, field, fp, owner, now)
@@ -148,9 +172,13 @@ end
 # KEYS[1] schema marker hash
 # ARGV[1] layout version, ARGV[2] bucket count (used only when creating)
 # returns {layout, buckets} as stored (creating the marker when absent)
+# (nil, nil when the key holds another type: the caller reports it unreadable)
 SCHEMA = r"""
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
   redis.call('HSET', KEYS[1], 'layout', ARGV[1], 'buckets', ARGV[2])
+elseif t ~= 'hash' then
+  return {false, false}
 end
 return redis.call('HMGET', KEYS[1], 'layout', 'buckets')
 """
@@ -166,6 +194,14 @@ OPEN = (
     PRELUDE_INDEX
     + PRELUDE_INBOX
     + r"""
+local n = tonumber(ARGV[4])
+local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash'}
+for i = 0, n - 1 do
+  spec[#spec + 1] = KEYS[4 + 2 * i]; spec[#spec + 1] = 'hash'
+  spec[#spec + 1] = KEYS[5 + 2 * i]; spec[#spec + 1] = 'zset'
+end
+local err = bad_type(spec)
+if err then return err end
 local now = now_ms()
 local token = ARGV[2]
 if token ~= '' then
@@ -176,7 +212,9 @@ if token ~= '' then
     return {pttl, 0, {}, {}, 0}
   end
 end
-local n = tonumber(ARGV[4])
+-- read everything before the first write
+local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
+local fields = redis.call('HGETALL', KEYS[1])
 local replies, all_claimed = {}, true
 for i = 0, n - 1 do
   local b = 5 + 4 * i
@@ -192,10 +230,9 @@ if all_claimed then
   end
   if token ~= '' then redis.call('SET', KEYS[2], token, 'PX', ARGV[3]) end
 end
-local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
 local locked = 0
 if all_claimed and token ~= '' then locked = 1 end
-return {0, floor, replies, redis.call('HGETALL', KEYS[1]), locked}
+return {0, floor, replies, fields, locked}
 """
 )
 
@@ -222,6 +259,12 @@ COMMIT = (
     + PRELUDE_LOG
     + r"""
 local key = ARGV[1]
+local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash', KEYS[11], 'stream',
+  KEYS[12], 'zset', KEYS[13], 'zset'}
+index_types({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, spec)
+for j = 14, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
+local err = bad_type(spec)
+if err then return err end
 local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u')
 if cur[2] and cur[2] == ARGV[2] then
   return {'dup', tonumber(cur[1]), 0, tonumber(cur[3])}
@@ -322,6 +365,8 @@ CLAIM = (
     PRELUDE_INDEX
     + PRELUDE_INBOX
     + r"""
+local err = bad_type({KEYS[1], 'hash', KEYS[2], 'zset'})
+if err then return err end
 local now = now_ms()
 local st, receipt, retry = claim_check(KEYS[1], ARGV[1], ARGV[2], ARGV[3], now)
 if st == 'claimed' then
@@ -338,6 +383,8 @@ MARK = (
     PRELUDE_INDEX
     + PRELUDE_INBOX
     + r"""
+local err = bad_type({KEYS[1], 'hash', KEYS[2], 'zset'})
+if err then return err end
 local now = now_ms()
 if not owned_or_free(KEYS[1], ARGV[1], ARGV[3], now) then return 0 end
 put_row(KEYS[1], KEYS[2], ARGV[1], {s = 'd', fp = ARGV[2], o = ARGV[3], r = ARGV[4]},
@@ -349,8 +396,11 @@ return 1
 # KEYS[1] inbox hash, KEYS[2] inbox expiry; ARGV[1] field, ARGV[2] owner
 # returns 1 when an unfinished claim of the owner was dropped
 RELEASE = (
-    PRELUDE_INBOX
+    PRELUDE_TYPES
+    + PRELUDE_INBOX
     + r"""
+local err = bad_type({KEYS[1], 'hash', KEYS[2], 'zset'})
+if err then return err end
 return release_row(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 """
 )
@@ -386,6 +436,8 @@ DELETE = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}
+local err = bad_type(index_types(I, {KEYS[1], 'hash', KEYS[2], 'hash'}))
+if err then return err end
 local v = redis.call('HGET', KEYS[1], 'v')
 unindex(I, ARGV[1])
 if not v then return 0 end
@@ -402,6 +454,9 @@ FORGET = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}
+local err = bad_type(index_types(I, {KEYS[1], 'hash', KEYS[2], 'hash', KEYS[10], 'string',
+  KEYS[11], 'stream', KEYS[12], 'zset'}))
+if err then return err end
 local key = ARGV[1]
 local v = redis.call('HGET', KEYS[1], 'v')
 local due = 0
@@ -426,6 +481,8 @@ DUE = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
+local err = bad_type(index_types(I))
+if err then return err end
 local limit = tonumber(ARGV[2])
 local out, offset = {}, 0
 while #out < 2 * limit do
@@ -454,6 +511,8 @@ LIST_PAGE = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
+local err = bad_type(index_types(I))
+if err then return err end
 local index = I[tonumber(ARGV[1])]
 local limit = tonumber(ARGV[4])
 local strip = tonumber(ARGV[5])
@@ -483,6 +542,8 @@ PRUNE_EXPIRED = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
+local err = bad_type(index_types(I))
+if err then return err end
 local now = now_ms()
 local keys = redis.call('ZRANGEBYSCORE', I[7], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local n = 0
@@ -501,6 +562,8 @@ return n
 RECORD_TIMER_FAILURE = (
     PRELUDE_INDEX
     + r"""
+local err = bad_type({KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset'})
+if err then return err end
 if redis.call('HGET', KEYS[1], 'v') ~= ARGV[2] then return 0 end
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'tf')
 else redis.call('HSET', KEYS[1], 'tf', ARGV[3]) end
@@ -517,8 +580,11 @@ return 1
 # ARGV[4] version, ARGV[5..14] the entry (as in COMMIT)
 # returns the seq used, or -1 when an explicit seq is not above the last
 LOG_APPEND = (
-    PRELUDE_LOG
+    PRELUDE_TYPES
+    + PRELUDE_LOG
     + r"""
+local err = bad_type({KEYS[1], 'stream', KEYS[2], 'zset'})
+if err then return err end
 local last = last_seq(KEYS[1])
 local seq = tonumber(ARGV[2])
 if seq == 0 then seq = last + 1 elseif seq <= last then return -1 end
@@ -531,7 +597,11 @@ return seq
 # ARGV[2] cutoff ms, ARGV[3] page size
 # removes up to one page of records older than the cutoff from the front;
 # returns {removed, more 0/1}
-LOG_PURGE = r"""
+LOG_PURGE = (
+    PRELUDE_TYPES
+    + r"""
+local err = bad_type({KEYS[1], 'stream', KEYS[2], 'zset'})
+if err then return err end
 local rows = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', tonumber(ARGV[3]))
 local cutoff = tonumber(ARGV[2])
 local removed, keep_id, keep_ts = 0, nil, nil
@@ -552,3 +622,4 @@ if #rows < tonumber(ARGV[3]) then
 end
 return {removed, 1}
 """
+)
