@@ -268,6 +268,11 @@ def parse_commit(unit: CommitUnit, reply: Sequence[Any]) -> CommitResult:
         )
     if status == "dup":
         return CommitResult(version=int(reply[1]), updated_ms=int(reply[3] or 0), replayed=True)
+    if status == "corrupt":
+        raise SnapshotCorruptError(
+            f"Stored record of {unit.key!r} is damaged (unreadable version field)",
+            key=unit.key,
+        )
     actual_raw = int(reply[1])
     actual = None if actual_raw < 0 else actual_raw
     reason = {"conflict": "version", "lock": "lock", "claim": "claim"}.get(status, status)

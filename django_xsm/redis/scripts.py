@@ -252,7 +252,7 @@ return {0, floor, replies, fields, locked}
 # timestamp ms, accepted)
 # returns {'ok', version, first_seq, now} | {'dup', version, 0, updated}
 #       | {'conflict', actual or -1} | {'lock', actual or -1}
-#       | {'claim', actual or -1}
+#       | {'claim', actual or -1} | {'corrupt', -1} (version field unreadable)
 COMMIT = (
     PRELUDE_INDEX
     + PRELUDE_INBOX
@@ -266,6 +266,8 @@ for j = 14, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
 local err = bad_type(spec)
 if err then return err end
 local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u')
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
 if cur[2] and cur[2] == ARGV[2] then
   return {'dup', tonumber(cur[1]), 0, tonumber(cur[3])}
 end
