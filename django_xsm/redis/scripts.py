@@ -253,6 +253,8 @@ return {0, floor, replies, fields, locked}
 # returns {'ok', version, first_seq, now} | {'dup', version, 0, updated}
 #       | {'conflict', actual or -1} | {'lock', actual or -1}
 #       | {'claim', actual or -1} | {'corrupt', -1} (version field unreadable)
+# A unit that writes no snapshot for an absent key creates no record (its
+# marks and log entries still land, with version 0).
 COMMIT = (
     PRELUDE_INDEX
     + PRELUDE_INBOX
@@ -304,10 +306,13 @@ if ARGV[7] == '1' then
   reindex(I, key, ARGV[9], ARGV[11])
   if ARGV[12] == '' then redis.call('ZREM', I[5], key)
   else redis.call('ZADD', I[5], ARGV[12], key) end
-else
+  exists = true
+elseif exists then
   redis.call('HSET', KEYS[1], 'cid', ARGV[2])
+else
+  version = 0
 end
-if ARGV[13] ~= '-' then
+if ARGV[13] ~= '-' and exists then
   if ARGV[13] == '' then redis.call('HDEL', KEYS[1], 'tf')
   else redis.call('HSET', KEYS[1], 'tf', ARGV[13]) end
   if ARGV[14] == '1' then redis.call('ZADD', I[6], 'NX', now, key)
@@ -333,7 +338,7 @@ if L > 0 then
   end
 end
 local ttl = tonumber(ARGV[15])
-if ttl > 0 then
+if ttl > 0 and exists then
   redis.call('PEXPIRE', KEYS[1], ttl)
   if redis.call('EXISTS', KEYS[11]) == 1 then redis.call('PEXPIRE', KEYS[11], ttl) end
   redis.call('ZADD', I[7], now + ttl, key)
