@@ -107,6 +107,15 @@ def _score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
     return list(zip(reply[::2], reply[1::2], strict=True))
 
 
+def _check_ttl(value: Any, name: str) -> None:
+    # SET ... PX 0 is an error reply, and OPEN would raise it after writing
+    # its claims: refuse before any I/O instead.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidConfigError(
+            f"{name} must be a positive number of milliseconds, got {value!r}", path=name
+        )
+
+
 class StoreCore:
     """What RedisStore and AsyncRedisStore do, minus the sending."""
 
@@ -148,6 +157,8 @@ class StoreCore:
 
     def open(self, request: OpenRequest) -> Op:
         validate_key(request.key)
+        if request.lock_token:
+            _check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
         layout = yield from self.state.ensure()
         reply = yield ops.open_call(layout, request)
         return ops.parse_open(request, reply, self.codec)
@@ -208,6 +219,7 @@ class StoreCore:
 
     def acquire_lock(self, key: str, token: str, ttl_ms: int) -> Op:
         validate_key(key)
+        _check_ttl(ttl_ms, "ttl_ms")
         layout = yield from self.state.ensure()
         return int((yield Call("ACQUIRE_LOCK", [layout.lock(key)], [token, ttl_ms])))
 
