@@ -1,0 +1,461 @@
+"""Every Lua script called directly with the KEYS/ARGV of its header.
+
+Replies must match the documented shape, and every script must do all its
+checks before its first write: a refused call leaves the namespace
+byte-identical (hashes, sorted sets, streams, strings and TTLs compared).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from django_xsm.exceptions import ConflictError, SnapshotCorruptError, StoreError
+from django_xsm.persistence.records import (
+    ClaimRequest,
+    InboxMark,
+    InboxRelease,
+    OpenRequest,
+    TimerFailure,
+)
+from django_xsm.redis import LAYOUT_VERSION, ops
+from django_xsm.redis.keys import SEP
+from tests.redis.helpers import (
+    entry,
+    layout_of,
+    namespace_state,
+    raw_script,
+    snap,
+    unit,
+)
+from tests.support import Backends
+
+
+def claim_req(
+    idem: str = "k1", *, owner: str = "o1", fp: str = "fp", key: str = "order:1", lease: int = 5_000
+) -> ClaimRequest:
+    return ClaimRequest("acct", key, idem, fp, owner, lease)
+
+
+def s(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+# --- headers ---------------------------------------------------------------------
+
+
+def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
+    layout = layout_of(b.store)
+    c = claim_req()
+    u = unit(
+        "order:1",
+        3,
+        snap(),
+        floor=2,
+        state_ids=("order", "order.cart"),
+        next_due_ms=123,
+        timer_failures={"x": TimerFailure(1, 5, dead=True)},
+        lock_token="tok",
+        release_lock=True,
+        marks=(InboxMark(c, {"ok": 1}, 60_000),),
+        releases=(InboxRelease(claim_req("k2")),),
+        log_entries=(entry(), entry("PAY")),
+    )
+    call = ops.commit_call(
+        layout, u, b"DATA", ttl_ms=9, log_maxlen=7, with_inbox=True, with_log=True
+    )
+    bk = layout.bucket("order:1")
+    assert call.script == "COMMIT"
+    assert call.keys == [
+        layout.snapshot("order:1"),
+        layout.lock("order:1"),
+        layout.floors(bk),
+        *layout.index_keys(bk),
+        layout.log("order:1"),
+        layout.log_index(bk),
+        layout.inbox_expiry(bk),
+        layout.inbox("acct", "order:1"),
+    ]
+    a = call.args
+    assert a[:16] == [
+        "order:1",
+        u.commit_id,
+        3,
+        2,
+        "tok",
+        "1",
+        "1",
+        b"DATA",
+        "order",
+        "",
+        "order" + SEP + "order.cart",
+        123,
+        json.dumps({"x": TimerFailure(1, 5, dead=True).to_dict()}, separators=(",", ":")),
+        "1",
+        9,
+        7,
+    ]
+    assert a[16:19] == [1, 1, 2]  # M, R, L
+    field = layout.inbox_field("order:1", "k1")
+    assert a[19:25] == [14, field, "fp", "o1", '{"ok":1}', 60_000]  # KEYS[14] is the inbox
+    assert a[25:28] == [14, layout.inbox_field("order:1", "k2"), "o1"]
+    assert a[28] == "ADD" and a[38] == "PAY" and len(a) == 48
+
+
+def test_every_script_of_the_module_has_a_header() -> None:
+    import inspect
+
+    from django_xsm.redis import scripts
+
+    lines = inspect.getsource(scripts).splitlines()
+    for name in scripts.__all__:
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{name} = "))
+        head = []
+        for line in reversed(lines[:at]):
+            if not line.startswith("#"):
+                break
+            head.append(line)
+        text = "\n".join(head)
+        assert "KEYS[1" in text, f"{name}: no KEYS in its header"
+        assert "return" in text, f"{name}: no 'returns' in its header"
+
+
+# --- schema, locks ------------------------------------------------------------------
+
+
+def test_schema_creates_the_marker_once_and_returns_what_is_stored(b: Backends) -> None:
+    schema = raw_script(b.client, "SCHEMA")
+    key = "{" + b.store.prefix + "}:schema"
+    assert [s(x) for x in schema(keys=[key], args=[LAYOUT_VERSION, 99])] == [
+        str(LAYOUT_VERSION),
+        "4",
+    ]
+    fresh = "{" + b.store.prefix + "x}:schema"
+    try:
+        assert [s(x) for x in schema(keys=[fresh], args=[1, 8])] == ["1", "8"]
+        assert [s(x) for x in schema(keys=[fresh], args=[1, 16])] == ["1", "8"]
+    finally:
+        b.client.delete(fresh)
+
+
+def test_acquire_and_release_lock_replies(b: Backends) -> None:
+    lock = layout_of(b.store).lock("k")
+    acquire, release = raw_script(b.client, "ACQUIRE_LOCK"), raw_script(b.client, "RELEASE_LOCK")
+    assert acquire(keys=[lock], args=["a", 5_000]) == 0
+    assert acquire(keys=[lock], args=["a", 5_000]) == 0  # re-entrant, renews
+    assert 0 < acquire(keys=[lock], args=["b", 5_000]) <= 5_000
+    assert release(keys=[lock], args=["b"]) == 0
+    assert release(keys=[lock], args=["a"]) == 1
+    assert b.client.exists(lock) == 0
+
+
+# --- inbox scripts -------------------------------------------------------------------
+
+
+def _inbox_keys(b: Backends, key: str = "order:1") -> tuple[list[str], str]:
+    layout = layout_of(b.store)
+    return (
+        [layout.inbox("acct", key), layout.inbox_expiry(layout.bucket(key))],
+        layout.inbox_field(key, "k1"),
+    )
+
+
+def test_claim_mark_release_replies(b: Backends) -> None:
+    keys, field = _inbox_keys(b)
+    claim, mark, rel = (raw_script(b.client, n) for n in ("CLAIM", "MARK", "RELEASE"))
+    assert [s(x) for x in claim(keys=keys, args=[field, "fp", "a", 5_000])] == ["claimed", "", "0"]
+    st, receipt, retry = claim(keys=keys, args=[field, "fp", "b", 5_000])
+    assert (s(st), s(receipt)) == ("in_flight", "") and 0 < int(retry) <= 5_000
+    assert s(claim(keys=keys, args=[field, "zz", "b", 5_000])[0]) == "mismatch"
+    assert mark(keys=keys, args=[field, "fp", "b", '{"r":1}', 60_000]) == 0  # not b's claim
+    assert rel(keys=keys, args=[field, "b"]) == 0
+    assert mark(keys=keys, args=[field, "fp", "a", '{"r":1}', 60_000]) == 1
+    assert [s(x) for x in claim(keys=keys, args=[field, "fp", "c", 5_000])] == [
+        "done",
+        '{"r":1}',
+        "0",
+    ]
+    assert rel(keys=keys, args=[field, "a"]) == 0  # finished rows stay
+    row = json.loads(b.client.hget(keys[0], field))
+    assert row["s"] == "d" and row["o"] == "a" and int(row["x"]) > 0
+    assert b.client.zscore(keys[1], keys[0] + SEP + field) == int(row["x"])
+
+
+def test_purge_inbox_and_forget_scope_replies(b: Backends) -> None:
+    keys, field = _inbox_keys(b)
+    claim = raw_script(b.client, "CLAIM")
+    claim(keys=keys, args=[field, "fp", "a", 1])
+    claim(keys=keys, args=[field + "2", "fp", "a", 60_000])
+    b.pass_time(5)
+    assert raw_script(b.client, "PURGE_INBOX")(keys=[keys[1]], args=[100]) == 1
+    assert b.client.hkeys(keys[0]) == [(field + "2").encode()]
+    assert raw_script(b.client, "FORGET_SCOPE")(keys=keys, args=[]) == 1
+    assert b.client.exists(keys[0]) == 0 and b.client.zcard(keys[1]) == 0
+
+
+# --- open --------------------------------------------------------------------------------
+
+
+def _open_keys(b: Backends, key: str = "order:1") -> list[str]:
+    layout = layout_of(b.store)
+    return [layout.snapshot(key), layout.lock(key), layout.floors(layout.bucket(key))]
+
+
+def test_open_replies(b: Backends) -> None:
+    b.store.save("order:1", snap(items=2), expected_version=0)
+    keys, field = _inbox_keys(b)
+    open_ = raw_script(b.client, "OPEN")
+    reply = open_(
+        keys=_open_keys(b) + keys, args=["order:1", "tok", 5_000, 1, field, "fp", "me", 5_000]
+    )
+    busy, floor, claims, fields, locked = reply
+    assert (busy, floor, locked) == (0, 1, 1)
+    assert [[s(x) for x in c] for c in claims] == [["claimed", "", "0"]]
+    h = dict(zip(fields[::2], fields[1::2], strict=True))
+    assert h[b"v"] == b"1" and h[b"m"] == b"order"
+    busy_reply = open_(keys=_open_keys(b), args=["order:1", "other", 5_000, 0])
+    assert busy_reply[0] > 0 and busy_reply[1:] == [0, [], [], 0]
+
+
+def test_open_with_a_busy_lock_or_a_claim_in_flight_writes_nothing(b: Backends) -> None:
+    b.store.save("order:1", snap(), expected_version=0)
+    b.store.acquire_lock("order:1", "holder", 5_000)
+    b.inbox.claim(claim_req("k0", owner="other"))
+    before = namespace_state(b.client, b.store.prefix)
+    res = b.store.open(OpenRequest("order:1", "tok", 5_000, (claim_req(),)), inbox=b.inbox)
+    assert res.lock_busy_ms > 0
+    assert namespace_state(b.client, b.store.prefix) == before
+    b.store.release_lock("order:1", "holder")
+    before = namespace_state(b.client, b.store.prefix)
+    res = b.store.open(
+        OpenRequest("order:1", "tok", 5_000, (claim_req(), claim_req("k0"))), inbox=b.inbox
+    )
+    assert not res.locked and [c.status for c in res.claims] == ["claimed", "in_flight"]
+    assert namespace_state(b.client, b.store.prefix) == before
+
+
+def test_open_on_a_wrong_type_snapshot_raises_and_writes_nothing(b: Backends) -> None:
+    layout = layout_of(b.store)
+    b.client.set(layout.snapshot("order:1"), "not a hash")
+    before = namespace_state(b.client, b.store.prefix)
+    with pytest.raises(SnapshotCorruptError):
+        b.store.open(OpenRequest("order:1", "tok", 5_000, (claim_req(),)), inbox=b.inbox)
+    assert namespace_state(b.client, b.store.prefix) == before
+
+
+# --- commit ---------------------------------------------------------------------------
+
+
+def _full_unit(b: Backends, expected: int, **kw: Any) -> Any:
+    c = kw.pop("claim", claim_req())
+    return unit(
+        "order:1",
+        expected,
+        snap(items=9),
+        state_ids=("order", "order.cart"),
+        next_due_ms=1_900_000_000_000,
+        timer_failures={},
+        marks=(InboxMark(c, {"ok": 1}, 60_000),),
+        releases=(InboxRelease(claim_req("k2")),),
+        log_entries=(entry(), entry("PAY")),
+        **kw,
+    )
+
+
+def _commit_raw(b: Backends, u: Any, ttl_ms: int = 0) -> list[Any]:
+    call = ops.commit_call(
+        layout_of(b.store), u, b"{}", ttl_ms=ttl_ms, log_maxlen=0, with_inbox=True, with_log=True
+    )
+    return raw_script(b.client, "COMMIT")(keys=call.keys, args=call.args)  # type: ignore[no-any-return]
+
+
+def _prepared(b: Backends) -> None:
+    """A namespace with something in every kind of key of order:1."""
+    b.inbox.claim(claim_req())
+    b.inbox.claim(claim_req("k2"))
+    b.store.commit(_full_unit(b, 0, claim=claim_req("k3")), inbox=b.inbox, log=b.log)
+    b.inbox.claim(claim_req())
+
+
+def test_commit_replies_ok_dup_conflict_lock_claim(b: Backends) -> None:
+    b.inbox.claim(claim_req())
+    u = _full_unit(b, 0)
+    status, version, first, now = _commit_raw(b, u)
+    assert (s(status), version, first) == ("ok", 1, 1) and now > 1_600_000_000_000
+    status, version, zero, updated = _commit_raw(b, u)
+    assert (s(status), version, zero, updated) == ("dup", 1, 0, now)
+    assert [s(x) for x in _commit_raw(b, _full_unit(b, 5))] == ["conflict", "1"]
+    assert [s(x) for x in _commit_raw(b, _full_unit(b, 0))] == ["conflict", "1"]
+    assert [s(x) for x in _commit_raw(b, unit("absent", 2, snap()))] == ["conflict", "-1"]
+    b.store.acquire_lock("order:1", "holder", 5_000)
+    assert [s(x) for x in _commit_raw(b, _full_unit(b, 1))] == ["lock", "1"]
+    b.store.release_lock("order:1", "holder")
+    assert [s(x) for x in _commit_raw(b, _full_unit(b, 1, lock_token="gone"))] == ["lock", "1"]
+    b.inbox.claim(claim_req("k9", owner="thief"))
+    stolen = _full_unit(b, 1, claim=claim_req("k9"))
+    assert [s(x) for x in _commit_raw(b, stolen)] == ["claim", "1"]
+
+
+@pytest.mark.parametrize(
+    "make_unit",
+    [
+        pytest.param(lambda b: _full_unit(b, 7), id="stale-version"),
+        pytest.param(lambda b: _full_unit(b, 0), id="create-over-existing"),
+        pytest.param(lambda b: _full_unit(b, 1, lock_token="nope"), id="lock-not-held"),
+        pytest.param(lambda b: _full_unit(b, 1, claim=claim_req("k9")), id="lost-claim"),
+    ],
+)
+def test_a_refused_commit_leaves_every_key_byte_identical(b: Backends, make_unit: Any) -> None:
+    _prepared(b)
+    b.inbox.claim(claim_req("k9", owner="thief"))
+    before = namespace_state(b.client, b.store.prefix)
+    with pytest.raises(ConflictError):
+        b.store.commit(make_unit(b), inbox=b.inbox, log=b.log)
+    assert namespace_state(b.client, b.store.prefix) == before
+
+
+def test_a_commit_under_a_foreign_lock_leaves_every_key_byte_identical(b: Backends) -> None:
+    _prepared(b)
+    b.store.acquire_lock("order:1", "foreign", 60_000)
+    before = namespace_state(b.client, b.store.prefix)
+    for token in ("", "mine"):
+        with pytest.raises(ConflictError) as err:
+            b.store.commit(_full_unit(b, 1, lock_token=token), inbox=b.inbox, log=b.log)
+        assert err.value.reason == "lock"
+    assert namespace_state(b.client, b.store.prefix) == before
+
+
+@pytest.mark.parametrize("kind", ["log", "lock", "inbox"])
+def test_a_foreign_type_at_an_instance_key_fails_the_commit_before_any_write(
+    b: Backends, kind: str
+) -> None:
+    _prepared(b)
+    layout = layout_of(b.store)
+    name = {
+        "log": layout.log("order:1"),
+        "lock": layout.lock("order:1"),
+        "inbox": layout.inbox("acct", "order:1"),
+    }[kind]
+    b.client.delete(name)
+    b.client.rpush(name, "foreign")
+    before = namespace_state(b.client, b.store.prefix)
+    with pytest.raises(SnapshotCorruptError):
+        b.store.commit(_full_unit(b, 1), inbox=b.inbox, log=b.log)
+    assert namespace_state(b.client, b.store.prefix) == before
+
+
+def test_a_damaged_version_field_is_snapshot_corrupt_not_a_crash(b: Backends) -> None:
+    b.store.save("order:1", snap(), expected_version=0)
+    b.client.hset(layout_of(b.store).snapshot("order:1"), "v", "garbage")
+    before = namespace_state(b.client, b.store.prefix)
+    with pytest.raises(SnapshotCorruptError):
+        b.store.load("order:1")
+    with pytest.raises(SnapshotCorruptError):
+        b.store.commit(unit("order:1", 1, snap(items=1)))
+    assert namespace_state(b.client, b.store.prefix) == before
+
+
+def test_a_commit_retried_with_the_same_id_is_replayed_not_reapplied(b: Backends) -> None:
+    b.inbox.claim(claim_req())
+    u = _full_unit(b, 0)
+    first = b.store.commit(u, inbox=b.inbox, log=b.log)
+    after_first = namespace_state(b.client, b.store.prefix)
+    again = b.store.commit(u, inbox=b.inbox, log=b.log)
+    assert again.replayed and again.version == first.version == 1
+    assert again.updated_ms == first.updated_ms
+    assert namespace_state(b.client, b.store.prefix) == after_first
+    assert [r.seq for r in b.log.read("order:1")] == [1, 2]
+
+
+def test_a_commit_without_snapshot_on_an_absent_key_creates_no_record(b: Backends) -> None:
+    """Marks and log records alone must not leave a half record behind."""
+    c = claim_req()
+    b.inbox.claim(c)
+    u = unit(
+        "order:1",
+        0,
+        None,
+        marks=(InboxMark(c, {"refused": True}, 60_000),),
+        log_entries=(entry("NOPE", accepted=False),),
+        timer_failures={},
+    )
+    result = b.store.commit(u, inbox=b.inbox, log=b.log)
+    assert result.version == 0
+    assert b.store.load("order:1") is None
+    assert list(b.store.list_keys()) == []
+    assert b.inbox.get("acct", "order:1", "k1")["state"] == "done"
+    assert b.store.save("order:1", snap(), expected_version=0) == 1
+
+
+def test_open_with_a_lock_ttl_of_zero_is_refused_before_any_write(b: Backends) -> None:
+    before = namespace_state(b.client, b.store.prefix)
+    with pytest.raises((StoreError, ValueError)):
+        b.store.open(OpenRequest("order:1", "tok", 0, (claim_req(),)), inbox=b.inbox)
+    assert namespace_state(b.client, b.store.prefix) == before
+
+
+# --- removal, listing, timers, log ------------------------------------------------
+
+
+def _index_keys(b: Backends, key: str) -> list[str]:
+    layout = layout_of(b.store)
+    return layout.index_keys(layout.bucket(key))
+
+
+def test_delete_and_forget_replies(b: Backends) -> None:
+    layout = layout_of(b.store)
+    b.inbox.claim(claim_req())
+    b.store.commit(_full_unit(b, 0), inbox=b.inbox, log=b.log)
+    bk = layout.bucket("order:1")
+    delete_keys = [layout.snapshot("order:1"), layout.floors(bk), *layout.index_keys(bk)]
+    forget_keys = [
+        *delete_keys,
+        layout.lock("order:1"),
+        layout.log("order:1"),
+        layout.log_index(bk),
+    ]
+    b.store.acquire_lock("order:1", "tok", 5_000)
+    assert raw_script(b.client, "DELETE")(keys=delete_keys, args=["order:1"]) == 1
+    assert raw_script(b.client, "DELETE")(keys=delete_keys, args=["order:1"]) == 0
+    assert b.client.hget(layout.floors(bk), "order:1") == b"1"
+    assert raw_script(b.client, "FORGET")(keys=forget_keys, args=["order:1"]) == [0, 0, 1, 2]
+    assert b.client.exists(layout.log("order:1"), layout.lock("order:1")) == 0
+    assert b.client.zscore(layout.log_index(bk), "order:1") is None
+
+
+def test_due_list_page_prune_and_timer_failure_replies(b: Backends) -> None:
+    layout = layout_of(b.store)
+    b.store.commit(unit("t", 0, snap(), next_due_ms=1_000, state_ids=("order", "order.cart")))
+    bk = layout.bucket("t")
+    ik, sp = layout.index_keys(bk), layout.snapshot_prefix(bk)
+    assert raw_script(b.client, "DUE")(keys=ik, args=[5_000, 10, sp]) == [b"t", b"1000"]
+    assert raw_script(b.client, "DUE")(keys=ik, args=[999, 10, sp]) == []
+    page = raw_script(b.client, "LIST_PAGE")
+    assert page(keys=ik, args=[2, "[", "[\xff", 10, 0, sp]) == [b"t"]
+    head = "order.cart" + SEP
+    assert page(keys=ik, args=[4, "[" + head, "[" + head + "\xff", 10, len(head), sp]) == [b"t"]
+    assert raw_script(b.client, "PRUNE_EXPIRED")(keys=ik, args=[10, sp]) == 0
+    rtf = raw_script(b.client, "RECORD_TIMER_FAILURE")
+    tf_keys = [layout.snapshot("t"), layout.due(bk), layout.dead(bk)]
+    fail = json.dumps({"e": TimerFailure(3, 0, dead=True).to_dict()})
+    assert rtf(keys=tf_keys, args=["t", 2, fail, "", "1"]) == 0
+    assert rtf(keys=tf_keys, args=["t", 1, fail, "", "1"]) == 1
+    assert b.client.zcard(layout.due(bk)) == 0 and b.client.zcard(layout.dead(bk)) == 1
+
+
+def test_log_append_and_purge_replies(b: Backends) -> None:
+    layout = layout_of(b.store)
+    keys = [layout.log("k"), layout.log_index(layout.bucket("k"))]
+    append = raw_script(b.client, "LOG_APPEND")
+    e = ops._entry_args(entry(ts=1_000))
+    assert append(keys=keys, args=["k", 0, 0, 1, *e]) == 1
+    assert append(keys=keys, args=["k", 5, 0, 1, *e]) == 5
+    assert append(keys=keys, args=["k", 5, 0, 1, *e]) == -1
+    assert append(keys=keys, args=["k", 0, 0, 2, *ops._entry_args(entry(ts=9_000))]) == 6
+    purge = raw_script(b.client, "LOG_PURGE")
+    assert purge(keys=keys, args=["k", 5_000, 1]) == [1, 1]
+    assert purge(keys=keys, args=["k", 5_000, 10]) == [1, 0]
+    assert b.client.zscore(keys[1], "k") == 9_000
+    assert append(keys=keys, args=["k", 0, 0, 2, *e]) == 7
