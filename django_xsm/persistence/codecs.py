@@ -23,8 +23,10 @@ from django_xsm.exceptions import InvalidConfigError, SnapshotCorruptError
 __all__ = ["FernetCodec", "JsonCodec", "loads_tagged", "to_json_ready"]
 
 # The tag key marks an encoded non-JSON value; a user dict that happens to
-# contain it is wrapped as {"$xsm": "dict", "v": {...}} so decoding never
-# mistakes user data for a tag.
+# contain it is stored as {"$xsm": "dict", "v": [[key, value], ...]} so
+# decoding never mistakes user data for a tag. Pairs, not a nested object:
+# json's object_hook runs innermost first, so a nested object holding the
+# tag key would be decoded as a tag before its wrapper is seen.
 _TAG = "$xsm"
 
 
@@ -54,7 +56,7 @@ def to_json_ready(value: Any, path: str = "$") -> Any:
                     "object keys must be strings (convert it yourself)"
                 )
             out[k] = to_json_ready(v, f"{path}.{k}")
-        return _tag("dict", out) if _TAG in out else out
+        return _tag("dict", [[k, v] for k, v in out.items()]) if _TAG in out else out
     if isinstance(value, list):
         return [to_json_ready(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, tuple):
@@ -87,7 +89,8 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "uuid": uuid.UUID,
     "bytes": lambda v: base64.b64decode(v.encode("ascii")),
     "tuple": tuple,
-    "dict": lambda v: v,
+    # A list of pairs; a plain object is the first cut's format, kept readable.
+    "dict": lambda v: dict(v) if isinstance(v, list) else v,
 }
 
 
