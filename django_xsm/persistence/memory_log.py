@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+import json
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
 
 from .base import validate_key, wall_to_ms
+from .codecs import loads_tagged
 from .records import LogEntry, TransitionRecord
 
 __all__ = ["MemoryLog"]
@@ -26,6 +30,9 @@ class MemoryLog:
         self._last: dict[str, int] = {}
 
     def _add(self, record: TransitionRecord) -> int:
+        # Store what Redis would hand back: a private copy whose tagged
+        # values (Decimal, datetime...) read back as Python values.
+        record = dataclasses.replace(record, payload=_round_trip(record.payload))
         rows = self._records.setdefault(record.key, [])
         rows.append(record)
         self._last[record.key] = record.seq
@@ -87,3 +94,9 @@ class MemoryLog:
         """Records held per key (for tests and inspection)."""
         with self._lock:
             return {k: len(v) for k, v in self._records.items()}
+
+
+def _round_trip(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """``payload`` is JSON-ready (tagged), as ``AuditPlugin`` produces it."""
+    value = loads_tagged(json.dumps(dict(payload), separators=(",", ":")))
+    return value if isinstance(value, dict) else {}
