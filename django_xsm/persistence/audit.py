@@ -69,8 +69,10 @@ def redact(value: Any, fragments: Iterable[str] = DEFAULT_REDACT) -> Any:
             k: REDACTED if isinstance(k, str) and _is_sensitive(k, frozen) else redact(v, frozen)
             for k, v in value.items()
         }
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return [redact(v, frozen) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact(v, frozen) for v in value)
     return value
 
 
