@@ -3,14 +3,16 @@
 A client built here from a URL gets 5 s socket and connect timeouts, so an
 unreachable or paused server surfaces as ``StoreUnavailableError`` within
 that time instead of hanging. A client passed in keeps its own settings.
-redis-py retries commands after connection errors and timeouts by default;
-the commit script recognises a retried commit by its id.
+redis-py may retry commands after connection errors and timeouts (clients
+built with ``redis.Redis(...)`` do by default); the commit script recognises
+a retried commit by its id.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +38,11 @@ __all__ = [
 
 DEFAULT_TIMEOUT_S = 5.0
 SOURCES: dict[str, str] = {name: getattr(scripts, name) for name in scripts.__all__}
+#: SHA1 of each script, as EVALSHA wants it (computed here: no round trip).
+SHAS: dict[str, str] = {
+    name: hashlib.sha1(src.encode(), usedforsecurity=False).hexdigest()
+    for name, src in SOURCES.items()
+}
 _URL_SCHEMES = ("redis", "rediss", "unix")
 _url_clients: dict[str, redis.Redis] = {}
 _url_lock = threading.Lock()
@@ -105,13 +112,39 @@ def same_server(a: Any, b: Any) -> bool:
     return type(pa) is type(pb) and all(ka.get(k) == kb.get(k) for k in keys)
 
 
+def _evalsha(call: Call) -> tuple[Any, ...]:
+    return (SHAS[call.script], len(call.keys), *call.keys, *call.args)
+
+
+def _eval(call: Call) -> tuple[Any, ...]:
+    return (SOURCES[call.script], len(call.keys), *call.keys, *call.args)
+
+
+def _missing(replies: list[Any]) -> list[int]:
+    """Positions of pipelined script calls that met an empty script cache."""
+    return [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+
+
+def _checked(replies: list[Any]) -> list[Any]:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+# NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) means the script did
+# not run. The recovery is EVAL with the source, which runs the script and
+# caches it in one step: "SCRIPT LOAD, then EVALSHA again" would fail when
+# another client flushes in between. In a pipeline only the calls that met
+# NOSCRIPT are sent again; everything else already ran and is not repeated.
+# https://redis.io/docs/latest/develop/interact/programmability/eval-intro/
+
+
 class SyncDriver:
     """Runs core generators on a blocking client."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        # register_script computes the SHA locally: no round trip here.
-        self.scripts = {name: client.register_script(src) for name, src in SOURCES.items()}
 
     def run(self, op: Generator[Any, Any, Any], key: str | None = None) -> Any:
         with translate_errors(key):
@@ -124,34 +157,36 @@ class SyncDriver:
 
     def _exec(self, request: Any) -> Any:
         if isinstance(request, Call):
-            return self.scripts[request.script](keys=request.keys, args=request.args)
+            try:
+                return self.client.evalsha(*_evalsha(request))
+            except NoScriptError:
+                return self.client.eval(*_eval(request))
         if isinstance(request, Cmd):
             return self.client.execute_command(request.name, *request.args)
         assert isinstance(request, Many)
         return self._pipeline(request.requests)
 
-    def _pipeline(self, requests: tuple[Any, ...]) -> list[Any]:
+    def _send(self, requests: Sequence[Call | Cmd], *, by_source: bool) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for r in requests:
+            if isinstance(r, Call):
+                pipe.execute_command(
+                    *(("EVAL", *_eval(r)) if by_source else ("EVALSHA", *_evalsha(r)))
+                )
+            else:
+                pipe.execute_command(r.name, *r.args)
+        return list(pipe.execute(raise_on_error=False))
+
+    def _pipeline(self, requests: tuple[Call | Cmd, ...]) -> list[Any]:
         if not requests:
             return []
-        for attempt in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            for r in requests:
-                if isinstance(r, Call):
-                    sha = self.scripts[r.script].sha
-                    pipe.evalsha(sha, len(r.keys), *r.keys, *r.args)
-                else:
-                    pipe.execute_command(r.name, *r.args)
-            replies = pipe.execute(raise_on_error=False)
-            if attempt == 0 and any(isinstance(x, NoScriptError) for x in replies):
-                # SCRIPT FLUSH happened: load what this batch needs, retry once
-                for name in {r.script for r in requests if isinstance(r, Call)}:
-                    self.client.script_load(SOURCES[name])
-                continue
-            break
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        return list(replies)
+        replies = self._send(requests, by_source=False)
+        missing = _missing(replies)
+        if missing:
+            again = self._send([requests[i] for i in missing], by_source=True)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return _checked(replies)
 
 
 class AsyncDriver:
@@ -159,7 +194,6 @@ class AsyncDriver:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self.scripts = {name: client.register_script(src) for name, src in SOURCES.items()}
 
     async def run(self, op: Generator[Any, Any, Any], key: str | None = None) -> Any:
         with translate_errors(key):
@@ -172,29 +206,33 @@ class AsyncDriver:
 
     async def _exec(self, request: Any) -> Any:
         if isinstance(request, Call):
-            return await self.scripts[request.script](keys=request.keys, args=request.args)
+            try:
+                return await self.client.evalsha(*_evalsha(request))
+            except NoScriptError:
+                return await self.client.eval(*_eval(request))
         if isinstance(request, Cmd):
             return await self.client.execute_command(request.name, *request.args)
         assert isinstance(request, Many)
         return await self._pipeline(request.requests)
 
-    async def _pipeline(self, requests: tuple[Any, ...]) -> list[Any]:
+    async def _send(self, requests: Sequence[Call | Cmd], *, by_source: bool) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for r in requests:
+            if isinstance(r, Call):
+                pipe.execute_command(
+                    *(("EVAL", *_eval(r)) if by_source else ("EVALSHA", *_evalsha(r)))
+                )
+            else:
+                pipe.execute_command(r.name, *r.args)
+        return list(await pipe.execute(raise_on_error=False))
+
+    async def _pipeline(self, requests: tuple[Call | Cmd, ...]) -> list[Any]:
         if not requests:
             return []
-        for attempt in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            for r in requests:
-                if isinstance(r, Call):
-                    pipe.evalsha(self.scripts[r.script].sha, len(r.keys), *r.keys, *r.args)
-                else:
-                    pipe.execute_command(r.name, *r.args)
-            replies = await pipe.execute(raise_on_error=False)
-            if attempt == 0 and any(isinstance(x, NoScriptError) for x in replies):
-                for name in {r.script for r in requests if isinstance(r, Call)}:
-                    await self.client.script_load(SOURCES[name])
-                continue
-            break
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        return list(replies)
+        replies = await self._send(requests, by_source=False)
+        missing = _missing(replies)
+        if missing:
+            again = await self._send([requests[i] for i in missing], by_source=True)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return _checked(replies)
