@@ -79,7 +79,7 @@ class Adapter:
 
         def send_event(event_type: str, wait: bool = False, **payload: Any) -> Any:
             # django-xsm always returns a receipt; ``wait`` has no meaning here
-            return send(event_type, **payload)
+            return send(event_type, **payload) if payload else send(event_type)
 
         def close() -> None:
             return None

@@ -25,8 +25,9 @@ from .model import (
     Transition,
     _set,
 )
+from .problems import path_join, raise_problems, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
-from .transitions import RAISE, path_join, raise_problems, suggest
+from .transitions import RAISE
 
 __all__ = ["Compiled", "compile_chart"]
 

@@ -14,15 +14,10 @@ from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
 
+from .problems import check_json_depth, freeze, raise_problems, suggest
+from .problems import path_join as _join
 from .specs import ActionSpec, Problems, StateSpec
-from .transitions import (
-    check_json_depth,
-    parse_actions,
-    parse_transitions,
-    raise_problems,
-    suggest,
-)
-from .transitions import path_join as _join
+from .transitions import parse_actions, parse_transitions
 
 __all__ = [
     "DEFAULT_MACHINE_ID",
@@ -133,7 +128,7 @@ def parse_config(config: object) -> ParsedConfig:
     root = StateSpec(machine_id, "", None, 0)
     _walk(config, root, problems)
     raise_problems(problems)
-    frozen = _freeze(dict(config, id=machine_id, version=version))
+    frozen = freeze(dict(config, id=machine_id, version=version))
     return ParsedConfig(root, machine_id, version, dict(context), frozen)
 
 
@@ -395,7 +390,7 @@ def _parse_doc_keys(raw: Mapping[str, Any], spec: StateSpec, problems: Problems)
         else:
             problems.append(("'description' must be a string", _join(path, "description"), ""))
     if "meta" in raw and check_json_depth(raw["meta"], _join(path, "meta"), problems):
-        spec.meta = _freeze(raw["meta"])
+        spec.meta = freeze(raw["meta"])
     if "tags" in raw:
         tags = raw["tags"]
         if isinstance(tags, str):
@@ -410,18 +405,3 @@ def _parse_doc_keys(raw: Mapping[str, Any], spec: StateSpec, problems: Problems)
                     "",
                 )
             )
-
-
-def _freeze(value: Any) -> Any:
-    """Read-only deep copy: dicts become mapping proxies, lists tuples.
-
-    Depth was checked by the caller for the user data parts; the state tree
-    itself is capped by MAX_STATE_DEPTH, so recursion stays shallow.
-    """
-    from types import MappingProxyType
-
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    return value

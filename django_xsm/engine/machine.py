@@ -13,10 +13,10 @@ from .context import copy_context
 from .events import INIT_EVENT_TYPE, Event, to_event
 from .instance import ACTIVE, Instance
 from .model import StateNode, Transition
+from .problems import suggest
 from .results import ActionCall, TransitionResult
 from .snapshot import load_state, snapshot_of, structure_hash
 from .steps import MicroPlan, compute_plan, macrostep
-from .transitions import suggest
 from .values import ConfigurationCache, build_match_index
 
 __all__ = ["Machine", "MachineLogic", "create_machine"]

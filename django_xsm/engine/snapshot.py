@@ -184,7 +184,7 @@ def _migrate(machine: Machine, data: Mapping[str, Any], version: str) -> Mapping
             )
         current = result
     raise MigrationError(
-        f"No migration turns a {machine.id!r} snapshot of version {found!r} into "
+        f"No migration turns snapshot version {found!r} of {machine.id!r} into "
         f"version {machine.version!r}",
         machine_id=machine.id,
         found_version=found,

@@ -18,72 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError
-
 from .events import is_valid_descriptor
+from .problems import check_json_depth, path_join, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
 
-__all__ = [
-    "MAX_JSON_DEPTH",
-    "check_json_depth",
-    "parse_actions",
-    "parse_transitions",
-    "path_join",
-    "raise_problems",
-    "suggest",
-]
+__all__ = ["RAISE", "parse_actions", "parse_transitions"]
 
-MAX_JSON_DEPTH = 100
 RAISE = "xstate.raise"
 TRANSITION_KEYS = frozenset(
     {"target", "actions", "guard", "cond", "reenter", "description", "meta"}
 )
-_SIMPLE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-$")
-
-
-def path_join(base: str, key: object) -> str:
-    """JSON path: ``a.b`` for plain keys, ``a["x.*"]`` otherwise, ``a[0]`` for ints."""
-    if isinstance(key, int):
-        return f"{base}[{key}]"
-    text = str(key)
-    if text and all(c in _SIMPLE for c in text):
-        return f"{base}.{text}" if base else text
-    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{base}["{quoted}"]'
-
-
-def raise_problems(problems: Problems) -> None:
-    """Raise one InvalidConfigError for the first problem, listing all."""
-    if not problems:
-        return
-    message, path, hint = problems[0]
-    listing = tuple(
-        f"{p}: {m}" + (f" ({h})" if h else "") if p else m + (f" ({h})" if h else "")
-        for m, p, h in problems
-    )
-    if len(problems) > 1:
-        message = f"{message} [and {len(problems) - 1} more problem(s), see .problems]"
-    raise InvalidConfigError(message, path=path, hint=hint, problems=listing)
-
-
-def check_json_depth(
-    value: Any, path: str, problems: Problems, limit: int = MAX_JSON_DEPTH
-) -> bool:
-    """Iteratively check that dicts/lists nest at most ``limit`` levels."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth >= limit:
-            problems.append((f"Data is nested more than {limit} levels deep", path, "flatten it"))
-            return False
-        stack.extend((c, depth + 1) for c in children)
-    return True
 
 
 def parse_transitions(raw: Mapping[str, Any], spec: StateSpec, problems: Problems) -> None:
@@ -396,12 +340,3 @@ def _raise_action(value: Mapping[str, Any], path: str, problems: Problems) -> li
         return [ActionSpec(RAISE, None, path, dict(event))]
     problems.append(('xstate.raise needs an event: a type string or {"type": ..., ...}', epath, ""))
     return []
-
-
-def suggest(word: str, choices: Any) -> str:
-    """``"did you mean 'x'?"`` or ``""`` (difflib is imported only on error)."""
-    import difflib
-
-    names = [c for c in choices if isinstance(c, str)]
-    close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else ""
