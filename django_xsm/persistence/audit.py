@@ -145,8 +145,10 @@ def replay(
     timestamp, and checks every record: raises
     ``ReplayDivergenceError(field=...)`` when ``from_state``, ``accepted`` or
     ``to_state`` differ, and ``field="seq"`` when the log was trimmed so the
-    records needed do not start right after ``after_seq``. Redacted payload
-    fields replay as ``"[redacted]"``.
+    records needed do not start right after ``after_seq``. Given a
+    :class:`StoredRecord`, records its version already contains (an
+    ``after_seq`` too small) raise ``field="version"`` instead of being
+    applied twice. Redacted payload fields replay as ``"[redacted]"``.
     """
     records = _read_all(log, key, after_seq)
     now = [records[0].timestamp_ms if records else 0]
@@ -159,6 +161,8 @@ def replay(
     else:
         data = snapshot.snapshot if isinstance(snapshot, StoredRecord) else snapshot
         instance = machine.restore(data, clock=clock)
+    # Records up to this version are in the snapshot already.
+    floor = snapshot.version if isinstance(snapshot, StoredRecord) else None
     expected_seq = after_seq + 1
     for record in records:
         if record.seq != expected_seq:
@@ -176,6 +180,15 @@ def replay(
                 actual=instance.value,
             )
         receipt = instance.send(record.event_type, **dict(record.payload))
+        # A record of the snapshot's own version that changes the state was
+        # produced by the commit that wrote the snapshot (a commit that
+        # changes the state bumps the version); an older one, always.
+        if floor is not None and (
+            record.version < floor or (record.version == floor and receipt.changed)
+        ):
+            raise ReplayDivergenceError(
+                key, seq=record.seq, field="version", expected=floor + 1, actual=record.version
+            )
         checks = (
             ("accepted", record.accepted, receipt.accepted),
             ("to_state", record.to_state, instance.value),
