@@ -13,6 +13,7 @@ block's :class:`~django_xsm.persistence.records.CommitUnit`.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -114,13 +115,23 @@ def wall_to_ms(when: float | int | _dt.datetime) -> int:
                 path="until_wall",
                 hint="pass an aware datetime (tzinfo=UTC) or time.time()",
             )
-        return int(when.timestamp() * 1000)
+        return _seconds_to_ms(when.timestamp())
     if isinstance(when, bool) or not isinstance(when, int | float):
         raise InvalidConfigError(
             f"Expected seconds since the epoch, got {type(when).__name__}",
             path="until_wall",
         )
-    return int(when * 1000)
+    return _seconds_to_ms(when)
+
+
+def _seconds_to_ms(seconds: float) -> int:
+    # ``ms / 1000 * 1000`` is not always ``ms`` in binary floating point
+    # (1 in ~160 epoch values comes back a hair below), and truncating
+    # that would skip a deadline due exactly "now". Within a microsecond of
+    # a whole millisecond, take that millisecond; otherwise floor.
+    ms = seconds * 1000
+    nearest = round(ms)
+    return int(nearest) if abs(ms - nearest) < 1e-3 else math.floor(ms)
 
 
 @runtime_checkable
