@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django_xsm.exceptions import ConflictError, SnapshotCorruptError
+from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotCorruptError
 from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.records import (
@@ -111,6 +111,18 @@ def parse_record(
 # --- open ------------------------------------------------------------------------
 
 
+def same_instance(key: str, claim: ClaimRequest) -> ClaimRequest:
+    """``claim`` if it is for instance ``key``: rows live in the instance's
+    hash slot, so an open or a commit carries claims of its own key only."""
+    if claim.instance_key != key:
+        raise InvalidConfigError(
+            f"A claim for {claim.instance_key!r} cannot open or commit with {key!r}",
+            path="claims",
+            hint="claim through the inbox of that instance instead",
+        )
+    return claim
+
+
 def _claim_args(layout: KeyLayout, claim: ClaimRequest) -> tuple[list[str], list[Any]]:
     bucket = layout.bucket(claim.instance_key)
     keys = [layout.inbox(claim.scope, claim.instance_key), layout.inbox_expiry(bucket)]
@@ -128,7 +140,7 @@ def open_call(layout: KeyLayout, request: OpenRequest) -> Call:
     keys = [layout.snapshot(key), layout.lock(key), layout.floors(layout.bucket(key))]
     args: list[Any] = [key, request.lock_token, request.lock_ttl_ms, len(request.claims)]
     for claim in request.claims:
-        ck, ca = _claim_args(layout, claim)
+        ck, ca = _claim_args(layout, same_instance(key, claim))
         keys += ck
         args += ca
     return Call("OPEN", keys, args)
@@ -217,6 +229,8 @@ def commit_call(
 
     marks = unit.marks if with_inbox else ()
     releases = unit.releases if with_inbox else ()
+    for claim in (*(m.claim for m in marks), *(r.claim for r in releases)):
+        same_instance(key, claim)
     entries = unit.log_entries if with_log else ()
     failures = unit.timer_failures
     args: list[Any] = [
