@@ -168,13 +168,21 @@ class DueTimerScanner:
                 if not due:
                     result.stale += 1
                     return result
+                fired, lag = 0, 0
                 for deadline in due:
                     firing = deadline
                     receipt = block.send(deadline.event_type, reason="timer")
                     if receipt.accepted:
-                        result.fired += 1
-                        result.max_lag_ms = max(result.max_lag_ms, now_ms - deadline.due_ms)
-                firing = None
+                        fired += 1
+                        lag = max(lag, now_ms - deadline.due_ms)
+                # A commit that fails (a context the codec refuses, a snapshot
+                # over the size limit) is the first fire's failure: it backs
+                # off and dead-letters like one instead of failing every scan.
+                firing = due[0]
+            # Counted only once the fires are durable: a commit that lost to
+            # another scanner is stale, not fired.
+            result.fired += fired
+            result.max_lag_ms = max(result.max_lag_ms, lag)
         except (ConflictError, InstanceNotFoundError):
             result.stale += 1  # another scanner (or a user event) got there first
         except LockTimeoutError:
