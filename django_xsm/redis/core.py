@@ -286,8 +286,16 @@ class StoreCore:
         calls = tuple(
             Call(
                 "LIST_PAGE",
-                layout.index_keys(b),
-                [index, lo, hi, limit, len(head.encode()), layout.snapshot_prefix(b)],
+                layout.prune_keys(b),
+                [
+                    index,
+                    lo,
+                    hi,
+                    limit,
+                    len(head.encode()),
+                    layout.snapshot_prefix(b),
+                    layout.log_prefix(b),
+                ],
             )
             for b in range(layout.buckets)
         )
@@ -304,7 +312,11 @@ class StoreCore:
             raise InvalidConfigError(f"limit must be a positive int, got {limit!r}", path="limit")
         layout = yield from self.state.ensure()
         calls = tuple(
-            Call("DUE", layout.index_keys(b), [until, limit, layout.snapshot_prefix(b)])
+            Call(
+                "DUE",
+                layout.prune_keys(b),
+                [until, limit, layout.snapshot_prefix(b), layout.log_prefix(b)],
+            )
             for b in range(layout.buckets)
         )
         replies = yield Many(calls)
@@ -348,7 +360,11 @@ class StoreCore:
     def prune_expired(self, limit: int) -> Op:
         layout = yield from self.state.ensure()
         calls = tuple(
-            Call("PRUNE_EXPIRED", layout.index_keys(b), [limit, layout.snapshot_prefix(b)])
+            Call(
+                "PRUNE_EXPIRED",
+                layout.prune_keys(b),
+                [limit, layout.snapshot_prefix(b), layout.log_prefix(b)],
+            )
             for b in range(layout.buckets)
         )
         replies = yield Many(calls)

@@ -20,7 +20,8 @@ key                        type    holds
 ``{p:b}:due``              zset    key scored by its next due time (ms)
 ``{p:b}:dead``             zset    keys with dead-lettered timers (parked ms)
 ``{p:b}:exp``              zset    key scored by its idle expiry (``ttl_s``)
-``{p:b}:lidx``             zset    key scored by its oldest log record (ms)
+``{p:b}:lidx``             zset    key scored by its oldest log record (ms);
+                                   pruned with the key once its stream is gone
 ``{p:b}:in:<scope>``       hash    idempotency rows ``<key> \\0 <idem key>``
 ``{p:b}:inx``              zset    ``<inbox hash key> \\0 <field>`` by expiry
 ``{p}:schema``             hash    ``layout``, ``buckets``: the schema marker
@@ -109,6 +110,10 @@ class KeyLayout:
         """``snapshot(key) == snapshot_prefix(bucket(key)) + key``."""
         return f"{self.tag(bucket)}:s:"
 
+    def log_prefix(self, bucket: int) -> str:
+        """``log(key) == log_prefix(bucket(key)) + key``."""
+        return f"{self.tag(bucket)}:log:"
+
     def lock(self, key: str) -> str:
         return f"{self.tag_of(key)}:l:{key}"
 
@@ -168,3 +173,8 @@ class KeyLayout:
             self.dead(bucket),
             self.expiry(bucket),
         ]
+
+    def prune_keys(self, bucket: int) -> list[str]:
+        """KEYS of the scripts that prune dead keys (DUE, LIST_PAGE,
+        PRUNE_EXPIRED): the index keys, then the log index."""
+        return [*self.index_keys(bucket), self.log_index(bucket)]

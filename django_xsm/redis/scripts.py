@@ -85,6 +85,12 @@ local function unindex(I, key)
   if info then drop_members(I, key, info); redis.call('HDEL', I[1], key) end
   for j = 2, 7 do if j ~= 3 and j ~= 4 then redis.call('ZREM', I[j], key) end end
 end
+-- a key whose snapshot is gone: out of every index, and out of the log
+-- index too once its log stream has gone with it (ttl_s expires both)
+local function prune(I, key, lidx, log_prefix)
+  unindex(I, key)
+  if redis.call('EXISTS', log_prefix .. key) == 0 then redis.call('ZREM', lidx, key) end
+end
 local function reindex(I, key, machine, states)
   local info = machine
   if states ~= '' then info = machine .. '\0' .. states end
@@ -480,15 +486,16 @@ return {snap, due, lock, records}
 """
 )
 
-# KEYS[1..7] index keys of one bucket; ARGV[1] until ms, ARGV[2] limit,
-# ARGV[3] snapshot key prefix of the bucket
+# KEYS[1..7] index keys of one bucket, KEYS[8] its log index;
+# ARGV[1] until ms, ARGV[2] limit, ARGV[3] snapshot key prefix of the bucket,
+# ARGV[4] log key prefix of the bucket
 # returns {key, due, key, due...} earliest first; keys whose snapshot has
 # expired are pruned from every index instead of returned
 DUE = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
-local err = bad_type(index_types(I))
+local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
 if err then return err end
 local limit = tonumber(ARGV[2])
 local out, offset = {}, 0
@@ -501,7 +508,7 @@ while #out < 2 * limit do
       if #out < 2 * limit then out[#out + 1] = rows[i]; out[#out + 1] = rows[i + 1] end
       offset = offset + 1
     else
-      unindex(I, rows[i])
+      prune(I, rows[i], KEYS[8], ARGV[4])
     end
   end
   if #rows < 2 * limit then break end
@@ -510,15 +517,16 @@ return out
 """
 )
 
-# KEYS[1..7] index keys of one bucket; ARGV[1] index number to read (2 idx,
-# 3 midx, 4 sidx), ARGV[2] lex min, ARGV[3] lex max, ARGV[4] limit,
-# ARGV[5] member prefix length to strip, ARGV[6] snapshot key prefix
+# KEYS[1..7] index keys of one bucket, KEYS[8] its log index;
+# ARGV[1] index number to read (2 idx, 3 midx, 4 sidx), ARGV[2] lex min,
+# ARGV[3] lex max, ARGV[4] limit, ARGV[5] member prefix length to strip,
+# ARGV[6] snapshot key prefix, ARGV[7] log key prefix
 # returns up to limit live keys in lexicographic order (dead ones pruned)
 LIST_PAGE = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
-local err = bad_type(index_types(I))
+local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
 if err then return err end
 local index = I[tonumber(ARGV[1])]
 local limit = tonumber(ARGV[4])
@@ -532,7 +540,7 @@ while #out < limit do
     if redis.call('EXISTS', ARGV[6] .. key) == 1 then
       if #out < limit then out[#out + 1] = key end
     else
-      unindex(I, key)
+      prune(I, key, KEYS[8], ARGV[7])
       redis.call('ZREM', index, m)
     end
   end
@@ -543,19 +551,20 @@ return out
 """
 )
 
-# KEYS[1..7] index keys of one bucket; ARGV[1] limit, ARGV[2] snapshot key
-# prefix; prunes keys whose idle expiry passed; returns how many
+# KEYS[1..7] index keys of one bucket, KEYS[8] its log index; ARGV[1] limit,
+# ARGV[2] snapshot key prefix, ARGV[3] log key prefix
+# prunes keys whose idle expiry passed; returns how many
 PRUNE_EXPIRED = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
-local err = bad_type(index_types(I))
+local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
 if err then return err end
 local now = now_ms()
 local keys = redis.call('ZRANGEBYSCORE', I[7], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local n = 0
 for _, key in ipairs(keys) do
-  if redis.call('EXISTS', ARGV[2] .. key) == 0 then unindex(I, key); n = n + 1
+  if redis.call('EXISTS', ARGV[2] .. key) == 0 then prune(I, key, KEYS[8], ARGV[3]); n = n + 1
   else redis.call('ZREM', I[7], key) end
 end
 return n
