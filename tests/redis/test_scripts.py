@@ -399,11 +399,6 @@ def test_open_with_a_lock_ttl_of_zero_is_refused_before_any_write(b: Backends) -
 # --- removal, listing, timers, log ------------------------------------------------
 
 
-def _index_keys(b: Backends, key: str) -> list[str]:
-    layout = layout_of(b.store)
-    return layout.index_keys(layout.bucket(key))
-
-
 def test_delete_and_forget_replies(b: Backends) -> None:
     layout = layout_of(b.store)
     b.inbox.claim(claim_req())
@@ -429,14 +424,16 @@ def test_due_list_page_prune_and_timer_failure_replies(b: Backends) -> None:
     layout = layout_of(b.store)
     b.store.commit(unit("t", 0, snap(), next_due_ms=1_000, state_ids=("order", "order.cart")))
     bk = layout.bucket("t")
-    ik, sp = layout.index_keys(bk), layout.snapshot_prefix(bk)
-    assert raw_script(b.client, "DUE")(keys=ik, args=[5_000, 10, sp]) == [b"t", b"1000"]
-    assert raw_script(b.client, "DUE")(keys=ik, args=[999, 10, sp]) == []
+    pk, sp, lp = layout.prune_keys(bk), layout.snapshot_prefix(bk), layout.log_prefix(bk)
+    assert pk == [*layout.index_keys(bk), layout.log_index(bk)]
+    assert sp + "t" == layout.snapshot("t") and lp + "t" == layout.log("t")
+    assert raw_script(b.client, "DUE")(keys=pk, args=[5_000, 10, sp, lp]) == [b"t", b"1000"]
+    assert raw_script(b.client, "DUE")(keys=pk, args=[999, 10, sp, lp]) == []
     page = raw_script(b.client, "LIST_PAGE")
-    assert page(keys=ik, args=[2, "[", "[\xff", 10, 0, sp]) == [b"t"]
+    assert page(keys=pk, args=[2, "[", "[\xff", 10, 0, sp, lp]) == [b"t"]
     head = "order.cart" + SEP
-    assert page(keys=ik, args=[4, "[" + head, "[" + head + "\xff", 10, len(head), sp]) == [b"t"]
-    assert raw_script(b.client, "PRUNE_EXPIRED")(keys=ik, args=[10, sp]) == 0
+    assert page(keys=pk, args=[4, "[" + head, "[" + head + "\xff", 10, len(head), sp, lp]) == [b"t"]
+    assert raw_script(b.client, "PRUNE_EXPIRED")(keys=pk, args=[10, sp, lp]) == 0
     rtf = raw_script(b.client, "RECORD_TIMER_FAILURE")
     tf_keys = [layout.snapshot("t"), layout.due(bk), layout.dead(bk)]
     fail = json.dumps({"e": TimerFailure(3, 0, dead=True).to_dict()})
