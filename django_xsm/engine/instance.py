@@ -44,7 +44,6 @@ class _Marker:
         return self.name
 
 
-_REFUSED = _Marker("REFUSED")  # cached: nothing happens for this event here
 _DYNAMIC = _Marker("DYNAMIC")  # cached: guards or deadlines decide each time
 _UNCHANGED = _Marker("UNCHANGED")
 
@@ -142,9 +141,9 @@ class Core:
     # -- selection ---------------------------------------------------------
 
     def _selection(self, cfg: Configuration, event_type: str) -> Any:
-        """Cached per configuration and event type: ``_REFUSED``, a
-        :class:`MicroPlan` (static and history-free), a tuple of
-        transitions (static, history-dependent) or ``_DYNAMIC``."""
+        """Cached per configuration and event type: the :class:`Receipt` of a
+        refused event, a :class:`MicroPlan` (static and history-free), a
+        tuple of transitions (static, history-dependent) or ``_DYNAMIC``."""
         entry: Any
         if event_type.startswith(AFTER_PREFIX):
             entry = _DYNAMIC
@@ -155,7 +154,7 @@ class Core:
                 entry = _DYNAMIC
             else:
                 if not found:
-                    entry = _REFUSED
+                    entry = Receipt(event_type, False, False, ACTIVE, cfg, ())
                 elif any(uses_history(t) for t in found):
                     entry = tuple(found)
                 else:
@@ -171,7 +170,7 @@ class Core:
         return entry
 
     def _resolve(self, cfg: Configuration, entry: Any, event: Event) -> MicroPlan | None:
-        if entry is _REFUSED:
+        if type(entry) is Receipt:
             return None
         if type(entry) is MicroPlan:
             return entry
@@ -284,8 +283,10 @@ class Instance(Core):
                 ctx.update(before)
                 raise
             return entry.receipts[ctx != before]
-        if entry is _REFUSED:
-            return self._refuse(etype, strict)
+        if type(entry) is Receipt:  # refused here, whatever the guards say
+            if strict:
+                raise EventNotAcceptedError(etype, value=cfg.value())
+            return entry
         return self._send_general(
             event if event is not None else Event(etype, payload), entry, strict
         )

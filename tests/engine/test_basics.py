@@ -226,3 +226,25 @@ def test_receipt_is_immutable_and_value_is_a_copy(order: Any) -> None:
     value["a"] = "mutated"
     assert instance.value == {"a": {}, "b": {}}
     assert "Receipt(event_type='ADD'" in repr(receipt)
+
+
+def test_cached_refusals_and_plans_still_honour_strict_and_guards() -> None:
+    machine = create_machine(
+        {
+            "id": "g",
+            "initial": "a",
+            "context": {"open": False},
+            "states": {"a": {"on": {"GO": {"target": "b", "guard": "is_open"}}}, "b": {}},
+        },
+        logic=MachineLogic(guards={"is_open": lambda c, e: c["open"]}),
+    )
+    inst = machine.start()
+    for _ in range(3):
+        assert inst.send("NOPE").accepted is False
+        assert inst.send("GO").accepted is False
+    with pytest.raises(EventNotAcceptedError):
+        inst.send("NOPE", strict=True)
+    with pytest.raises(EventNotAcceptedError):
+        inst.send("GO", strict=True)
+    inst.context["open"] = True  # guards read the live context every time
+    assert inst.send("GO", strict=True).value == "b"
