@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django_xsm.engine import Deadline
 from django_xsm.exceptions import (
     ConflictError,
     InstanceNotFoundError,
@@ -36,7 +37,7 @@ from django_xsm.exceptions import (
 from .locks import LockStrategy
 from .records import StoredRecord, TimerFailure
 from .runtime import persisted
-from .timer_state import failure_key, next_due_ms
+from .timer_state import INSTANCE_FAILURE, failure_key, next_due_ms
 
 __all__ = ["DueTimerScanner", "ScanResult"]
 
@@ -192,18 +193,40 @@ class DueTimerScanner:
         except Exception as exc:
             result.errors += 1
             result.failed_keys.append(key)
-            if firing is None:  # failed before any event ran (unknown machine...)
-                logger.warning("xsm timer scan of %r failed: %s", key, exc)
+            if firing is None:  # could not open it (unknown machine, migration...)
+                self._record_open_failure(key, exc, now_ms, result)
             else:
-                self._record_failure(key, version, failures, deadlines, firing, exc, now_ms, result)
+                fk = failure_key(firing)
+                self._record_failure(key, version, failures, deadlines, fk, exc, now_ms, result)
         return result
 
     @staticmethod
     def _ready(deadline: Any, failures: Mapping[str, TimerFailure], now_ms: int) -> bool:
         if deadline.due_ms > now_ms:
             return False
-        failure = failures.get(failure_key(deadline))
-        return failure is None or (not failure.dead and failure.next_attempt_ms <= now_ms)
+        for failure in (failures.get(INSTANCE_FAILURE), failures.get(failure_key(deadline))):
+            if failure is not None and (failure.dead or failure.next_attempt_ms > now_ms):
+                return False
+        return True
+
+    def _record_open_failure(
+        self, key: str, exc: BaseException, now_ms: int, result: ScanResult
+    ) -> None:
+        """Back the whole instance off, so keys that cannot be opened do not
+        sit at the head of the due index and starve every other timer."""
+        try:
+            record = self.store.load(key)
+            raw = record.snapshot.get("deadlines", ()) if record is not None else ()
+            deadlines = tuple(Deadline.from_dict(d) for d in raw)
+        except Exception as load_exc:  # undecodable: nothing to fence the bookkeeping on
+            logger.warning("xsm timer scan of %r failed: %s (%s)", key, exc, load_exc)
+            return
+        if record is None:
+            return
+        failures = dict(record.timer_failures)
+        self._record_failure(
+            key, record.version, failures, deadlines, INSTANCE_FAILURE, exc, now_ms, result
+        )
 
     def _record_failure(
         self,
@@ -211,12 +234,11 @@ class DueTimerScanner:
         version: int,
         failures: dict[str, TimerFailure],
         deadlines: tuple[Any, ...],
-        deadline: Any,
+        fk: str,
         exc: BaseException,
         now_ms: int,
         result: ScanResult,
     ) -> None:
-        fk = failure_key(deadline)
         previous = failures.get(fk)
         attempts = (previous.attempts if previous else 0) + 1
         dead = attempts >= self.max_attempts
@@ -231,7 +253,7 @@ class DueTimerScanner:
             result.dead_lettered += 1
         logger.warning(
             "xsm timer %s of %r failed (attempt %d/%d%s): %s",
-            deadline.event_type,
+            "open" if fk == INSTANCE_FAILURE else fk.partition(":")[2],
             key,
             attempts,
             self.max_attempts,
