@@ -1,0 +1,294 @@
+"""System checks (``manage.py check``; ``--deploy`` adds the deploy ones).
+
+Errors
+  ``xsm.E001`` the XSM setting is invalid (unknown key, wrong type or value)
+  ``xsm.E002`` ``PREFIX`` missing or not 1-64 of ``A-Z a-z 0-9 _ . - : /``
+  ``xsm.E003`` both ``REDIS_URL`` and ``CACHE_ALIAS`` are set
+  ``xsm.E004`` ``REDIS_URL`` is not a ``redis://``, ``rediss://`` or ``unix://`` URL
+  ``xsm.E005`` ``CACHE_ALIAS`` names no cache in ``CACHES``
+  ``xsm.E006`` ``CACHE_ALIAS`` is not an unsharded django-redis cache
+  ``xsm.E007`` a machine of ``MACHINES`` cannot be loaded
+  ``xsm.E008`` no Redis configured and ``DEBUG`` is off (no embedded default)
+  ``xsm.E009`` the embedded default needs fakeredis and lupa
+  ``xsm.E010`` ``ACTOR``, ``IDEMPOTENCY.PRINCIPAL`` or ``CODEC`` cannot be imported
+
+Warnings
+  ``xsm.W001`` ``LOCK_TTL_MS`` is shorter than the request timeout
+  ``xsm.W002`` ``IDEMPOTENCY.LEASE_S`` is shorter than the request timeout
+  ``xsm.W003`` ``MACHINES`` is empty
+  ``xsm.W004`` ``EMBEDDED`` is forced on while ``DEBUG`` is off
+  ``xsm.W005`` the ``CACHE_ALIAS`` client has no socket timeouts
+
+Deploy (``--deploy``)
+  ``xsm.W010`` ``REDIS_URL`` is plaintext ``redis://`` to a non-local host
+  ``xsm.W011`` the store is the in-process embedded fakeredis
+
+The request timeout is ``XSM['REQUEST_TIMEOUT_S']`` when set, else what
+can be read from the environment: ``--timeout`` in ``GUNICORN_CMD_ARGS`` or
+``UWSGI_HARAKIRI``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.apps import AppConfig
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from django_xsm import conf, stores
+from django_xsm.persistence.base import validate_prefix
+
+__all__ = ["check_deploy", "check_settings", "detect_request_timeout"]
+
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+_GUNICORN_TIMEOUT = re.compile(r"(?:--timeout(?:=|\s+)|(?<!\S)-t\s*)(\d+)")
+
+
+def detect_request_timeout(s: conf.XsmSettings) -> tuple[float, str] | None:
+    """The request timeout in seconds and where it was found, or None."""
+    if s.request_timeout_s is not None:
+        return float(s.request_timeout_s), "XSM['REQUEST_TIMEOUT_S']"
+    found = _GUNICORN_TIMEOUT.search(os.environ.get("GUNICORN_CMD_ARGS", ""))
+    if found and int(found.group(1)) > 0:  # gunicorn: 0 disables the timeout
+        return float(found.group(1)), "GUNICORN_CMD_ARGS --timeout"
+    harakiri = os.environ.get("UWSGI_HARAKIRI", "")
+    if harakiri.isdigit() and int(harakiri) > 0:
+        return float(harakiri), "UWSGI_HARAKIRI"
+    return None
+
+
+def _prefix(s: conf.XsmSettings) -> list[CheckMessage]:
+    if s.prefix is None:
+        return [
+            Error(
+                "XSM['PREFIX'] is not set",
+                hint="set a namespace for this application's keys, e.g. XSM = {'PREFIX': 'shop'}",
+                id="xsm.E002",
+            )
+        ]
+    try:
+        validate_prefix(s.prefix)
+    except ValueError as exc:
+        return [Error(f"XSM['PREFIX'] is invalid: {exc}", id="xsm.E002")]
+    return []
+
+
+def _connection(s: conf.XsmSettings) -> list[CheckMessage]:
+    out: list[CheckMessage] = []
+    if s.redis_url and s.cache_alias:
+        out.append(
+            Error(
+                "XSM sets both REDIS_URL and CACHE_ALIAS",
+                hint="keep one: REDIS_URL for a dedicated client, CACHE_ALIAS to share a "
+                "django-redis pool",
+                id="xsm.E003",
+            )
+        )
+    if s.redis_url:
+        try:
+            parts = urlsplit(s.redis_url)
+            parts.port  # noqa: B018  (raises ValueError for a bad port)
+            scheme_ok = parts.scheme in ("redis", "rediss", "unix")
+        except ValueError:
+            scheme_ok, parts = False, None
+        if not scheme_ok:
+            # Never echo the URL: it may carry a password.
+            scheme = parts.scheme if parts is not None else "?"
+            out.append(
+                Error(
+                    f"XSM['REDIS_URL'] is not a usable Redis URL (scheme {scheme or 'missing'!r})",
+                    hint="use redis://host:6379/0, rediss://host:6380/0 (TLS) or "
+                    "unix:///path/redis.sock",
+                    id="xsm.E004",
+                )
+            )
+    if s.cache_alias:
+        problem = stores.cache_alias_problem(s.cache_alias)
+        if problem is not None:
+            unknown = problem.startswith("there is no cache")
+            out.append(
+                Error(
+                    f"XSM['CACHE_ALIAS']: {problem}",
+                    id="xsm.E005" if unknown else "xsm.E006",
+                )
+            )
+        else:
+            out.extend(_cache_timeouts(s.cache_alias))
+    if not (s.redis_url or s.cache_alias):
+        out.extend(_embedded(s))
+    return out
+
+
+def _cache_timeouts(alias: str) -> list[CheckMessage]:
+    from django.conf import settings
+
+    options = settings.CACHES[alias].get("OPTIONS") or {}
+    if options.get("SOCKET_TIMEOUT") and options.get("SOCKET_CONNECT_TIMEOUT"):
+        return []
+    return [
+        Warning(
+            f"Cache {alias!r} sets no SOCKET_TIMEOUT / SOCKET_CONNECT_TIMEOUT",
+            hint="without them a request waits forever on an unreachable Redis; set both "
+            "in the cache's OPTIONS (e.g. 5)",
+            id="xsm.W005",
+        )
+    ]
+
+
+def _embedded(s: conf.XsmSettings) -> list[CheckMessage]:
+    if not s.uses_embedded:
+        return [
+            Error(
+                "XSM has no Redis configured and DEBUG is off",
+                hint="set XSM['REDIS_URL'] (or CACHE_ALIAS); the in-process fakeredis default "
+                "keeps state in one process only and runs only with DEBUG=True "
+                "(or XSM['EMBEDDED']=True, e.g. in tests)",
+                id="xsm.E008",
+            )
+        ]
+    out: list[CheckMessage] = []
+    missing = [m for m in ("fakeredis", "lupa") if importlib.util.find_spec(m) is None]
+    if missing:
+        out.append(
+            Error(
+                f"The embedded XSM store needs {' and '.join(missing)}",
+                hint="pip install 'django-xsm[embedded]', or set XSM['REDIS_URL']",
+                id="xsm.E009",
+            )
+        )
+    if s.embedded and not s.debug:
+        out.append(
+            Warning(
+                "XSM['EMBEDDED'] is True while DEBUG is off: state lives in this process only",
+                hint="fine for tests; in production set XSM['REDIS_URL']",
+                id="xsm.W004",
+            )
+        )
+    return out
+
+
+def _callables(s: conf.XsmSettings) -> list[CheckMessage]:
+    out: list[CheckMessage] = []
+    for name, path in (
+        ("XSM['ACTOR']", s.actor),
+        ("XSM['IDEMPOTENCY']['PRINCIPAL']", s.idempotency.principal),
+        ("XSM['CODEC']", s.codec),
+    ):
+        if path is None:
+            continue
+        try:
+            found: Any = import_string(path)
+        except ImportError as exc:
+            out.append(Error(f"{name}: cannot import {path!r}: {exc}", id="xsm.E010"))
+            continue
+        if not callable(found) and not hasattr(found, "encode"):
+            out.append(Error(f"{name}: {path!r} is not callable", id="xsm.E010"))
+    return out
+
+
+def _machines(s: conf.XsmSettings) -> list[CheckMessage]:
+    from django_xsm.registry import machines
+
+    if not s.machines:
+        return [
+            Warning(
+                "XSM['MACHINES'] is empty",
+                hint="register machines by name, e.g. {'order': 'orders.machines.order'}",
+                id="xsm.W003",
+            )
+        ]
+    return [
+        Error(problem.text, hint=problem.hint or None, id="xsm.E007")
+        for problem in machines.problems
+    ]
+
+
+def _timeouts(s: conf.XsmSettings) -> list[CheckMessage]:
+    found = detect_request_timeout(s)
+    if found is None:
+        return []
+    timeout, source = found
+    out: list[CheckMessage] = []
+    if s.lock_ttl_ms / 1000 < timeout:
+        out.append(
+            Warning(
+                f"XSM['LOCK_TTL_MS'] ({s.lock_ttl_ms} ms) is shorter than the request timeout "
+                f"({timeout:g} s, from {source})",
+                hint="a pessimistic lock (and, by default, an idempotency claim) can expire "
+                "while a slow request still runs; its commit then fails with 409. Raise "
+                "LOCK_TTL_MS above the request timeout",
+                id="xsm.W001",
+            )
+        )
+    lease = s.idempotency.lease_s
+    if lease is not None and lease < timeout:
+        out.append(
+            Warning(
+                f"XSM['IDEMPOTENCY']['LEASE_S'] ({lease:g} s) is shorter than the request "
+                f"timeout ({timeout:g} s, from {source})",
+                hint="a retry can start while the first attempt still runs (the version fence "
+                "still prevents a double commit); raise LEASE_S above the request timeout",
+                id="xsm.W002",
+            )
+        )
+    return out
+
+
+@register("xsm")
+def check_settings(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Every non-deploy check (see the module docstring)."""
+    try:
+        s = conf.get_settings()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), hint="see docs/settings.md", id="xsm.E001")]
+    return [
+        *_prefix(s),
+        *_connection(s),
+        *_callables(s),
+        *_machines(s),
+        *_timeouts(s),
+    ]
+
+
+@register("xsm", deploy=True)
+def check_deploy(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Checks that only matter in production (``check --deploy``)."""
+    try:
+        s = conf.get_settings()
+    except ImproperlyConfigured:
+        return []  # reported as xsm.E001 by check_settings
+    out: list[CheckMessage] = []
+    if s.redis_url:
+        try:
+            parts = urlsplit(s.redis_url)
+            host = parts.hostname or ""
+        except ValueError:
+            parts, host = None, ""
+        if parts is not None and parts.scheme == "redis" and host not in _LOCAL_HOSTS:
+            out.append(
+                Warning(
+                    "XSM['REDIS_URL'] talks plaintext redis:// to a remote host",
+                    hint="use rediss:// (TLS) unless the network path is private and trusted",
+                    id="xsm.W010",
+                )
+            )
+    elif not s.cache_alias and s.uses_embedded:
+        out.append(
+            Warning(
+                "The XSM store is the embedded in-process fakeredis",
+                hint="every worker has its own state, lost on restart; set XSM['REDIS_URL']",
+                id="xsm.W011",
+            )
+        )
+    return out

@@ -1,0 +1,281 @@
+"""``@stateful_view``: one persisted instance per request, committed once.
+
+::
+
+    @stateful_view("order", key="order:{order_id}")
+    def pay(request, order_id, *, instance):
+        instance.send("PAY", amount=request.POST["amount"])
+        return JsonResponse({"state": instance.value})
+
+What a decorated view may rely on:
+
+* The instance is opened before the view runs and committed after it
+  returns: lock, idempotency claim and load in one Redis round trip, the
+  snapshot, deadlines, idempotency mark, transition log and unlock in one
+  more (DESIGN §4). A view that raises writes nothing.
+* ``Idempotency-Key`` (methods in ``idempotent``, default
+  ``XSM['IDEMPOTENCY']['REQUIRED']``; optional but honoured on other unsafe
+  methods) is claimed at open, scoped to the request's principal and
+  fingerprinted by method, path, content type and body. The response
+  (status, content type, Location, body up to ``MAX_RESPONSE_BYTES``) is
+  stored with the commit and replayed to a retry with
+  ``Idempotent-Replayed: true``; a view that committed nothing releases the
+  key, so a retry runs again.
+* Sends are strict by default (``strict=True``): an event the current
+  state does not take is a 409 and nothing is written.
+* With the optimistic lock, a version conflict at commit **runs the view
+  again** on a fresh load, up to ``retries`` times (default
+  ``CONFLICT_RETRIES``), then answers 409 + ``Retry-After``. Keep side
+  effects out of the view body (send them from ``post_transition``, which
+  fires only after a durable commit) or make them idempotent.
+* Errors become the responses of :mod:`django_xsm.http`.
+
+Sync views run on the process's sync client, ``async def`` views on the
+event loop's asyncio client; both behave the same.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from asgiref.sync import iscoroutinefunction
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, HttpResponseBase
+
+from django_xsm import conf, http
+from django_xsm.exceptions import InvalidConfigError, XsmError
+from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
+from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.locks import LockStrategy
+
+from .middleware import RequestInfo, get_request_info
+from .registry import MachineEntry, machines
+
+__all__ = ["stateful_view"]
+
+V = TypeVar("V", bound=Callable[..., Any])
+KeyFn = Callable[[HttpRequest, tuple[Any, ...], dict[str, Any]], str]
+_UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _key_builder(key: str | Callable[..., str]) -> KeyFn:
+    if callable(key):
+        fn = key
+
+        def call(request: HttpRequest, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            return fn(request, *args, **kwargs)
+
+        return call
+    if not isinstance(key, str) or not key:
+        raise ImproperlyConfigured(
+            "stateful_view(key=...) must be a template such as 'order:{order_id}' or a "
+            "callable (request, *args, **kwargs) -> str"
+        )
+    fields: list[str] = []
+    for _literal, name, spec, conversion in string.Formatter().parse(key):
+        if name is None:
+            continue
+        # Plain names only: '{x.attr}' or '{x[0]}' would let a template reach
+        # into objects, and format specs hide what the key really is.
+        if not name.isidentifier() or spec or conversion:
+            raise ImproperlyConfigured(
+                f"stateful_view key template {key!r}: field {{{name}}} must be a plain "
+                "URL keyword argument name (no attributes, indexes or format specs)"
+            )
+        fields.append(name)
+
+    def build(request: HttpRequest, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        missing = [f for f in fields if f not in kwargs]
+        if missing:
+            raise ImproperlyConfigured(
+                f"stateful_view key template {key!r} needs the URL keyword argument "
+                f"{missing[0]!r}; this URL pattern passes {sorted(kwargs) or 'none'}"
+            )
+        return key.format_map({f: kwargs[f] for f in fields})
+
+    return build
+
+
+def _methods(idempotent: Iterable[str] | bool | None) -> frozenset[str] | None:
+    if idempotent is None:
+        return None  # read from settings per request, so overrides apply
+    if idempotent is True:
+        return _UNSAFE
+    if idempotent is False:
+        return frozenset()
+    if isinstance(idempotent, str):
+        idempotent = [idempotent]
+    methods = frozenset(m.upper() for m in idempotent)
+    wrong = sorted(methods - _UNSAFE)
+    if wrong:
+        raise ImproperlyConfigured(
+            f"stateful_view(idempotent=...): {wrong[0]} cannot carry an idempotency key; "
+            "use POST, PUT, PATCH or DELETE"
+        )
+    return methods
+
+
+class _Call:
+    """Everything one request needs before the block opens."""
+
+    __slots__ = ("entry", "fingerprint", "idempotency_key", "info", "key")
+
+    def __init__(
+        self,
+        entry: MachineEntry,
+        key: str,
+        info: RequestInfo,
+        idempotency_key: str | None,
+        fingerprint: str,
+    ) -> None:
+        self.entry = entry
+        self.key = key
+        self.info = info
+        self.idempotency_key = idempotency_key
+        self.fingerprint = fingerprint
+
+
+def stateful_view(
+    machine: str,
+    *,
+    key: str | Callable[..., str],
+    create: bool = True,
+    lock: str | LockStrategy | None = None,
+    strict: bool = True,
+    idempotent: Iterable[str] | bool | None = None,
+    retries: int | None = None,
+) -> Callable[[V], V]:
+    """Run the view inside a persisted block of ``machines[machine]``.
+
+    ``key``: a template over the URL kwargs (``"order:{order_id}"``) or a
+    callable ``(request, *args, **kwargs) -> str``. ``create=False``: 404
+    when the instance does not exist. ``lock``: ``"optimistic"``,
+    ``"pessimistic"``, a strategy, or None for ``XSM['LOCK']``. ``strict``:
+    refuse (409) events the current state does not take. ``idempotent``:
+    methods that require an ``Idempotency-Key`` (None: the setting; True:
+    every unsafe method; False: none). ``retries``: optimistic conflict
+    re-runs (None: ``CONFLICT_RETRIES``).
+
+    The view is called as ``view(request, *args, instance=block, **kwargs)``.
+    """
+    build_key = _key_builder(key)
+    required = _methods(idempotent)
+    if not (
+        lock is None or isinstance(lock, LockStrategy) or lock in ("optimistic", "pessimistic")
+    ):
+        raise ImproperlyConfigured(
+            f"stateful_view(lock={lock!r}): use 'optimistic', 'pessimistic' or a LockStrategy"
+        )
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    ):
+        raise ImproperlyConfigured(f"stateful_view(retries={retries!r}) must be an int >= 0")
+
+    def prepare(
+        request: HttpRequest, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _Call | HttpResponseBase:
+        if "instance" in kwargs:
+            raise ImproperlyConfigured(
+                "stateful_view passes the instance as 'instance'; rename the URL kwarg"
+            )
+        info = get_request_info(request)
+        entry = machines[machine]
+        instance_key = build_key(request, args, kwargs)
+        if not isinstance(instance_key, str):
+            raise ImproperlyConfigured(
+                f"stateful_view key callable returned {type(instance_key).__name__}, not str"
+            )
+        try:
+            validate_key(instance_key)
+        except InvalidConfigError as exc:
+            return http.invalid_key_response(request, exc.message)
+        methods = conf.get_settings().idempotency.required if required is None else required
+        idem = info.key_for(request.method or "GET", methods)
+        fingerprint = http.request_fingerprint(request) if idem is not None else ""
+        return _Call(entry, instance_key, info, idem, fingerprint)
+
+    def options(call: _Call) -> dict[str, Any]:
+        return {
+            "actor": call.info.actor,
+            "idempotency_key": call.idempotency_key,
+            "fingerprint": call.fingerprint,
+            "principal": call.info.principal if call.idempotency_key is not None else "",
+            "create": create,
+            "strict": strict,
+            "lock": lock,
+            "correlation_id": call.info.correlation_id,
+        }
+
+    def attempts() -> int:
+        return 1 + (conf.get_settings().conflict_retries if retries is None else retries)
+
+    def remember(block: Any, call: _Call, response: Any, view: Callable[..., Any]) -> None:
+        if not isinstance(response, HttpResponseBase):
+            raise ValueError(
+                f"The view {view.__module__}.{view.__qualname__} didn't return an "
+                f"HttpResponse object. It returned {type(response).__name__} instead."
+            )
+        if call.idempotency_key is None:
+            return
+        render = getattr(response, "render", None)
+        if callable(render) and not getattr(response, "is_rendered", True):
+            render()  # inside the block: a template error commits nothing
+        limit = conf.get_settings().idempotency.max_response_bytes
+        block.set_result(http.capture_response(response, limit))
+
+    def decorate(view: V) -> V:
+        if iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    call = prepare(request, args, kwargs)
+                    if isinstance(call, HttpResponseBase):
+                        return call
+                    await call.info.aresolve()
+
+                    async def attempt() -> Any:
+                        async with call.entry.objects.aopen(call.key, **options(call)) as block:
+                            if block.duplicate:
+                                return http.replay_response(block.replayed_result, request)
+                            response = await view(request, *args, instance=block, **kwargs)
+                            remember(block, call, response, view)
+                        return response
+
+                    return await aretry_on_conflict(attempt, attempts=attempts())
+                except XsmError as exc:
+                    response = http.error_response(exc, request)
+                    if response is None:
+                        raise
+                    return response
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            try:
+                call = prepare(request, args, kwargs)
+                if isinstance(call, HttpResponseBase):
+                    return call
+
+                def attempt() -> Any:
+                    with call.entry.objects.open(call.key, **options(call)) as block:
+                        if block.duplicate:
+                            return http.replay_response(block.replayed_result, request)
+                        response = view(request, *args, instance=block, **kwargs)
+                        remember(block, call, response, view)
+                    return response
+
+                return retry_on_conflict(attempt, attempts=attempts())
+            except XsmError as exc:
+                response = http.error_response(exc, request)
+                if response is None:
+                    raise
+                return response
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

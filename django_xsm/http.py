@@ -1,0 +1,255 @@
+"""Every HTTP status django-xsm answers with, in one place.
+
+=========================================  ======  ===========================
+situation                                  status  headers / problem type
+=========================================  ======  ===========================
+Idempotency-Key missing (required) / bad   400     ``idempotency-key``
+instance key from the URL is invalid       400     ``invalid-key``
+finished duplicate                         stored  ``Idempotent-Replayed: true``
+duplicate still in flight                  409     ``Retry-After``, ``in-flight``
+same key, different request                422     ``idempotency-mismatch``
+event not accepted / guard refused         409     ``event-not-accepted``
+version conflict after retries             409     ``Retry-After``, ``conflict``
+pessimistic lock busy                      409     ``Retry-After``, ``locked``
+instance required but absent               404     ``not-found``
+store unavailable                          503     ``Retry-After``, ``unavailable``
+any other XsmError (DEBUG=False)           500     ``internal``
+=========================================  ======  ===========================
+
+Bodies are RFC 9457 ``application/problem+json`` (``type``, ``title``,
+``status``, ``detail`` plus extension members such as ``retry_after``) for
+API clients; a client that asks for HTML without JSON gets the same text
+as ``text/plain``. Details are the errors' own messages, which never carry
+a host, port or password (the Redis layer strips them).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http.request import RawPostDataException
+
+from django_xsm.exceptions import (
+    ConflictError,
+    EventNotAcceptedError,
+    IdempotencyInFlightError,
+    IdempotencyKeyError,
+    IdempotencyMismatchError,
+    InstanceNotFoundError,
+    LockTimeoutError,
+    StoreUnavailableError,
+    XsmError,
+)
+
+__all__ = [
+    "PROBLEM_BASE",
+    "REPLAYED_HEADER",
+    "capture_response",
+    "error_response",
+    "invalid_key_response",
+    "problem_response",
+    "replay_response",
+    "request_fingerprint",
+    "wants_json",
+]
+
+logger = logging.getLogger("django_xsm.http")
+
+#: Problem ``type`` URIs are this plus the slug (anchors of docs/http.md).
+PROBLEM_BASE = "https://github.com/django-xsm/django-xsm/blob/main/docs/http.md#"
+REPLAYED_HEADER = "Idempotent-Replayed"
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+#: Response headers stored with an idempotent response and replayed.
+REPLAYED_HEADERS = ("Location", "Content-Language", "Content-Disposition")
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    status: int
+    slug: str
+    title: str
+    retry: bool = False
+
+
+def _classify(exc: XsmError) -> _Row | None:
+    # Order matters: several classes share StoreError as a base.
+    if isinstance(exc, IdempotencyKeyError):
+        return _Row(400, "idempotency-key", "Invalid or missing idempotency key")
+    if isinstance(exc, IdempotencyInFlightError):
+        return _Row(409, "in-flight", "A request with this idempotency key is in flight", True)
+    if isinstance(exc, IdempotencyMismatchError):
+        return _Row(422, "idempotency-mismatch", "Idempotency key reused for another request")
+    if isinstance(exc, EventNotAcceptedError):
+        return _Row(409, "event-not-accepted", "Event not accepted in the current state")
+    if isinstance(exc, LockTimeoutError):
+        return _Row(409, "locked", "The instance is locked by another request", True)
+    if isinstance(exc, ConflictError):
+        return _Row(409, "conflict", "The instance was changed by another request", True)
+    if isinstance(exc, InstanceNotFoundError):
+        return _Row(404, "not-found", "No such instance")
+    if isinstance(exc, StoreUnavailableError):
+        return _Row(503, "unavailable", "The state store is unavailable", True)
+    return None
+
+
+def wants_json(request: HttpRequest | None) -> bool:
+    """False only for clients that accept HTML and not JSON (browsers)."""
+    if request is None:
+        return True
+    accept = request.META.get("HTTP_ACCEPT", "").lower()
+    return not ("text/html" in accept and "json" not in accept)
+
+
+def problem_response(
+    request: HttpRequest | None,
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    *,
+    retry_after: int | None = None,
+    **extensions: Any,
+) -> HttpResponse:
+    """An RFC 9457 problem response (or text/plain for HTML clients)."""
+    if wants_json(request):
+        body: dict[str, Any] = {
+            "type": PROBLEM_BASE + slug,
+            "title": title,
+            "status": status,
+            "detail": detail,
+        }
+        if retry_after is not None:
+            body["retry_after"] = retry_after
+        body.update({k: v for k, v in extensions.items() if v is not None})
+        response = HttpResponse(
+            json.dumps(body, default=str, ensure_ascii=False),
+            status=status,
+            content_type=PROBLEM_CONTENT_TYPE,
+        )
+    else:
+        response = HttpResponse(
+            f"{title}: {detail}\n", status=status, content_type="text/plain; charset=utf-8"
+        )
+    if retry_after is not None:
+        response["Retry-After"] = str(max(1, int(retry_after)))
+    return response
+
+
+def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse | None:
+    """The response for ``exc``, or None to let Django handle it (an
+    unmapped error while ``DEBUG`` is on, so the debug page shows it)."""
+    row = _classify(exc)
+    if row is None:
+        if settings.DEBUG:
+            return None
+        logger.error("Unhandled %s in a django-xsm view", type(exc).__name__, exc_info=exc)
+        return problem_response(
+            request, 500, "internal", "Internal error", "The server could not process the request"
+        )
+    retry = int(getattr(exc, "retry_after_s", 1) or 1) if row.retry else None
+    extra: dict[str, Any] = {}
+    if isinstance(exc, EventNotAcceptedError):
+        extra = {"event": exc.event_type, "state": exc.value}
+    elif isinstance(exc, IdempotencyMismatchError | IdempotencyInFlightError):
+        extra = {"idempotency_key": exc.idempotency_key}
+    elif isinstance(exc, ConflictError):
+        extra = {"key": exc.key, "expected_version": exc.expected, "actual_version": exc.actual}
+    elif isinstance(exc, InstanceNotFoundError | LockTimeoutError):
+        extra = {"key": exc.key}
+    # The message, not str(exc): hints speak to developers, not API clients.
+    return problem_response(
+        request, row.status, row.slug, row.title, exc.message, retry_after=retry, **extra
+    )
+
+
+def invalid_key_response(request: HttpRequest, detail: str) -> HttpResponse:
+    """400 for an instance key built from URL values that is not a valid key."""
+    return problem_response(request, 400, "invalid-key", "Invalid instance key", detail)
+
+
+# --- idempotent responses ------------------------------------------------------------
+
+
+def request_fingerprint(request: HttpRequest) -> str:
+    """SHA-256 over method, full path, content type and body: what makes a
+    retry "the same request" (same key + other fingerprint is a 422)."""
+    digest = hashlib.sha256()
+    for part in (request.method or "", request.get_full_path(), request.content_type or ""):
+        digest.update(part.encode("utf-8", "surrogateescape"))
+        digest.update(b"\0")
+    try:
+        digest.update(request.body)
+    except RawPostDataException:
+        # A multipart body was already streamed into POST/FILES (by CSRF
+        # middleware, say): hash what was parsed instead.
+        for name, values in sorted(request.POST.lists()):
+            digest.update(json.dumps([name, values]).encode())
+        for name, files in sorted(request.FILES.lists()):
+            digest.update(json.dumps([name, [(f.name, f.size) for f in files]]).encode())
+    return digest.hexdigest()
+
+
+def capture_response(response: HttpResponseBase, limit: int) -> dict[str, Any]:
+    """What a duplicate of this request gets back (JSON-ready): status,
+    content type, the replayed headers and the body (UTF-8 text, else
+    base64) when it is at most ``limit`` bytes and not streamed."""
+    stored: dict[str, Any] = {
+        "status": response.status_code,
+        "content_type": response.get("Content-Type", ""),
+        "headers": {h: response[h] for h in REPLAYED_HEADERS if h in response},
+        "body": None,
+        "encoding": "",
+    }
+    if getattr(response, "streaming", False):
+        stored["omitted"] = "streaming"
+        return stored
+    body: bytes = response.content  # type: ignore[attr-defined]
+    if len(body) > limit:
+        stored["omitted"] = f"body over {limit} bytes"
+        return stored
+    try:
+        stored["body"], stored["encoding"] = body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        stored["body"], stored["encoding"] = base64.b64encode(body).decode("ascii"), "base64"
+    return stored
+
+
+def replay_response(stored: Any, request: HttpRequest | None) -> HttpResponse:
+    """Rebuild the first attempt's response, marked ``Idempotent-Replayed``.
+
+    A body that was not stored (streamed or over the limit) replays as an
+    empty body with the original status and headers.
+    """
+    if not isinstance(stored, Mapping) or not isinstance(stored.get("status"), int):
+        response = problem_response(
+            request,
+            409,
+            "replay-unavailable",
+            "Duplicate request",
+            "This idempotency key was already used; its response was not stored",
+        )
+        response[REPLAYED_HEADER] = "true"
+        return response
+    raw = stored.get("body")
+    if raw is None:
+        body = b""
+    elif stored.get("encoding") == "base64":
+        body = base64.b64decode(raw)
+    else:
+        body = str(raw).encode("utf-8")
+    response = HttpResponse(
+        body, status=stored["status"], content_type=stored.get("content_type") or None
+    )
+    for name, value in dict(stored.get("headers") or {}).items():
+        if name in REPLAYED_HEADERS:
+            response[name] = value
+    response[REPLAYED_HEADER] = "true"
+    return response

@@ -1,0 +1,250 @@
+"""Transition signals and structured transition logging, as one plugin.
+
+:class:`TransitionPlugin` is part of every block the Django layer opens
+(views, ``machines[...].objects.open()``, the timer scanner). For each event
+it:
+
+* sends ``pre_transition`` before the engine runs it (a receiver may raise
+  to refuse it);
+* after the commit is durable, writes one log line per accepted event to
+  the ``django_xsm.transitions`` logger (INFO) and sends
+  ``post_transition``;
+* logs an event the current state did not take (``send()`` without
+  ``strict``) at INFO with ``accepted: false`` right away, since nothing
+  will be committed for it. Strict refusals raise
+  ``EventNotAcceptedError``; ``@stateful_view`` logs those.
+
+Every line carries the structured fields in ``record.xsm`` (a dict):
+``machine``, ``key``, ``event``, ``from``, ``to``, ``accepted``,
+``version``, ``seq``, ``actor``, ``correlation_id``. :class:`JsonFormatter`
+prints them as one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import threading
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django_xsm.persistence import Plugin, apersisted
+from django_xsm.persistence.block import PersistedInstance
+from django_xsm.persistence.records import CommitResult
+
+from .signals import post_transition, pre_transition
+
+__all__ = ["JsonFormatter", "TransitionPlugin", "log_refused", "send_deferred"]
+
+logger = logging.getLogger("django_xsm.transitions")
+
+
+@dataclass(slots=True)
+class _Pending:
+    event: str
+    payload: dict[str, Any]
+    from_state: Any
+    to_state: Any = None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def machine_name(block: PersistedInstance) -> str:
+    """The registered name of the block's machine (its id if unregistered)."""
+    from .registry import machines
+
+    machine_id = str(getattr(block.machine, "id", ""))
+    return machines.name_for_machine_id(machine_id) or machine_id
+
+
+def _fields(
+    block: PersistedInstance, item: _Pending, *, accepted: bool, version: int, seq: int
+) -> dict[str, Any]:
+    return {
+        "machine": machine_name(block),
+        "key": block.key,
+        "event": item.event,
+        "from": item.from_state,
+        "to": item.to_state,
+        "accepted": accepted,
+        "version": version,
+        "seq": seq,
+        "actor": block.actor,
+        "correlation_id": block.correlation_id,
+    }
+
+
+def _log(fields: Mapping[str, Any]) -> None:
+    if fields["accepted"]:
+        logger.info(
+            "%s %s: %s -> %s on %s (v%d)",
+            fields["machine"],
+            fields["key"],
+            _text(fields["from"]),
+            _text(fields["to"]),
+            fields["event"],
+            fields["version"],
+            extra={"xsm": dict(fields)},
+        )
+    else:
+        logger.info(
+            "%s %s: %s not accepted in %s (v%d)",
+            fields["machine"],
+            fields["key"],
+            fields["event"],
+            _text(fields["from"]),
+            fields["version"],
+            extra={"xsm": dict(fields)},
+        )
+
+
+def log_refused(
+    *,
+    machine: str,
+    key: str,
+    event: str,
+    state: Any,
+    version: int,
+    actor: str,
+    correlation_id: str,
+) -> None:
+    """The log line of a strict send that was refused (nothing committed)."""
+    _log(
+        {
+            "machine": machine,
+            "key": key,
+            "event": event,
+            "from": state,
+            "to": state,
+            "accepted": False,
+            "version": version,
+            "seq": 0,
+            "actor": actor,
+            "correlation_id": correlation_id,
+        }
+    )
+
+
+class TransitionPlugin(Plugin):
+    """Signals and log lines for every block (see the module docstring).
+
+    One instance may serve many blocks at once (the backend shares it):
+    per-block state is kept in weak dictionaries keyed by the block, so an
+    aborted block leaves nothing behind.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current: weakref.WeakKeyDictionary[PersistedInstance, _Pending] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._accepted: weakref.WeakKeyDictionary[PersistedInstance, list[_Pending]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._deferred: weakref.WeakKeyDictionary[PersistedInstance, list[dict[str, Any]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def before_send(
+        self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
+    ) -> None:
+        state = block.value
+        with self._lock:
+            self._current[block] = _Pending(event_type, dict(payload), state)
+        pre_transition.send(
+            sender=machine_name(block),
+            machine=machine_name(block),
+            key=block.key,
+            event=event_type,
+            payload=dict(payload),
+            state=state,
+            actor=block.actor,
+            correlation_id=block.correlation_id,
+            instance=block,
+        )
+
+    def after_send(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
+        with self._lock:
+            item = self._current.pop(block, None)
+        if item is None:
+            return
+        item.to_state = receipt.value
+        if receipt.accepted:
+            with self._lock:
+                self._accepted.setdefault(block, []).append(item)
+        else:
+            _log(_fields(block, item, accepted=False, version=block.version, seq=0))
+
+    def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        with self._lock:
+            items = self._accepted.pop(block, [])
+        is_async = isinstance(block.driver, apersisted)
+        for index, item in enumerate(items):
+            seq = result.first_seq + index if result.first_seq else 0
+            fields = _fields(block, item, accepted=True, version=result.version, seq=seq)
+            _log(fields)
+            kwargs = {
+                "machine": fields["machine"],
+                "key": block.key,
+                "event": item.event,
+                "payload": item.payload,
+                "from_state": item.from_state,
+                "to_state": item.to_state,
+                "version": result.version,
+                "seq": seq,
+                "actor": block.actor,
+                "correlation_id": block.correlation_id,
+            }
+            if is_async:
+                # Sync receivers must not block the event loop: the async
+                # driver awaits asend_robust() after the block (send_deferred).
+                with self._lock:
+                    self._deferred.setdefault(block, []).append(kwargs)
+            else:
+                # send_robust: the change is durable; a failing receiver is
+                # logged by Django (logger "django.dispatch") and must not
+                # turn a stored transition into an error response.
+                post_transition.send_robust(sender=fields["machine"], **kwargs)
+
+    async def send_deferred(self, block: PersistedInstance) -> None:
+        """Send the ``post_transition`` signals an async block committed."""
+        with self._lock:
+            items = self._deferred.pop(block, [])
+        for kwargs in items:
+            await post_transition.asend_robust(sender=kwargs["machine"], **kwargs)
+
+
+async def send_deferred(block: PersistedInstance) -> None:
+    """Await the deferred ``post_transition`` signals of an async block."""
+    for hook in block.hooks:
+        if isinstance(hook, TransitionPlugin):
+            await hook.send_deferred(block)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and, for
+    transition lines, every field of ``record.xsm``.
+
+    ``LOGGING = {"formatters": {"json": {"()": "django_xsm.transitions.JsonFormatter"}}}``
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "time": _dt.datetime.fromtimestamp(record.created, tz=_dt.UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        extra = getattr(record, "xsm", None)
+        if isinstance(extra, Mapping):
+            data.update(extra)
+        if record.exc_info:
+            data["exc_info"] = self.formatException(record.exc_info)
+        return json.dumps(data, default=str, ensure_ascii=False)

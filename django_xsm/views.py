@@ -1,0 +1,61 @@
+"""Liveness and readiness endpoints (mounted by ``django_xsm.urls``).
+
+``/_xsm/health`` answers 200 while the process can serve requests; it does
+no I/O, so a slow or absent Redis never gets a healthy worker restarted.
+``/_xsm/ready`` answers 200 when the store answers a PING and every
+configured machine loaded, else 503 with ``Retry-After``. Neither body ever
+names a host, port or credential.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+
+from django_xsm import stores
+from django_xsm.registry import machines
+
+__all__ = ["READY_RETRY_AFTER_S", "health", "ready"]
+
+#: Retry-After of a 503 from the readiness endpoint.
+READY_RETRY_AFTER_S = 5
+
+
+def _not_ready(reason: str) -> JsonResponse:
+    response = JsonResponse({"status": "unavailable", "reason": reason}, status=503)
+    response["Retry-After"] = str(READY_RETRY_AFTER_S)
+    return response
+
+
+@never_cache
+@require_safe
+def health(request: HttpRequest) -> JsonResponse:
+    """Liveness: 200 ``{"status": "ok"}``."""
+    return JsonResponse({"status": "ok"})
+
+
+@never_cache
+@require_safe
+def ready(request: HttpRequest) -> JsonResponse:
+    """Readiness: 200 with the store's latency, or 503 + Retry-After with
+    ``reason`` ``"configuration"`` or ``"store"``."""
+    try:
+        backend = stores.get_backend()
+        problems = machines.problems
+    except ImproperlyConfigured:
+        return _not_ready("configuration")
+    if problems:
+        return _not_ready("configuration")
+    info = backend.store.health()  # never raises, bounded by the socket timeout
+    if not info.get("ok"):
+        return _not_ready("store")
+    return JsonResponse(
+        {
+            "status": "ready",
+            "store": backend.description,
+            "latency_ms": info.get("latency_ms"),
+            "machines": machines.names(),
+        }
+    )
