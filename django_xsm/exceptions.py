@@ -27,6 +27,7 @@ __all__ = [
     "LockTimeoutError",
     "MicrostepLimitError",
     "MigrationError",
+    "ReentrantSendError",
     "ReplayDivergenceError",
     "SnapshotCorruptError",
     "SnapshotTooLargeError",
@@ -116,6 +117,20 @@ class MicrostepLimitError(XsmError, RuntimeError):
             f"{list(state_ids)!r}",
             hint="an eventless ('always') transition or raised event loops "
             "forever; add a guard that becomes false",
+        )
+
+
+class ReentrantSendError(XsmError, RuntimeError):
+    """``send()`` was called on an engine instance that is still processing
+    another event (an action sent to its own instance). Nothing was done."""
+
+    def __init__(self, event_type: str) -> None:
+        self.event_type = event_type
+        super().__init__(
+            f"send({event_type!r}) was called while the instance is still processing "
+            "another event",
+            hint="an action must not send to its own instance; queue an internal "
+            "event with {'type': 'xstate.raise', 'event': ...} instead",
         )
 
 
