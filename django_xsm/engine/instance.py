@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django_xsm.exceptions import EventNotAcceptedError, InvalidConfigError
+from django_xsm.exceptions import EventNotAcceptedError, InvalidConfigError, ReentrantSendError
 
 from .context import copy_data
 from .deadlines import Deadline, delay_ms
@@ -52,6 +52,7 @@ class Core:
     """Runtime state and the hooks the step functions call."""
 
     __slots__ = (
+        "_busy",
         "_cfg",
         "_clock",
         "_collect",
@@ -66,6 +67,7 @@ class Core:
     )
 
     _m: Machine
+    _busy: bool
     _cfg: Configuration
     _hist: dict[str, tuple[StateNode, ...]]
     _deadlines: tuple[Deadline, ...]
@@ -258,6 +260,8 @@ class Instance(Core):
         else:
             event = to_event(event_or_type, payload)
             etype = event.type
+        if self._busy:
+            raise ReentrantSendError(etype)
         cfg = self._cfg
         if self._status != ACTIVE:
             return self._refuse(etype, strict)
@@ -275,6 +279,7 @@ class Instance(Core):
                 event = Event(etype, payload)
             ctx = self._ctx
             before = copy_data(ctx)
+            self._busy = True
             try:
                 for action in entry.actions:
                     action.fn(self, ctx, event, action)  # type: ignore[misc]
@@ -282,6 +287,8 @@ class Instance(Core):
                 ctx.clear()
                 ctx.update(before)
                 raise
+            finally:
+                self._busy = False
             return entry.receipts[ctx != before]
         if type(entry) is Receipt:  # refused here, whatever the guards say
             if strict:
@@ -306,6 +313,7 @@ class Instance(Core):
         ctx = self._ctx
         before: Any = copy_data(ctx) if self._collect is None else _UNCHANGED
         self._step_now = None
+        self._busy = True
         try:
             plan = self._resolve(cfg, entry, event)
             if plan is None:
@@ -331,6 +339,8 @@ class Instance(Core):
                 ctx.clear()
                 ctx.update(before)
             raise
+        finally:
+            self._busy = False
         # changed == the snapshot differs (cheapest comparisons first)
         changed = (
             self._cfg.mask != cfg.mask

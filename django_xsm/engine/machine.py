@@ -239,6 +239,7 @@ class Machine:
             ("_status", ACTIVE),
             ("_collect", None),
             ("_cfg", self.configurations.get(0)),
+            ("_busy", False),
         ):
             object.__setattr__(inst, name, value)
         return inst
@@ -251,7 +252,11 @@ class Machine:
         return plan
 
     def _start(self, inst: Instance) -> list[Transition]:
-        return macrostep(inst, Event(INIT_EVENT_TYPE, {}), self._initial_plan())
+        object.__setattr__(inst, "_busy", True)
+        try:
+            return macrostep(inst, Event(INIT_EVENT_TYPE, {}), self._initial_plan())
+        finally:
+            object.__setattr__(inst, "_busy", False)
 
     def start(
         self,

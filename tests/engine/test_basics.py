@@ -248,3 +248,25 @@ def test_cached_refusals_and_plans_still_honour_strict_and_guards() -> None:
         inst.send("GO", strict=True)
     inst.context["open"] = True  # guards read the live context every time
     assert inst.send("GO", strict=True).value == "b"
+
+
+def test_sending_to_the_own_instance_from_an_action_is_refused() -> None:
+    from django_xsm.exceptions import ReentrantSendError
+
+    def resend(instance: Any, context: Any, event: Any, action: Any) -> None:
+        instance.send("OTHER")
+
+    for config in (
+        {"id": "r", "initial": "a", "states": {"a": {"on": {"GO": {"actions": "resend"}}}}},
+        {"id": "r", "initial": "a", "states": {"a": {"on": {"GO": "b"}}, "b": {"entry": "resend"}}},
+    ):
+        inst = create_machine(config, logic=MachineLogic(actions={"resend": resend})).start()
+        before = inst.snapshot()
+        with pytest.raises(ReentrantSendError) as info:
+            inst.send("GO")
+        assert info.value.event_type == "OTHER" and "xstate.raise" in str(info.value)
+        assert inst.snapshot() == before
+        assert inst.send("NOTHING").accepted is False  # usable afterwards
+    entry_sender = {"id": "s", "initial": "a", "states": {"a": {"entry": "resend"}}}
+    with pytest.raises(ReentrantSendError):
+        create_machine(entry_sender, logic=MachineLogic(actions={"resend": resend})).start()
