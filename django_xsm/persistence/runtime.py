@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from django_xsm.exceptions import LockTimeoutError, XsmError
+from django_xsm.exceptions import InvalidConfigError, LockTimeoutError, XsmError
 
 from .block import PersistedInstance, _SendClaim
 from .idempotency import ReplayedReceipt
@@ -31,6 +32,15 @@ from .locks import LockStrategy
 from .records import ClaimOutcome, ClaimRequest, CommitUnit, InboxRelease, OpenResult
 
 __all__ = ["apersisted", "persisted"]
+
+
+def _require_async(obj: Any, method: str, what: str, wanted: str) -> None:
+    if not inspect.iscoroutinefunction(getattr(obj, method, None)):
+        raise InvalidConfigError(
+            f"apersisted() needs {wanted}, got {type(obj).__name__}",
+            path=what,
+            hint="use persisted() with sync backends, or the async twin of this one",
+        )
 
 
 def _lock_timeout(block: PersistedInstance, busy_ms: int) -> LockTimeoutError:
@@ -222,6 +232,13 @@ class apersisted(_Common):
 
     def __init__(self, store: Any, key: str, machine: Any, **kwargs: Any) -> None:
         super().__init__(store, key, machine, is_async=True, **kwargs)
+        # A sync backend here would block the event loop or, worse, fail
+        # half way through a commit; refuse it before any I/O.
+        _require_async(store, "open", "store", "an AsyncStateStore such as AsyncRedisStore")
+        if self.inbox is not None:
+            _require_async(self.inbox, "claim", "inbox", "an async inbox such as AsyncRedisInbox")
+        if self.log is not None and not store.shares_commit(self.log):
+            _require_async(self.log, "append_next", "log", "an async log such as AsyncRedisLog")
 
     async def __aenter__(self) -> PersistedInstance:
         block = self.block
