@@ -1,0 +1,62 @@
+"""Self-contained settings for the Django-layer tests (pytest-django).
+
+The store is the embedded fakeredis (``EMBEDDED: True``, since pytest-django
+runs with ``DEBUG=False``); the ``backend`` fixture switches to a live
+server when ``XSM_REDIS_URL`` is set. The demo's order app is installed so
+its views and machine are tested too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "django-xsm-tests"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django_xsm",
+    "testproject.orders",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_xsm.middleware.XsmMiddleware",
+]
+
+ROOT_URLCONF = "tests.django.urls"
+SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
+    }
+]
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+XSM = {
+    "PREFIX": "xsmtest",
+    "EMBEDDED": True,
+    "MACHINES": {
+        "ticket": "tests.django.machines.ticket",
+        "order": "testproject.orders.machines.order",
+    },
+    "LOCK_TIMEOUT_S": 0.2,
+    "CONFLICT_RETRIES": 2,
+    "IDEMPOTENCY": {"MAX_RESPONSE_BYTES": 4096},
+}
+
+ORDERS_PAYMENT_TIMEOUT_MS = 60_000
+ORDERS_WEBHOOK_SECRET = "test-webhook-secret"
+ORDERS_TIMER_THREAD = False

@@ -1,0 +1,424 @@
+"""Every row of the HTTP table (DESIGN.md §6), for sync and async views, on
+fakeredis and on the live server."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from django_xsm.registry import machines
+from tests.django import views
+from tests.django.conftest import problem
+
+pytestmark = pytest.mark.django_db(transaction=False)
+
+SYNC_ASYNC = ["", "a"]
+
+
+def post(client: Any, url: str, key: str | None = None, data: Any = None, **headers: str) -> Any:
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    return client.post(
+        url, json.dumps(data or {}), content_type="application/json", headers=headers
+    )
+
+
+def count(tid: str) -> int:
+    return machines["ticket"].objects.get(f"ticket:{tid}").context["count"]
+
+
+# --- 400: the key ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_missing_required_key_is_400_and_runs_nothing(client: Any, backend: Any, prefix: str):
+    response = post(client, f"/t/k1/{prefix}bump")
+    assert response.status_code == 400
+    body = problem(response)
+    assert body["type"].endswith("#idempotency-key")
+    assert "Idempotency-Key" in body["detail"]
+    assert views.CALLS[f"{prefix}bump"] == 0
+    assert not machines["ticket"].objects.exists("ticket:k1")
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "x" * 256,  # too long
+        '"' + "y" * 256 + '"',  # too long once unquoted
+        "has space",  # not a token, not quoted
+        '"unterminated',
+        '"bad \\n escape"',
+        '"inner " quote"',
+        '""',  # empty
+        "tab\tinside",
+        "caf\u00e9",  # non-ASCII
+    ],
+)
+def test_malformed_key_is_400(client: Any, backend: Any, prefix: str, raw: str):
+    response = client.post(f"/t/k2/{prefix}bump", HTTP_IDEMPOTENCY_KEY=raw)
+    assert response.status_code == 400, raw
+    assert problem(response)["type"].endswith("#idempotency-key")
+    assert views.CALLS[f"{prefix}bump"] == 0
+
+
+def test_control_characters_in_key_are_400(client: Any, backend: Any):
+    response = client.post("/t/k3/bump", HTTP_IDEMPOTENCY_KEY='"a\x01b"')
+    assert response.status_code == 400
+    response = client.post("/t/k3/bump", HTTP_IDEMPOTENCY_KEY="a\x7fb")
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ("8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324"),
+        ('"with space"', "with space"),
+        ('"esc \\" and \\\\"', 'esc " and \\'),
+        ("  padded  ", "padded"),
+        ("a" * 255, "a" * 255),
+    ],
+)
+def test_valid_keys_are_accepted_and_unquoted(client: Any, backend: Any, raw: str, key: str):
+    response = client.post("/t/k4/bump", HTTP_IDEMPOTENCY_KEY=raw)
+    assert response.status_code == 201
+    again = client.post("/t/k4/bump", HTTP_IDEMPOTENCY_KEY=json.dumps(key))
+    assert again["Idempotent-Replayed"] == "true"  # the same key, quoted this time
+
+
+def test_optional_key_is_honoured_when_sent(client: Any, backend: Any):
+    first = post(client, "/t/k5/optional_key")
+    second = post(client, "/t/k5/optional_key")
+    assert first.status_code == second.status_code == 200
+    assert count("k5") == 2  # no key: each request is new
+    keyed = post(client, "/t/k5/optional_key", key="once")
+    replay = post(client, "/t/k5/optional_key", key="once")
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay.json() == keyed.json()
+    assert count("k5") == 3
+
+
+def test_malformed_optional_key_is_still_400(client: Any, backend: Any):
+    response = client.post("/t/k6/optional_key", HTTP_IDEMPOTENCY_KEY="two words")
+    assert response.status_code == 400
+
+
+def test_safe_methods_ignore_the_key(client: Any, backend: Any):
+    post(client, "/t/k7/bump", key="a")
+    response = client.get("/t/k7/show", HTTP_IDEMPOTENCY_KEY="not a token")
+    assert response.status_code == 200
+
+
+# --- replay ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_finished_duplicate_replays_status_type_and_body(client: Any, backend: Any, prefix: str):
+    first = post(client, f"/t/r1/{prefix}bump", key="pay-1", data={"n": 1})
+    second = post(client, f"/t/r1/{prefix}bump", key="pay-1", data={"n": 1})
+    assert first.status_code == second.status_code == 201
+    assert "Idempotent-Replayed" not in first
+    assert second["Idempotent-Replayed"] == "true"
+    assert second["Content-Type"] == first["Content-Type"] == "application/json"
+    assert second.content == first.content
+    assert views.CALLS[f"{prefix}bump"] == 1
+    assert count("r1") == 1
+    log = machines["ticket"].objects.history("ticket:r1")
+    assert [r.event_type for r in log] == ["BUMP"]
+    assert log[0].idempotency_key == ""  # the block key is not a per-event key
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+async def test_async_client_replays_too(async_client: Any, backend: Any, prefix: str):
+    headers = {"Idempotency-Key": "async-1"}
+    first = await async_client.post(f"/t/r2/{prefix}bump", {}, headers=headers)
+    second = await async_client.post(f"/t/r2/{prefix}bump", {}, headers=headers)
+    assert first.status_code == second.status_code == 201
+    assert second["Idempotent-Replayed"] == "true"
+    assert second.content == first.content
+    view = await machines["ticket"].objects.aget("ticket:r2")
+    assert view.context["count"] == 1
+
+
+def test_replay_of_binary_body_and_location(client: Any, backend: Any):
+    first = post(client, "/t/r3/binary", key="bin")
+    second = post(client, "/t/r3/binary", key="bin")
+    assert second.content == bytes(range(256)) == first.content
+    assert second["Content-Type"] == "application/octet-stream"
+    assert second["Location"] == "/t/r3"
+
+
+def test_replay_of_oversized_body_keeps_status_but_no_body(client: Any, backend: Any):
+    first = post(client, "/t/r4/big", key="big")
+    second = post(client, "/t/r4/big", key="big")
+    assert first.status_code == second.status_code == 202
+    assert len(first.content) == 5000
+    assert second.content == b""
+    assert second["Idempotent-Replayed"] == "true"
+    assert count("r4") == 1
+
+
+def test_template_response_is_rendered_and_replayed(client: Any, backend: Any):
+    first = post(client, "/t/r5/template", key="tpl")
+    second = post(client, "/t/r5/template", key="tpl")
+    assert first.content.strip() == b"ticket:r5 is open after 1"
+    assert second.content == first.content
+
+
+def test_keys_are_scoped_to_the_instance(client: Any, backend: Any):
+    post(client, "/t/s1/bump", key="same")
+    other = post(client, "/t/s2/bump", key="same")
+    assert "Idempotent-Replayed" not in other
+    assert count("s1") == count("s2") == 1
+
+
+def test_keys_are_scoped_to_the_principal(client: Any, backend: Any, django_user_model: Any):
+    alice = django_user_model.objects.create_user("alice")
+    bob = django_user_model.objects.create_user("bob")
+    client.force_login(alice)
+    post(client, "/t/s3/bump", key="shared")
+    client.force_login(bob)
+    response = post(client, "/t/s3/bump", key="shared")
+    assert "Idempotent-Replayed" not in response  # bob's key is not alice's
+    client.force_login(alice)
+    assert post(client, "/t/s3/bump", key="shared")["Idempotent-Replayed"] == "true"
+    assert count("s3") == 2
+    actors = [r.actor for r in machines["ticket"].objects.history("ticket:s3")]
+    assert actors == ["alice", "bob"]
+
+
+def test_a_view_that_commits_nothing_releases_the_key(client: Any, backend: Any):
+    first = post(client, "/t/n1/reject", key="retry-me")
+    second = post(client, "/t/n1/reject", key="retry-me")
+    assert first.status_code == second.status_code == 400
+    assert "Idempotent-Replayed" not in second
+    assert views.CALLS["reject"] == 2
+
+
+def test_a_view_that_raises_writes_nothing_and_releases_the_key(client: Any, backend: Any):
+    client.raise_request_exception = False
+    assert post(client, "/t/n2/fail", key="k").status_code == 500
+    assert not machines["ticket"].objects.exists("ticket:n2")
+    # The key was released: the same request with the working view runs.
+    assert post(client, "/t/n2/bump", key="k").status_code == 201
+
+
+def test_an_action_that_raises_writes_nothing(client: Any, backend: Any):
+    client.raise_request_exception = False
+    post(client, "/t/n3/bump", key="a")
+    assert post(client, "/t/n3/boom", key="b").status_code == 500
+    assert count("n3") == 1
+    assert machines["ticket"].objects.get("ticket:n3").version == 1
+
+
+# --- 422 ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_same_key_different_payload_is_422(client: Any, backend: Any, prefix: str):
+    post(client, f"/t/m1/{prefix}bump", key="k", data={"amount": 1})
+    response = post(client, f"/t/m1/{prefix}bump", key="k", data={"amount": 2})
+    assert response.status_code == 422
+    body = problem(response)
+    assert body["type"].endswith("#idempotency-mismatch")
+    assert body["idempotency_key"] == "k"
+    assert count("m1") == 1
+
+
+def test_same_key_on_another_endpoint_is_422(client: Any, backend: Any):
+    post(client, "/t/m2/bump", key="k")
+    assert post(client, "/t/m2/close", key="k").status_code == 422
+
+
+# --- 409: in flight -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_duplicate_in_flight_is_409_with_retry_after(backend: Any, prefix: str):
+    from django.test import Client
+
+    entered, release = views.gate("f1")
+    results: dict[str, Any] = {}
+
+    def first() -> None:
+        results["first"] = post(Client(), f"/t/f1/{prefix}gated", key="slow")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        assert entered.wait(10)
+        second = post(Client(), f"/t/f1/{prefix}gated", key="slow")
+        assert second.status_code == 409
+        assert int(second["Retry-After"]) >= 1
+        body = problem(second)
+        assert body["type"].endswith("#in-flight")
+        assert body["retry_after"] == int(second["Retry-After"])
+    finally:
+        release.set()
+        thread.join(10)
+    assert results["first"].status_code == 201
+    third = post(Client(), f"/t/f1/{prefix}gated", key="slow")
+    assert third["Idempotent-Replayed"] == "true"
+    assert views.CALLS[f"{prefix}gated"] == 1
+    assert count("f1") == 1
+
+
+# --- 409: not accepted ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_guard_refused_is_409_and_writes_nothing(client: Any, backend: Any, prefix: str):
+    post(client, "/t/g1/optional_key")  # the instance exists, count 1
+    machines["ticket"].objects.send("ticket:g1", "CLOSE")  # closed now
+    response = post(client, f"/t/g1/{prefix}close", key="c")
+    assert response.status_code == 409
+    assert "Retry-After" not in response
+    body = problem(response)
+    assert body["type"].endswith("#event-not-accepted")
+    assert body["event"] == "CLOSE"
+    assert body["state"] == "closed"
+    assert machines["ticket"].objects.get("ticket:g1").version == 2
+
+
+def test_guard_false_is_409(client: Any, backend: Any):
+    response = post(client, "/t/g2/close", key="c")  # count 0: the guard says no
+    assert response.status_code == 409
+    assert problem(response)["state"] == "open"
+    assert not machines["ticket"].objects.exists("ticket:g2")
+    # nothing committed: the key is free for the retry after a fix
+    post(client, "/t/g2/bump", key="b")
+    assert post(client, "/t/g2/close", key="c").status_code == 200
+
+
+# --- 409: conflicts and locks ---------------------------------------------------------
+
+
+def test_conflict_is_retried_by_running_the_view_again(client: Any, backend: Any):
+    post(client, "/t/c1/racy")
+    views.RACES["c1"] = 2  # two racing commits: attempts 1 and 2 conflict, 3 wins
+    response = post(client, "/t/c1/racy")
+    assert response.status_code == 200
+    assert views.CALLS["racy"] == 4
+    assert count("c1") == 4  # 1 + 2 racers + 1
+
+
+def test_async_conflict_is_retried(client: Any, backend: Any):
+    post(client, "/t/c2/aracy")
+    views.RACES["c2"] = 1
+    assert post(client, "/t/c2/aracy").status_code == 200
+    assert views.CALLS["aracy"] == 3
+    assert count("c2") == 3
+
+
+def test_conflict_after_retries_is_409_with_retry_after(client: Any, backend: Any):
+    post(client, "/t/c3/racy_no_retry")
+    views.RACES["c3"] = 1
+    response = post(client, "/t/c3/racy_no_retry")
+    assert response.status_code == 409
+    assert response["Retry-After"] == "1"
+    body = problem(response)
+    assert body["type"].endswith("#conflict")
+    assert body["expected_version"] == 1
+    assert body["actual_version"] == 2
+    assert count("c3") == 2  # the first request and the racer; ours wrote nothing
+
+
+def test_conflicts_exhausting_default_retries_is_409(client: Any, backend: Any):
+    post(client, "/t/c4/racy")
+    views.RACES["c4"] = 5  # more than CONFLICT_RETRIES + 1
+    response = post(client, "/t/c4/racy")
+    assert response.status_code == 409
+    assert views.CALLS["racy"] == 1 + 3
+
+
+@pytest.mark.parametrize("second_view", ["locked", "alocked"])
+def test_busy_pessimistic_lock_is_409_with_retry_after(backend: Any, second_view: str):
+    from django.test import Client
+
+    post(Client(), "/t/l1/optional_key")
+    entered, release = views.gate("l1")
+    results: dict[str, Any] = {}
+    thread = threading.Thread(
+        target=lambda: results.setdefault("first", post(Client(), "/t/l1/locked"))
+    )
+    thread.start()
+    try:
+        assert entered.wait(10)
+        second = post(Client(), f"/t/l1/{second_view}")
+        assert second.status_code == 409
+        assert int(second["Retry-After"]) >= 1
+        assert problem(second)["type"].endswith("#locked")
+    finally:
+        release.set()
+        thread.join(10)
+    assert results["first"].status_code == 200
+    assert count("l1") == 2
+
+
+# --- 404 ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_absent_instance_is_404(client: Any, backend: Any, prefix: str):
+    response = client.get(f"/t/none/{prefix}show")
+    assert response.status_code == 404
+    body = problem(response)
+    assert body["type"].endswith("#not-found")
+    assert body["key"] == "ticket:none"
+
+
+def test_manager_does_not_exist_is_404_through_the_middleware(client: Any, backend: Any):
+    assert problem(client.get("/t/none/manager_get"))["status"] == 404
+    assert problem(client.get("/t/none/amanager_get"))["status"] == 404
+
+
+async def test_async_manager_404_on_asgi(async_client: Any, backend: Any):
+    response = await async_client.get("/t/none/amanager_get")
+    assert response.status_code == 404
+
+
+def test_invalid_instance_key_from_the_url_is_400(client: Any, backend: Any):
+    response = client.post("/loose/a%0Ab")  # a newline inside the key
+    assert response.status_code == 400
+    assert problem(response)["type"].endswith("#invalid-key")
+
+
+# --- 503 ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dead_store(xsm: Any) -> None:
+    # Nothing listens on port 1: connections are refused at once.
+    xsm(REDIS_URL="redis://127.0.0.1:1/0", EMBEDDED=None, SOCKET_TIMEOUT_S=0.5)
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_store_unavailable_is_503_with_retry_after(client: Any, dead_store: None, prefix: str):
+    response = post(client, f"/t/u1/{prefix}bump", key="k")
+    assert response.status_code == 503
+    assert int(response["Retry-After"]) >= 1
+    body = problem(response)
+    assert body["type"].endswith("#unavailable")
+    text = response.content.decode()
+    assert "127.0.0.1" not in text
+    assert ":1" not in text.replace(":1,", "")  # no host:port in the detail
+
+
+def test_readiness_503_and_liveness_200_when_store_down(client: Any, dead_store: None):
+    ready = client.get("/_xsm/ready")
+    assert ready.status_code == 503
+    assert ready["Retry-After"] == "5"
+    assert ready.json() == {"status": "unavailable", "reason": "store"}
+    assert "127.0.0.1" not in ready.content.decode()
+    assert client.get("/_xsm/health").status_code == 200
+
+
+def test_html_clients_get_plain_text_problems(client: Any, backend: Any):
+    response = client.post("/t/h1/bump", HTTP_ACCEPT="text/html,application/xhtml+xml")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.content.startswith(b"Invalid or missing idempotency key: ")

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from django.urls import include, path
+
+from . import views
+
+_VIEWS = [
+    "bump", "abump", "close", "aclose", "show", "ashow", "gated", "agated", "locked",
+    "alocked", "racy", "racy_no_retry", "aracy", "optional_key", "big", "binary", "template",
+    "fail", "reject", "boom", "callable_key", "unknown_machine", "manager_get", "amanager_get",
+]  # fmt: skip
+
+urlpatterns = [
+    path("", include("django_xsm.urls")),
+    path("plain", views.plain),
+    # <str:...> on purpose: the tests send hostile keys through it.
+    path("loose/<str:tid>", views.loose),
+    *[path(f"t/<slug:tid>/{name}", getattr(views, name)) for name in _VIEWS],
+]

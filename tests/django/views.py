@@ -1,0 +1,217 @@
+"""Views the Django-layer tests call (sync and async twins)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.response import TemplateResponse
+
+from django_xsm.decorators import stateful_view
+from django_xsm.registry import machines
+
+KEY = "ticket:{tid}"
+#: Calls per view name (a retried view is called again).
+CALLS: Counter[str] = Counter()
+#: ``ENTERED[tid]`` is set when a gated view starts; it then waits for
+#: ``RELEASE[tid]`` (tests coordinate concurrent requests with them).
+ENTERED: dict[str, threading.Event] = {}
+RELEASE: dict[str, threading.Event] = {}
+#: ``RACES[tid]``: how many more times a racing writer commits first.
+RACES: Counter[str] = Counter()
+
+
+def gate(tid: str) -> tuple[threading.Event, threading.Event]:
+    ENTERED[tid] = threading.Event()
+    RELEASE[tid] = threading.Event()
+    return ENTERED[tid], RELEASE[tid]
+
+
+def _state(instance: Any) -> dict[str, Any]:
+    return {"state": instance.value, "count": instance.context["count"], "key": instance.key}
+
+
+@stateful_view("ticket", key=KEY)
+def bump(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["bump"] += 1
+    instance.send("BUMP")
+    return JsonResponse(_state(instance), status=201)
+
+
+@stateful_view("ticket", key=KEY)
+async def abump(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["abump"] += 1
+    instance.send("BUMP")
+    return JsonResponse(_state(instance), status=201)
+
+
+@stateful_view("ticket", key=KEY)
+def close(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("CLOSE")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY)
+async def aclose(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("CLOSE")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, create=False)
+def show(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, create=False)
+async def ashow(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY)
+def gated(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["gated"] += 1
+    ENTERED[tid].set()
+    RELEASE[tid].wait(10)
+    instance.send("BUMP")
+    return JsonResponse(_state(instance), status=201)
+
+
+@stateful_view("ticket", key=KEY)
+async def agated(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["agated"] += 1
+    ENTERED[tid].set()
+    await asyncio.to_thread(RELEASE[tid].wait, 10)
+    instance.send("BUMP")
+    return JsonResponse(_state(instance), status=201)
+
+
+@stateful_view("ticket", key=KEY, lock="pessimistic", idempotent=False)
+def locked(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    ENTERED[tid].set()
+    RELEASE[tid].wait(10)
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, lock="pessimistic", idempotent=False)
+async def alocked(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+def _race(tid: str) -> None:
+    # Another writer commits between this block's load and its commit.
+    if RACES[tid] > 0:
+        RACES[tid] -= 1
+        machines["ticket"].objects.send(f"ticket:{tid}", "BUMP", actor="racer")
+
+
+@stateful_view("ticket", key=KEY, idempotent=False)
+def racy(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["racy"] += 1
+    _race(tid)
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, idempotent=False, retries=0)
+def racy_no_retry(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["racy_no_retry"] += 1
+    _race(tid)
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, idempotent=False)
+async def aracy(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["aracy"] += 1
+    await asyncio.to_thread(_race, tid)
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, idempotent=False)
+def optional_key(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["optional_key"] += 1
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY)
+def big(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("BUMP")
+    return HttpResponse(b"x" * 5000, status=202, content_type="text/plain")
+
+
+@stateful_view("ticket", key=KEY)
+def binary(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("BUMP")
+    response = HttpResponse(bytes(range(256)), content_type="application/octet-stream")
+    response["Location"] = f"/t/{tid}"
+    return response
+
+
+@stateful_view("ticket", key=KEY)
+def template(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("BUMP")
+    return TemplateResponse(request, "django_xsm_tests/ticket.txt", _state(instance))
+
+
+@stateful_view("ticket", key=KEY)
+def fail(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("BUMP")
+    raise RuntimeError("the view failed after sending")
+
+
+@stateful_view("ticket", key=KEY)
+def reject(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    CALLS["reject"] += 1
+    return JsonResponse({"error": "validation failed"}, status=400)
+
+
+@stateful_view("ticket", key=KEY)
+def boom(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("BOOM")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=lambda request, tid: f"ticket:{tid}", idempotent=False)
+def callable_key(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key="ticket:{tid}", idempotent=False)
+def loose(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("nope", key=KEY, idempotent=False)
+def unknown_machine(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    return JsonResponse({})
+
+
+def manager_get(request: HttpRequest, tid: str) -> HttpResponse:
+    return JsonResponse(machines["ticket"].objects.get(f"ticket:{tid}").to_dict())
+
+
+async def amanager_get(request: HttpRequest, tid: str) -> HttpResponse:
+    view = await machines["ticket"].objects.aget(f"ticket:{tid}")
+    return JsonResponse(view.to_dict())
+
+
+def plain(request: HttpRequest) -> HttpResponse:
+    info = request.xsm  # type: ignore[attr-defined]
+    return JsonResponse(
+        {
+            "correlation_id": info.correlation_id,
+            "idempotency_key": info.idempotency_key,
+            "error": str(info.idempotency_error or ""),
+            "actor": info.actor,
+            "principal": info.principal,
+        }
+    )
