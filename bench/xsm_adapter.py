@@ -5,8 +5,16 @@ Usage (from the repository root)::
     python ../shared/bench/peer_harness.py --engine --imports \\
         --adapter bench.xsm_adapter:Adapter --json /tmp/xsm-engine.json
 
-Only the engine part lives here; ``make_sender`` / ``snapshot_size`` (the
-persisted Redis round trip) are added with the Redis layer.
+and for the persisted round trips (``--persisted``, ``rt_count.py``)::
+
+    python ../shared/bench/peer_harness.py --persisted --start-redis \
+        --adapter bench.xsm_adapter:Adapter --json /tmp/xsm-persisted.json
+    python ../shared/bench/rt_count.py --start-redis --new-key \
+        --adapter bench.xsm_adapter:Adapter
+
+``make_sender`` builds the store, inbox and log on the client the harness
+gives, with one prefix, which is how an application should build them (one
+script to open, one to commit).
 """
 
 from __future__ import annotations
@@ -53,8 +61,10 @@ class Adapter:
         targets = {"package": "import django_xsm"}
         if _exists("django_xsm.persistence"):
             targets["persistence"] = "import django_xsm.persistence"
+        if _exists("django_xsm.redis"):
+            targets["redis"] = "import django_xsm.redis"
         targets["engine"] = "import django_xsm.engine"
-        targets["exceptions"] = "import django_xsm.exceptions"
+        targets["redis-py alone"] = "import redis"
         self.import_targets = targets
 
     def version(self) -> str:
@@ -85,3 +95,44 @@ class Adapter:
             return None
 
         return send_event, close
+
+    def make_sender(self, client: Any, prefix: str, plugins: bool, lock: str) -> Any:
+        """One ``persisted()`` block with one ``send()`` per call."""
+        from django_xsm.persistence import (
+            AuditPlugin,
+            IdempotencyPlugin,
+            OptimisticLock,
+            PessimisticLock,
+            persisted,
+        )
+        from django_xsm.redis import RedisInbox, RedisLog, RedisStore
+
+        machine = self._machine()
+        store = RedisStore(client, prefix=prefix)
+        plug: list[Any] = []
+        if plugins:
+            inbox = RedisInbox(client, prefix=prefix)
+            plug = [
+                IdempotencyPlugin(inbox, principal=lambda e: "tenant-1"),
+                AuditPlugin(RedisLog(client, prefix=prefix)),
+            ]
+        # django-xsm has no lock-free mode: "none" maps to the optimistic
+        # fence (still one compare-and-set, no extra round trip).
+        strategy = PessimisticLock() if lock == "pessimistic" else OptimisticLock()
+
+        def send(key: str, event_type: str, **payload: Any) -> Any:
+            if not plugins:
+                # without an IdempotencyPlugin a key would be an error, not
+                # silently ignored; the harness passes one regardless
+                payload.pop("idempotency_key", None)
+            with persisted(store, key, machine, lock=strategy, plugins=plug) as block:
+                return block.send(event_type, **payload)
+
+        return send
+
+    def snapshot_size(self, client: Any, prefix: str, key: str) -> int:
+        from django_xsm.redis import RedisStore
+
+        store = RedisStore(client, prefix=prefix)
+        raw = client.hget(store.core.state.layout.snapshot(key), "d")
+        return len(raw or b"")
