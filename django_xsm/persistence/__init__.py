@@ -18,7 +18,7 @@ from .base import (
     StateStore,
     TransitionLogStore,
 )
-from .block import PersistedInstance, Plugin
+from .block import PersistedInstance
 from .codecs import FernetCodec, JsonCodec
 from .idempotency import IdempotencyPlugin, ReplayedReceipt
 from .locks import (
@@ -29,6 +29,7 @@ from .locks import (
     retry_on_conflict,
 )
 from .memory import MemoryInbox, MemoryLog, MemoryStore
+from .plugins import Plugin
 from .records import (
     ClaimOutcome,
     ClaimRequest,

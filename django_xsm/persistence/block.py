@@ -10,6 +10,7 @@ same.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,28 +18,20 @@ from django_xsm.exceptions import (
     EventNotAcceptedError,
     InstanceNotFoundError,
     InvalidConfigError,
-    InvalidEventError,
     XsmError,
 )
 
 from .audit import AuditPlugin
 from .base import validate_key
-from .idempotency import (
-    IdempotencyPlugin,
-    ReplayedReceipt,
-    event_fingerprint,
-    raise_for_outcome,
-    receipt_to_stored,
-    validate_idempotency_key,
-)
+from .claims import ClaimBook, SendClaim
+from .idempotency import IdempotencyPlugin, ReplayedReceipt
 from .locks import LockStrategy, OptimisticLock
+from .plugins import Plugin, normalize_event
 from .records import (
     ClaimOutcome,
     ClaimRequest,
-    ClaimStatus,
     CommitResult,
     CommitUnit,
-    InboxMark,
     InboxRelease,
     LogEntry,
     OpenRequest,
@@ -48,61 +41,10 @@ from .records import (
 )
 from .timer_state import next_due_ms, prune_failures
 
+# Plugin and normalize_event moved to plugins.py; importable from here too.
 __all__ = ["PersistedInstance", "Plugin", "normalize_event"]
 
 _UNSET: Any = object()
-
-
-class Plugin:
-    """Base for custom plugins: synchronous hooks, no I/O expected.
-
-    ``before_send`` may raise to refuse an event before it runs;
-    ``after_send`` sees every receipt; ``after_commit`` runs once the
-    block's changes are durable.
-    """
-
-    def before_send(
-        self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
-    ) -> None:
-        """Called before the engine sees the event."""
-
-    def after_send(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
-        """Called after the engine processed the event."""
-
-    def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
-        """Called after a successful commit."""
-
-
-def normalize_event(event: object, payload: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """``(type, payload)`` from a type string or a mapping with ``type``."""
-    if isinstance(event, str):
-        if not event:
-            raise InvalidEventError("Event type is empty", event=event)
-        return event, dict(payload)
-    if isinstance(event, Mapping):
-        etype = event.get("type")
-        if not isinstance(etype, str) or not etype:
-            raise InvalidEventError(
-                "Event mapping needs a non-empty string 'type'",
-                event=event,
-                hint="send {'type': 'PAY', ...} or send('PAY', ...)",
-            )
-        data = {k: v for k, v in event.items() if k != "type"}
-        data.update(payload)
-        return etype, data
-    raise InvalidEventError(
-        f"Event must be a string or a mapping with 'type', not {type(event).__name__}",
-        event=event,
-    )
-
-
-class _SendClaim:
-    __slots__ = ("accepted", "receipt", "request")
-
-    def __init__(self, request: ClaimRequest) -> None:
-        self.request = request
-        self.receipt: Any = None
-        self.accepted = False
 
 
 class PersistedInstance:
@@ -153,19 +95,18 @@ class PersistedInstance:
             self._add_plugin(plugin)
         self.token = self.lock.new_token()
         self.owner = secrets.token_hex(12)
-        self.block_claim: ClaimRequest | None = None
+        self.claims = ClaimBook(
+            self.idempotency, store=store, instance_key=self.key, owner=self.owner
+        )
         if idempotency_key is not None:
-            self.block_claim = self._block_claim(idempotency_key, fingerprint, principal)
+            self.claims.claim_block(idempotency_key, fingerprint, principal)
         self.record: StoredRecord | None = None
         self.floor = 0
         self.version = 0
         self.locked = False
-        self.duplicate = False
-        self.replayed_result: Any = None
         self.receipts: list[Any] = []
         self.committed: CommitResult | None = None
         self.closed = False  # set when the block exits, however it exits
-        self._send_claims: dict[tuple[str, str], _SendClaim] = {}
         self._log_entries: list[LogEntry] = []
         self._accepted = 0
         self._changed = False
@@ -194,21 +135,21 @@ class PersistedInstance:
                 hint="use IdempotencyPlugin, AuditPlugin or a Plugin subclass",
             )
 
-    def _block_claim(self, key: str, fingerprint: str, principal: str) -> ClaimRequest:
-        if self.idempotency is None:
-            raise InvalidConfigError(
-                "An idempotency_key needs an IdempotencyPlugin in plugins",
-                path="idempotency_key",
-            )
-        validate_idempotency_key(key)
-        return ClaimRequest(
-            scope=principal,
-            instance_key=self.key,
-            idempotency_key=key,
-            fingerprint=fingerprint or event_fingerprint("xsm.block", {}),
-            owner=self.owner,
-            lease_ms=self.idempotency.lease_for(self.store),
-        )
+    @property
+    def block_claim(self) -> ClaimRequest | None:
+        """The claim of the idempotency key given when the block opened."""
+        return self.claims.block
+
+    @property
+    def duplicate(self) -> bool:
+        """The block's idempotency key finished earlier: sends replay the
+        stored receipts, nothing runs and nothing is written."""
+        return self.claims.duplicate
+
+    @property
+    def replayed_result(self) -> Any:
+        """What the first attempt passed to :meth:`set_result` (or None)."""
+        return self.claims.replayed_result
 
     # --- open ----------------------------------------------------------------
 
@@ -247,13 +188,7 @@ class PersistedInstance:
             self._loaded_snapshot = self.instance.snapshot()
 
     def on_block_claim(self, outcome: ClaimOutcome) -> None:
-        if outcome.status == ClaimStatus.DONE:
-            self.duplicate = True
-            stored = outcome.receipt if isinstance(outcome.receipt, Mapping) else {}
-            self.replayed_result = stored.get("result")
-            self._replay_receipts = list(stored.get("receipts", ()))
-        else:
-            raise_for_outcome(outcome)
+        self.claims.on_block(outcome)
 
     def _resolve_machine(self, record: StoredRecord | None) -> Any:
         m = self._machine_or_resolver
@@ -357,56 +292,21 @@ class PersistedInstance:
             )
         etype, data = normalize_event(event, payload)
         if self.duplicate:
-            return etype, data, self._replayed(etype)
+            receipt = self.claims.replay(etype, len(self.receipts))
+            self.receipts.append(receipt)
+            return etype, data, receipt
         if idempotency_key is None:
             return etype, data, None
-        if self.idempotency is None:
-            raise InvalidConfigError(
-                "send(idempotency_key=...) needs an IdempotencyPlugin in plugins",
-                path="idempotency_key",
-            )
-        validate_idempotency_key(idempotency_key)
-        fingerprint = event_fingerprint(etype, data)
-        scope = self.idempotency.scope_for(_EventView(etype, data))
-        held = self._send_claims.get((scope, idempotency_key))
-        if held is not None:
-            if held.request.fingerprint != fingerprint:
-                raise_for_outcome(ClaimOutcome(ClaimStatus.MISMATCH, held.request))
-            if held.accepted:
-                stored = receipt_to_stored(held.receipt)
-                return etype, data, ReplayedReceipt.from_stored(stored, event_type=etype)
-            # Refused (or raised) earlier in this block: like a refused event
-            # of an earlier block, it did not consume its key; run it again.
-        request = ClaimRequest(
-            scope=scope,
-            instance_key=self.key,
-            idempotency_key=idempotency_key,
-            fingerprint=fingerprint,
-            owner=self.owner,
-            lease_ms=self.idempotency.lease_for(self.store),
-        )
-        return etype, data, request
+        return etype, data, self.claims.prepare(etype, data, idempotency_key)
 
-    def on_send_claim(self, outcome: ClaimOutcome) -> ReplayedReceipt | _SendClaim:
-        if outcome.status == ClaimStatus.DONE:
-            return ReplayedReceipt.from_stored(outcome.receipt)
-        raise_for_outcome(outcome)
-        claim = _SendClaim(outcome.request)
-        self._send_claims[(outcome.request.scope, outcome.request.idempotency_key)] = claim
-        return claim
-
-    def _replayed(self, etype: str) -> ReplayedReceipt:
-        index = len(self.receipts)
-        stored = self._replay_receipts[index] if index < len(self._replay_receipts) else None
-        receipt = ReplayedReceipt.from_stored(stored, event_type=etype)
-        self.receipts.append(receipt)
-        return receipt
+    def on_send_claim(self, outcome: ClaimOutcome) -> ReplayedReceipt | SendClaim:
+        return self.claims.on_send(outcome)
 
     def run(
         self,
         etype: str,
         data: dict[str, Any],
-        claim: _SendClaim | None,
+        claim: SendClaim | None,
         *,
         actor: str | None,
         reason: str,
@@ -492,28 +392,12 @@ class PersistedInstance:
             pruned = prune_failures(failures, self.instance.deadlines)
             if pruned != dict(failures):
                 new_failures = pruned
-        commits = (
-            snapshot is not None
-            or bool(self._log_entries)
-            or any(c.accepted for c in self._send_claims.values())
+        commits = snapshot is not None or bool(self._log_entries) or self.claims.consumed
+        marks, releases = self.claims.settle(
+            commits=commits,
+            receipts=self.receipts,
+            result=None if self._result is _UNSET else self._result,
         )
-        marks: list[InboxMark] = []
-        releases: list[InboxRelease] = []
-        ttl = self.idempotency.ttl_ms if self.idempotency else 0
-        for claim in self._send_claims.values():
-            if claim.accepted:
-                marks.append(InboxMark(claim.request, receipt_to_stored(claim.receipt), ttl))
-            else:
-                releases.append(InboxRelease(claim.request))
-        if self.block_claim is not None:
-            if commits:
-                result = {
-                    "receipts": [receipt_to_stored(r) for r in self.receipts],
-                    "result": None if self._result is _UNSET else self._result,
-                }
-                marks.append(InboxMark(self.block_claim, result, ttl))
-            else:
-                releases.append(InboxRelease(self.block_claim))
         effective = failures if new_failures is None else new_failures
         return CommitUnit(
             key=self.key,
@@ -541,33 +425,12 @@ class PersistedInstance:
 
     def abort_releases(self) -> list[InboxRelease]:
         """Claims to drop when the block fails (nothing was committed)."""
-        out = [InboxRelease(c.request) for c in self._send_claims.values()]
-        if self.block_claim is not None and not self.duplicate:
-            out.append(InboxRelease(self.block_claim))
-        return out
+        return self.claims.abort_releases()
 
     def __repr__(self) -> str:
         state = self.instance.value if self.instance is not None else "<not open>"
         return f"<PersistedInstance {self.key!r} v{self.version} {state!r}>"
 
 
-class _EventView:
-    """What ``principal(event)`` receives: ``.type``, ``.data``, item access."""
-
-    __slots__ = ("data", "type")
-
-    def __init__(self, etype: str, data: dict[str, Any]) -> None:
-        self.type = etype
-        self.data = data
-
-    def __getitem__(self, name: str) -> Any:
-        return self.data[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.data.get(name, default)
-
-
 def _wall_ms() -> int:
-    import time
-
     return time.time_ns() // 1_000_000

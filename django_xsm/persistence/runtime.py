@@ -26,7 +26,8 @@ from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, LockTimeoutError, XsmError
 
-from .block import PersistedInstance, _SendClaim
+from .block import PersistedInstance
+from .claims import SendClaim
 from .idempotency import ReplayedReceipt
 from .locks import LockStrategy
 from .records import ClaimOutcome, ClaimRequest, CommitUnit, InboxRelease, OpenResult
@@ -145,7 +146,7 @@ class persisted(_Common):
     ) -> Any:
         block = self.block
         etype, data, step = block.prepare_send(event, payload, idempotency_key)
-        claim: _SendClaim | None = None
+        claim: SendClaim | None = None
         if isinstance(step, ReplayedReceipt):
             return step
         if step is not None:
@@ -314,7 +315,7 @@ class apersisted(_Common):
     ) -> Any:
         block = self.block
         etype, data, step = block.prepare_send(event, payload, idempotency_key)
-        claim: _SendClaim | None = None
+        claim: SendClaim | None = None
         if isinstance(step, ReplayedReceipt):
             return step
         if step is not None:

@@ -1,0 +1,73 @@
+"""The ``Plugin`` base for custom hooks, and the event shapes plugins see."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from django_xsm.exceptions import InvalidEventError
+
+if TYPE_CHECKING:
+    from .block import PersistedInstance
+    from .records import CommitResult
+
+__all__ = ["EventView", "Plugin", "normalize_event"]
+
+
+class Plugin:
+    """Base for custom plugins: synchronous hooks, no I/O expected.
+
+    ``before_send`` may raise to refuse an event before it runs;
+    ``after_send`` sees every receipt; ``after_commit`` runs once the
+    block's changes are durable.
+    """
+
+    def before_send(
+        self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
+    ) -> None:
+        """Called before the engine sees the event."""
+
+    def after_send(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
+        """Called after the engine processed the event."""
+
+    def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        """Called after a successful commit."""
+
+
+def normalize_event(event: object, payload: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``(type, payload)`` from a type string or a mapping with ``type``."""
+    if isinstance(event, str):
+        if not event:
+            raise InvalidEventError("Event type is empty", event=event)
+        return event, dict(payload)
+    if isinstance(event, Mapping):
+        etype = event.get("type")
+        if not isinstance(etype, str) or not etype:
+            raise InvalidEventError(
+                "Event mapping needs a non-empty string 'type'",
+                event=event,
+                hint="send {'type': 'PAY', ...} or send('PAY', ...)",
+            )
+        data = {k: v for k, v in event.items() if k != "type"}
+        data.update(payload)
+        return etype, data
+    raise InvalidEventError(
+        f"Event must be a string or a mapping with 'type', not {type(event).__name__}",
+        event=event,
+    )
+
+
+class EventView:
+    """What ``principal(event)`` receives: ``.type``, ``.data``, item access."""
+
+    __slots__ = ("data", "type")
+
+    def __init__(self, etype: str, data: dict[str, Any]) -> None:
+        self.type = etype
+        self.data = data
+
+    def __getitem__(self, name: str) -> Any:
+        return self.data[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.data.get(name, default)
