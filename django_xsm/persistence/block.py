@@ -347,7 +347,7 @@ class PersistedInstance:
                         reason=reason,
                         from_state=before,
                         to_state=receipt.value,
-                        idempotency_key=claim.request.idempotency_key if claim else "",
+                        idempotency_key=self._idempotency_key_of(claim),
                         correlation_id=self.correlation_id
                         if correlation_id is None
                         else correlation_id,
@@ -357,6 +357,12 @@ class PersistedInstance:
         for hook in self.hooks:
             hook.after_send(self, etype, receipt)
         return receipt
+
+    def _idempotency_key_of(self, claim: SendClaim | None) -> str:
+        """The key a logged event ran under: its own, else the block's."""
+        if claim is not None:
+            return claim.request.idempotency_key
+        return self.claims.block.idempotency_key if self.claims.block is not None else ""
 
     # --- commit --------------------------------------------------------------
 
