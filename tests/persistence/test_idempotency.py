@@ -18,7 +18,7 @@ from django_xsm.exceptions import (
     IdempotencyMismatchError,
     InvalidConfigError,
 )
-from django_xsm.persistence import IdempotencyPlugin, ReplayedReceipt, persisted
+from django_xsm.persistence import AuditPlugin, IdempotencyPlugin, ReplayedReceipt, persisted
 from tests.support import Backends, order_machine
 
 
@@ -108,6 +108,17 @@ def test_a_key_given_at_open_makes_the_whole_block_idempotent(b: Backends) -> No
             pass
     with persisted(b.store, "o:1", c.machine, plugins=idem(b), **{**kw, "principal": "b"}) as o:
         assert not o.duplicate  # another principal, another scope
+
+
+def test_log_records_carry_the_key_they_ran_under(b: Backends) -> None:
+    c = Counted()
+    plugins = [*idem(b), AuditPlugin(b.log)]
+    with persisted(b.store, "o:1", c.machine, plugins=plugins, idempotency_key="req-1") as o:
+        o.send("ADD")
+    with persisted(b.store, "o:1", c.machine, plugins=plugins) as o:
+        o.send("ADD", idempotency_key="evt-2")
+        o.send("ADD")
+    assert [r.idempotency_key for r in b.log.read("o:1")] == ["req-1", "evt-2", ""]
 
 
 def test_a_block_key_in_flight_is_refused_at_open(b: Backends) -> None:

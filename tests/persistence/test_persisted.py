@@ -6,17 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 
 from django_xsm.exceptions import (
     EventNotAcceptedError,
     InstanceNotFoundError,
     InvalidConfigError,
+    SnapshotCorruptError,
     XsmError,
 )
 from django_xsm.persistence import (
     AuditPlugin,
+    FernetCodec,
     IdempotencyPlugin,
     PessimisticLock,
+    Plugin,
     ReplayedReceipt,
     persisted,
 )
@@ -248,3 +252,40 @@ class _nullcontext:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_a_corrupt_record_fails_clearly_at_open_and_writes_nothing(b: Backends) -> None:
+    m = order_machine()
+    with persisted(b.store, "o:1", m) as order:
+        order.send("ADD")
+    if b.client is not None:
+        b.client.hset(b.store.layout.snapshot("o:1"), "d", b"{not json")
+    else:
+        b.store.codec = FernetCodec([Fernet.generate_key()])  # the bytes are JSON, not ours
+    with pytest.raises(SnapshotCorruptError):
+        with persisted(b.store, "o:1", m, lock=PessimisticLock(timeout=0)):
+            pytest.fail("the body must not run")
+    assert b.store.lock_holder("o:1") is None
+
+
+def test_plugins_see_every_send_and_may_refuse_one_before_it_runs(b: Backends) -> None:
+    seen: list[tuple[str, Any]] = []
+
+    class Guard(Plugin):
+        def before_send(self, block: Any, event_type: str, payload: Any) -> None:
+            if payload.get("n", 0) > 5:
+                raise ValueError("too many")
+
+        def after_send(self, block: Any, event_type: str, receipt: Any) -> None:
+            seen.append((event_type, receipt.accepted))
+
+        def after_commit(self, block: Any, result: Any) -> None:
+            seen.append(("commit", result.version))
+
+    with persisted(b.store, "o:1", order_machine(), plugins=[Guard()]) as order:
+        with pytest.raises(ValueError):
+            order.send("ADD", n=9)  # refused before the engine: the block stays usable
+        order.send("ADD", n=2)
+        order.send("SHIP")
+    assert seen == [("ADD", True), ("SHIP", False), ("commit", 1)]
+    assert b.store.load("o:1").snapshot["context"] == {"items": 2}
