@@ -23,6 +23,7 @@ from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotToo
 
 from .base import Codec, validate_key, wall_to_ms
 from .codecs import JsonCodec
+from .locks import StoreLock
 from .memory_inbox import MemoryInbox
 from .memory_log import MemoryLog
 from .records import (
@@ -322,6 +323,10 @@ class MemoryStore:
     def release_lock(self, key: str, token: str) -> bool:
         with self._lock:
             return self._release(key, token)
+
+    def lock(self, key: str, *, timeout: float = 1.0, ttl_ms: int | None = None) -> StoreLock:
+        """``with store.lock(key) as token:`` (see StoreLock)."""
+        return StoreLock(self, key, timeout=timeout, ttl_ms=ttl_ms)
 
     def lock_holder(self, key: str) -> str | None:
         """The token holding ``key``'s lock, for tests and inspection."""
