@@ -233,3 +233,23 @@ def test_thread_races_lose_no_update(b: Backends, lock: Any) -> None:
     assert items(b) == 1 + threads * per_thread
     assert b.store.load("o:1").version == 1 + threads * per_thread
     assert b.store.lock_holder("o:1") is None
+
+
+def test_store_lock_is_the_token_lock_on_its_own(b: Backends) -> None:
+    seed(b)
+    with b.store.lock("o:1", timeout=0) as token:
+        assert b.store.lock_holder("o:1") == token
+        with pytest.raises(LockTimeoutError):
+            with b.store.lock("o:1", timeout=0.02):
+                pytest.fail("two holders")
+        with pytest.raises(LockTimeoutError):
+            with persisted(b.store, "o:1", M, lock=PessimisticLock(timeout=0)):
+                pass
+        with pytest.raises(ConflictError) as err:
+            with persisted(b.store, "o:1", M) as order:
+                order.send("ADD")
+        assert err.value.reason == "lock"
+    assert b.store.lock_holder("o:1") is None and items(b) == 1
+    with persisted(b.store, "o:1", M, lock=PessimisticLock(timeout=0)) as order:
+        order.send("ADD")
+    assert items(b) == 2
