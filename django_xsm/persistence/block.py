@@ -320,6 +320,10 @@ class PersistedInstance:
             ) from self._poisoned
         for hook in self.hooks:
             hook.before_send(self, etype, data)
+        # Redact (and so validate) the payload before the engine runs: a
+        # payload the log cannot hold must not leave an applied event
+        # without its record.
+        logged = self.audit.redact_payload(data) if self.audit is not None else None
         before = self.instance.value if self.audit is not None else None
         try:
             receipt = self.instance.send(
@@ -338,11 +342,11 @@ class PersistedInstance:
         if receipt.accepted:
             self._accepted += 1
             self._changed = self._changed or bool(receipt.changed)
-            if self.audit is not None:
+            if logged is not None:
                 self._log_entries.append(
                     LogEntry(
                         event_type=etype,
-                        payload=self.audit.redact_payload(data),
+                        payload=logged,
                         actor=self.actor if actor is None else actor,
                         reason=reason,
                         from_state=before,
