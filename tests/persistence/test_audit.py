@@ -221,3 +221,14 @@ def test_replay_of_a_purged_log_needs_a_snapshot(b: Backends) -> None:
     with pytest.raises(ReplayDivergenceError) as err:
         replay(b.log, M, "o:1")
     assert err.value.field == "seq"
+
+
+def test_an_event_whose_payload_cannot_be_logged_does_not_run(b: Backends) -> None:
+    """Caught inside the block, it must not commit without its record."""
+    with persisted(b.store, "o:1", M, plugins=[AuditPlugin(b.log)]) as order:
+        with pytest.raises(TypeError, match=r"\$\.payload\.tags"):
+            order.send("ADD", tags={"a", "b"})
+        assert order.context == {"items": 0}
+        order.send("ADD")
+    assert b.store.load("o:1").snapshot["context"] == {"items": 1}
+    assert [r.payload for r in b.log.read("o:1")] == [{}]
