@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import heapq
+import re
 import secrets
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -116,6 +117,20 @@ def _check_ttl(value: Any, name: str) -> None:
         )
 
 
+_COMMIT_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def _check_commit_id(commit_id: Any) -> None:
+    # The id is how a retried commit is recognised: an empty one would make
+    # every id-less commit a "replay" of the previous one.
+    if not isinstance(commit_id, str) or not _COMMIT_ID.fullmatch(commit_id):
+        raise InvalidConfigError(
+            f"commit_id must be 1-128 printable ASCII characters without spaces, got {commit_id!r}",
+            path="commit_id",
+            hint="use secrets.token_hex(12)",
+        )
+
+
 class StoreCore:
     """What RedisStore and AsyncRedisStore do, minus the sending."""
 
@@ -173,6 +188,7 @@ class StoreCore:
 
     def commit(self, unit: CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int) -> Op:
         validate_key(unit.key)
+        _check_commit_id(unit.commit_id)
         data = self.encode(unit)  # raises before any I/O
         layout = yield from self.state.ensure()
         call = ops.commit_call(

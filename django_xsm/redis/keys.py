@@ -8,7 +8,7 @@ key                        type    holds
 =========================  ======  ==============================================
 ``{p:b}:s:<key>``          hash    snapshot ``d``, version ``v``, machine ``m``,
                                    machine version ``mv``, updated ``u`` (ms),
-                                   last commit id ``cid``, timer failures ``tf``
+                                   recent commit ids ``cid``, timer failures ``tf``
 ``{p:b}:l:<key>``          string  the lock token (``SET NX PX``)
 ``{p:b}:log:<key>``        stream  transition log, entry id ``<seq>-0``
 ``{p:b}:ver``              hash    key -> highest version ever (no ABA)

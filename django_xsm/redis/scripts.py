@@ -242,6 +242,37 @@ return {0, floor, replies, fields, locked}
 """
 )
 
+# The snapshot hash's ``cid`` field: the ids of the last COMMIT_HISTORY commits
+# with the version each produced, newest first ('id/version id/version ...').
+# A client retry can arrive after other writers committed on top of the
+# commit it repeats; it must still be recognised, or the caller would see a
+# conflict, reload and apply its event a second time.
+COMMIT_HISTORY = 8
+PRELUDE_COMMIT_IDS = (
+    r"""
+local function applied_version(history, id)
+  if not history then return nil end
+  for tok in string.gmatch(history, '%S+') do
+    local cid, v = string.match(tok, '^(.*)/(%d+)$')
+    if cid == id then return tonumber(v) end
+  end
+  return nil
+end
+local function remember(history, id, version)
+  local out = {id .. '/' .. string.format('%.0f', version)}
+  if history then
+    for tok in string.gmatch(history, '%S+') do
+      if #out >= """
+    + str(COMMIT_HISTORY)
+    + r""" then break end
+      out[#out + 1] = tok
+    end
+  end
+  return table.concat(out, ' ')
+end
+"""
+)
+
 # KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors, KEYS[4..10] index keys
 # (ix idx midx sidx due dead exp), KEYS[11] log stream, KEYS[12] log index,
 # KEYS[13] inbox expiry, KEYS[14..] inbox hashes referenced by marks/releases
@@ -257,6 +288,7 @@ return {0, floor, replies, fields, locked}
 # L x (event, payload, actor, reason, from, to, idem key, correlation id,
 # timestamp ms, accepted)
 # returns {'ok', version, first_seq, now} | {'dup', version, 0, updated}
+#       (dup: the commit id is one of the recent ones; version is what it made)
 #       | {'conflict', actual or -1} | {'lock', actual or -1}
 #       | {'claim', actual or -1} | {'corrupt', -1} (version field unreadable)
 # A unit that writes no snapshot for an absent key creates no record (its
@@ -265,6 +297,7 @@ COMMIT = (
     PRELUDE_INDEX
     + PRELUDE_INBOX
     + PRELUDE_LOG
+    + PRELUDE_COMMIT_IDS
     + r"""
 local key = ARGV[1]
 local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash', KEYS[11], 'stream',
@@ -276,9 +309,8 @@ if err then return err end
 local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u')
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
-if cur[2] and cur[2] == ARGV[2] then
-  return {'dup', tonumber(cur[1]), 0, tonumber(cur[3])}
-end
+local seen = applied_version(cur[2], ARGV[2])
+if seen then return {'dup', seen, 0, tonumber(cur[3])} end
 local now = now_ms()
 local expected = tonumber(ARGV[3])
 local actual = -1
@@ -307,14 +339,14 @@ local version = actual
 if ARGV[7] == '1' then
   version = math.max(expected, tonumber(ARGV[4])) + 1
   redis.call('HSET', KEYS[1], 'd', ARGV[8], 'v', version, 'm', ARGV[9],
-    'mv', ARGV[10], 'u', string.format('%.0f', now), 'cid', ARGV[2])
+    'mv', ARGV[10], 'u', string.format('%.0f', now), 'cid', remember(cur[2], ARGV[2], version))
   redis.call('HSET', KEYS[3], key, version)
   reindex(I, key, ARGV[9], ARGV[11])
   if ARGV[12] == '' then redis.call('ZREM', I[5], key)
   else redis.call('ZADD', I[5], ARGV[12], key) end
   exists = true
 elseif exists then
-  redis.call('HSET', KEYS[1], 'cid', ARGV[2])
+  redis.call('HSET', KEYS[1], 'cid', remember(cur[2], ARGV[2], version))
 else
   version = 0
 end
