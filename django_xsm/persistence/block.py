@@ -24,6 +24,7 @@ from django_xsm.exceptions import (
 from .audit import AuditPlugin
 from .base import validate_key
 from .claims import ClaimBook, SendClaim
+from .codecs import to_json_ready
 from .idempotency import IdempotencyPlugin, ReplayedReceipt
 from .locks import LockStrategy, OptimisticLock
 from .plugins import Plugin, normalize_event
@@ -233,9 +234,11 @@ class PersistedInstance:
         return dict(self.instance.snapshot())
 
     def set_result(self, result: Any) -> None:
-        """What a duplicate of this block's idempotency key gets back (JSON-
-        ready). Defaults to the receipts of the block's sends."""
-        self._result = result
+        """What a duplicate of this block's idempotency key gets back as
+        ``replayed_result`` (default None). JSON values, plus what the
+        snapshot codec round-trips exactly (Decimal, datetime, UUID...);
+        anything else raises ``TypeError`` naming its path, here."""
+        self._result = to_json_ready(result, "$.result")
 
     # --- sending -------------------------------------------------------------
 
