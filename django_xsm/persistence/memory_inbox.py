@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -12,6 +13,7 @@ from typing import Any
 from django_xsm.exceptions import ConflictError
 
 from .base import validate_key
+from .codecs import loads_tagged
 from .records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
 
 __all__ = ["MemoryInbox"]
@@ -105,9 +107,12 @@ class MemoryInbox:
             row = self._live(_row_id(c), now)
             if row is not None and (row.done or row.owner != c.owner):
                 return False
+            # Keep what Redis would: a private, JSON-decoded copy (tagged
+            # values such as Decimal come back as Python values).
+            receipt = loads_tagged(json.dumps(mark.receipt, separators=(",", ":")))
             self._put(
                 _row_id(c),
-                _InboxRow(c.fingerprint, c.owner, True, now + mark.ttl_ms, mark.receipt),
+                _InboxRow(c.fingerprint, c.owner, True, now + mark.ttl_ms, receipt),
             )
             return True
 
