@@ -4,6 +4,7 @@ dead worker blocks its key only until its lease ends."""
 
 from __future__ import annotations
 
+import decimal
 import json
 import time
 from typing import Any
@@ -119,6 +120,22 @@ def test_log_records_carry_the_key_they_ran_under(b: Backends) -> None:
         o.send("ADD", idempotency_key="evt-2")
         o.send("ADD")
     assert [r.idempotency_key for r in b.log.read("o:1")] == ["req-1", "evt-2", ""]
+
+
+def test_a_block_result_replays_exactly_or_is_refused_when_set(b: Backends) -> None:
+    c = Counted()
+    result = {"amount": decimal.Decimal("1.50"), "dims": (1, 2), "raw": b"\x00"}
+    with persisted(b.store, "o:1", c.machine, plugins=idem(b), idempotency_key="r") as order:
+        order.send("ADD")
+        order.set_result(result)
+        result["amount"] = 0  # the stored result is a copy
+    with persisted(b.store, "o:1", c.machine, plugins=idem(b), idempotency_key="r") as order:
+        assert order.replayed_result == {**result, "amount": decimal.Decimal("1.50")}
+    with pytest.raises(TypeError, match=r"\$\.result\.tags"):
+        with persisted(b.store, "o:1", c.machine, plugins=idem(b), idempotency_key="s") as o:
+            o.send("ADD")
+            o.set_result({"tags": {"a set"}})
+    assert c.runs == 2 and b.store.load("o:1").version == 1
 
 
 def test_a_block_key_in_flight_is_refused_at_open(b: Backends) -> None:
