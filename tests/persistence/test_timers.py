@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from django_xsm.engine import MachineLogic, create_machine
+from django_xsm.exceptions import StoreUnavailableError
 from django_xsm.persistence import (
     AuditPlugin,
     DueTimerScanner,
@@ -268,6 +269,25 @@ def test_run_forever_stops_when_told(b: Backends) -> None:
     assert len(scans) == 4 and total.fired == 1 and fired(b, "t:1") == 1
     calls = iter([False, True])
     assert scanner(b, clock).run_forever(0, stop=lambda: next(calls)).scanned == 0
+
+
+def test_run_forever_waits_out_a_store_outage(b: Backends) -> None:
+    clock = block_clock(b)
+    due = create(b, "t:1")
+    clock.now = due
+    real_due_keys = b.store.due_keys
+    outages = [StoreUnavailableError("injected outage")]
+
+    def flaky_due_keys(*args: Any, **kw: Any) -> Any:
+        if outages:
+            raise outages.pop()
+        return real_due_keys(*args, **kw)
+
+    b.store.due_keys = flaky_due_keys
+    scans: list[Any] = []
+    calls = iter([False, False, True])
+    total = scanner(b, clock).run_forever(0, stop=lambda: next(calls), on_scan=scans.append)
+    assert [s.errors for s in scans] == [1, 0] and total.fired == 1 and fired(b, "t:1") == 1
 
 
 CHART: dict[str, Any] = {
