@@ -18,8 +18,15 @@ from django_xsm.exceptions import (
     IdempotencyKeyError,
     IdempotencyMismatchError,
     InvalidConfigError,
+    LockTimeoutError,
 )
-from django_xsm.persistence import AuditPlugin, IdempotencyPlugin, ReplayedReceipt, persisted
+from django_xsm.persistence import (
+    AuditPlugin,
+    IdempotencyPlugin,
+    PessimisticLock,
+    ReplayedReceipt,
+    persisted,
+)
 from tests.support import Backends, order_machine
 
 
@@ -146,6 +153,22 @@ def test_a_block_key_in_flight_is_refused_at_open(b: Backends) -> None:
             with persisted(b.store, "o:1", c.machine, plugins=idem(b), idempotency_key="req"):
                 pytest.fail("the body must not run")
     assert c.runs == 1 and b.store.load("o:1").version == 1
+
+
+def test_an_open_refused_by_a_busy_lock_takes_no_claim(b: Backends) -> None:
+    c = Counted()
+    with persisted(b.store, "o:1", c.machine, lock=PessimisticLock()):
+        with pytest.raises(LockTimeoutError):
+            with persisted(
+                b.store, "o:1", c.machine, plugins=idem(b), idempotency_key="req-1",
+                lock=PessimisticLock(timeout=0),
+            ):  # fmt: skip
+                pass
+        assert b.inbox.get("", "o:1", "req-1") is None
+    with persisted(b.store, "o:1", c.machine, plugins=idem(b), idempotency_key="req-1") as o:
+        assert not o.duplicate
+        o.send("ADD")
+    assert c.runs == 1
 
 
 def test_a_block_whose_result_was_not_set_replays_none(b: Backends) -> None:
