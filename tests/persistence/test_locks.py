@@ -11,6 +11,7 @@ import pytest
 
 from django_xsm.exceptions import ConflictError, LockTimeoutError
 from django_xsm.persistence import (
+    AuditPlugin,
     OptimisticLock,
     PessimisticLock,
     aretry_on_conflict,
@@ -202,7 +203,7 @@ def _hammer(b: Backends, lock: Any, threads: int, per_thread: int) -> list[BaseE
     start = threading.Barrier(threads)
 
     def one() -> None:
-        with persisted(b.store, "o:1", M, lock=lock) as order:
+        with persisted(b.store, "o:1", M, lock=lock, plugins=[AuditPlugin(b.log)]) as order:
             order.send("ADD")
 
     def worker() -> None:
@@ -227,12 +228,17 @@ def _hammer(b: Backends, lock: Any, threads: int, per_thread: int) -> list[BaseE
 @pytest.mark.parametrize(
     "lock", [OptimisticLock(), PessimisticLock(timeout=2)], ids=["optimistic", "pessimistic"]
 )
-def test_thread_races_lose_no_update(b: Backends, lock: Any) -> None:
+def test_thread_races_lose_no_update_and_log_in_commit_order(b: Backends, lock: Any) -> None:
     threads, per_thread = 4, 15
     assert _hammer(b, lock, threads, per_thread) == []
     assert items(b) == 1 + threads * per_thread
     assert b.store.load("o:1").version == 1 + threads * per_thread
     assert b.store.lock_holder("o:1") is None
+    # The log order is the commit order: seq n was written by version n + 1.
+    records = b.log.read("o:1")
+    assert [(r.seq, r.version) for r in records] == [
+        (n, n + 1) for n in range(1, threads * per_thread + 1)
+    ]
 
 
 def test_store_lock_is_the_token_lock_on_its_own(b: Backends) -> None:
