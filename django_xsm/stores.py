@@ -33,7 +33,8 @@ import asyncio
 import logging
 import threading
 import weakref
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -131,7 +132,10 @@ class Backend:
 
 @dataclass(frozen=True, slots=True)
 class AsyncBackend:
-    """The asyncio twin of :class:`Backend`, bound to one event loop."""
+    """The asyncio twin of :class:`Backend`, bound to one event loop.
+
+    Its client is closed when that loop shuts down (see :func:`_tie_to_loop`).
+    """
 
     client: Any
     store: AsyncRedisStore
@@ -140,6 +144,7 @@ class AsyncBackend:
     plugins: tuple[Any, ...]
     source: str
     description: str
+    closer: Any = field(default=None, repr=False, compare=False)
 
 
 _lock = threading.Lock()
@@ -261,7 +266,8 @@ def _async_twin(client: Any) -> Any:
         )
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k in _PORTABLE_OPTIONS}
     async_pool = redis.asyncio.ConnectionPool(connection_class=async_cls, **kwargs)
-    return redis.asyncio.Redis(connection_pool=async_pool)
+    # from_pool: the client owns the pool, so aclose() closes its connections.
+    return redis.asyncio.Redis.from_pool(async_pool)
 
 
 def _url_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
@@ -351,6 +357,37 @@ def _store_kwargs(s: conf.XsmSettings) -> dict[str, Any]:
     }
 
 
+async def _close_at_loop_end(client: Any) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+def _tie_to_loop(client: Any) -> Any:
+    """Close ``client`` when the running loop shuts down.
+
+    asyncio connections cannot outlive their loop, and under WSGI Django
+    runs each async view on a loop of its own (asgiref's ``async_to_sync``
+    uses ``asyncio.run``). ``asyncio.run``, ``asyncio.Runner`` and ASGI
+    servers call ``loop.shutdown_asyncgens()`` before closing a loop, which
+    finalises every async generator started on it: a generator parked at its
+    ``yield`` with ``aclose()`` in its ``finally`` therefore closes the
+    client's connections on the loop that owns them, instead of leaking them
+    to the garbage collector.
+    """
+    closer = _close_at_loop_end(client)
+    # Calling asend() runs the loop's firstiter hook, which registers the
+    # generator with the running loop; stepping the returned awaitable once
+    # parks the generator at its yield (it awaits nothing before it).
+    step = closer.asend(None)
+    try:
+        step.send(None)
+    except StopIteration:
+        pass
+    return closer
+
+
 # --- public accessors ----------------------------------------------------------------
 
 
@@ -415,7 +452,14 @@ def get_async_backend() -> AsyncBackend:
             inbox = AsyncRedisInbox(client, prefix=s.prefix, buckets=s.buckets)
             log = AsyncRedisLog(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets)
             found = AsyncBackend(
-                client, store, inbox, log, _plugins(s, inbox, log), source, description
+                client,
+                store,
+                inbox,
+                log,
+                _plugins(s, inbox, log),
+                source,
+                description,
+                closer=_tie_to_loop(client),
             )
             _async_backends[loop] = found
         return found

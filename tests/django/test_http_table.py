@@ -129,7 +129,7 @@ def test_finished_duplicate_replays_status_type_and_body(client: Any, backend: A
     assert count("r1") == 1
     log = machines["ticket"].objects.history("ticket:r1")
     assert [r.event_type for r in log] == ["BUMP"]
-    assert log[0].idempotency_key == ""  # the block key is not a per-event key
+    assert log[0].idempotency_key == "pay-1"
 
 
 @pytest.mark.parametrize("prefix", SYNC_ASYNC)

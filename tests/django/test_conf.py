@@ -1,0 +1,175 @@
+"""django_xsm.conf: defaults, validation naming the key, cache and reset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from django_xsm import conf, stores
+
+
+def test_defaults_fill_every_key(settings: Any):
+    settings.XSM = {"PREFIX": "shop"}
+    s = conf.get_settings()
+    assert s.prefix == "shop"
+    assert s.lock == "optimistic"
+    assert s.lock_ttl_ms == 30_000
+    assert s.idempotency.header == "Idempotency-Key"
+    assert s.idempotency.required == frozenset({"POST"})
+    assert s.idempotency.ttl_s == 86_400
+    assert s.audit.enabled is True
+    assert s.audit.maxlen is None
+    assert s.timers.max_attempts == 5
+    assert s.request_id_header == "X-Request-ID"
+
+
+def test_nested_dicts_merge_key_by_key(settings: Any):
+    settings.XSM = {"PREFIX": "shop", "AUDIT": {"MAXLEN": 100}, "IDEMPOTENCY": {"TTL_S": 60}}
+    s = conf.get_settings()
+    assert s.audit.maxlen == 100
+    assert s.audit.enabled is True  # kept from DEFAULTS
+    assert s.idempotency.ttl_s == 60
+    assert s.idempotency.header == "Idempotency-Key"
+
+
+def test_no_xsm_setting_at_all_uses_defaults(settings: Any):
+    del settings.XSM
+    s = conf.get_settings()
+    assert s.prefix is None
+    assert s.machines == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "named", "hint"),
+    [
+        ({"PREFX": "x"}, "XSM['PREFX']", "did you mean 'PREFIX'?"),
+        ({"REDIS": "x"}, "XSM['REDIS']", "did you mean"),
+        ({"IDEMPOTENCY": {"HEADERS": "X"}}, "XSM['IDEMPOTENCY']['HEADERS']", "'HEADER'"),
+        ({"AUDIT": {"MAX_LEN": 5}}, "XSM['AUDIT']['MAX_LEN']", "'MAXLEN'"),
+        ({"TIMERS": {"ATTEMPTS": 5}}, "XSM['TIMERS']['ATTEMPTS']", "MAX_ATTEMPTS"),
+        ({"lock": "optimistic"}, "XSM['lock']", "'LOCK'"),
+    ],
+)
+def test_unknown_keys_are_named(settings: Any, value: dict[str, Any], named: str, hint: str):
+    settings.XSM = value
+    with pytest.raises(ImproperlyConfigured) as info:
+        conf.get_settings()
+    assert named in str(info.value)
+    assert hint in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ({"LOCK": "mutex"}, "XSM['LOCK']"),
+        ({"LOCK_TTL_MS": "30000"}, "XSM['LOCK_TTL_MS']"),
+        ({"LOCK_TTL_MS": 0}, "XSM['LOCK_TTL_MS']"),
+        ({"LOCK_TIMEOUT_S": -1}, "XSM['LOCK_TIMEOUT_S']"),
+        ({"CONFLICT_RETRIES": 1.5}, "XSM['CONFLICT_RETRIES']"),
+        ({"CONFLICT_RETRIES": True}, "XSM['CONFLICT_RETRIES']"),
+        ({"MACHINES": ["order"]}, "XSM['MACHINES']"),
+        ({"REDIS_URL": 6379}, "XSM['REDIS_URL']"),
+        ({"REDIS_URL": ""}, "XSM['REDIS_URL']"),
+        ({"REDIS_OPTIONS": "ssl=1"}, "XSM['REDIS_OPTIONS']"),
+        ({"PREFIX": 3}, "XSM['PREFIX']"),
+        ({"EMBEDDED": "yes"}, "XSM['EMBEDDED']"),
+        ({"SOCKET_TIMEOUT_S": 0}, "XSM['SOCKET_TIMEOUT_S']"),
+        ({"MAX_SNAPSHOT_BYTES": 1.0}, "XSM['MAX_SNAPSHOT_BYTES']"),
+        ({"BUCKETS": 0}, "XSM['BUCKETS']"),
+        ({"REQUEST_ID_HEADER": "X Request"}, "XSM['REQUEST_ID_HEADER']"),
+        ({"IDEMPOTENCY": "on"}, "XSM['IDEMPOTENCY']"),
+        ({"IDEMPOTENCY": {"REQUIRED": "POST"}}, "XSM['IDEMPOTENCY']['REQUIRED']"),
+        ({"IDEMPOTENCY": {"REQUIRED": ["GET"]}}, "XSM['IDEMPOTENCY']['REQUIRED']"),
+        ({"IDEMPOTENCY": {"REQUIRED": ["FETCH"]}}, "XSM['IDEMPOTENCY']['REQUIRED']"),
+        ({"IDEMPOTENCY": {"HEADER": ""}}, "XSM['IDEMPOTENCY']['HEADER']"),
+        ({"IDEMPOTENCY": {"TTL_S": 0}}, "XSM['IDEMPOTENCY']['TTL_S']"),
+        ({"IDEMPOTENCY": {"MAX_RESPONSE_BYTES": -1}}, "XSM['IDEMPOTENCY']['MAX_RESPONSE_BYTES']"),
+        ({"AUDIT": {"ENABLED": "yes"}}, "XSM['AUDIT']['ENABLED']"),
+        ({"AUDIT": {"MAXLEN": 0}}, "XSM['AUDIT']['MAXLEN']"),
+        ({"AUDIT": {"REDACT": "card"}}, "XSM['AUDIT']['REDACT']"),
+        ({"AUDIT": {"REDACT": ["", "x"]}}, "XSM['AUDIT']['REDACT']"),
+        ({"TIMERS": {"MAX_ATTEMPTS": 0}}, "XSM['TIMERS']['MAX_ATTEMPTS']"),
+    ],
+)
+def test_wrong_types_and_values_are_named(settings: Any, value: dict[str, Any], named: str):
+    settings.XSM = {"PREFIX": "shop", **value}
+    with pytest.raises(ImproperlyConfigured) as info:
+        conf.get_settings()
+    assert named in str(info.value)
+
+
+def test_xsm_must_be_a_dict(settings: Any):
+    settings.XSM = ["PREFIX", "shop"]
+    with pytest.raises(ImproperlyConfigured, match="settings.XSM must be a dict"):
+        conf.get_settings()
+
+
+def test_methods_are_upper_cased(settings: Any):
+    settings.XSM = {"IDEMPOTENCY": {"REQUIRED": ["post", "Patch"]}}
+    assert conf.get_settings().idempotency.required == frozenset({"POST", "PATCH"})
+    assert conf.get_settings().idempotency.meta_key == "HTTP_IDEMPOTENCY_KEY"
+
+
+def test_accessor_is_cached_until_the_setting_changes(settings: Any):
+    first = conf.get_settings()
+    assert conf.get_settings() is first
+    settings.XSM = {**settings.XSM, "LOCK": "pessimistic"}
+    second = conf.get_settings()
+    assert second is not first
+    assert second.lock == "pessimistic"
+
+
+def test_debug_change_resets_too(settings: Any):
+    first = conf.get_settings()
+    settings.DEBUG = True
+    assert conf.get_settings() is not first
+    assert conf.get_settings().debug is True
+
+
+def test_setting_change_rebuilds_the_backend(settings: Any):
+    backend = stores.get_backend()
+    assert stores.get_backend() is backend
+    settings.XSM = {**settings.XSM, "PREFIX": "other"}
+    rebuilt = stores.get_backend()
+    assert rebuilt is not backend
+    assert rebuilt.store.prefix == "other"
+
+
+def test_unrelated_setting_change_keeps_the_cache(settings: Any):
+    first = conf.get_settings()
+    settings.TIME_ZONE = "Europe/Paris"
+    assert conf.get_settings() is first
+
+
+def test_on_reset_callbacks_run_once_per_reset():
+    calls: list[int] = []
+
+    def callback() -> None:
+        calls.append(1)
+
+    conf.on_reset(callback)
+    conf.on_reset(callback)  # registering twice is harmless
+    try:
+        conf.reset()
+        assert calls == [1]
+    finally:
+        conf._reset_callbacks.remove(callback)
+
+
+@pytest.mark.parametrize(
+    ("xsm", "debug", "embedded"),
+    [
+        ({}, True, True),
+        ({}, False, False),
+        ({"EMBEDDED": True}, False, True),
+        ({"EMBEDDED": False}, True, False),
+        ({"REDIS_URL": "redis://h/0"}, True, False),
+        ({"CACHE_ALIAS": "default", "EMBEDDED": True}, True, False),
+    ],
+)
+def test_uses_embedded(settings: Any, xsm: dict[str, Any], debug: bool, embedded: bool):
+    settings.DEBUG = debug
+    settings.XSM = {"PREFIX": "p", **xsm}
+    assert conf.get_settings().uses_embedded is embedded
