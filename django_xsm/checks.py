@@ -97,13 +97,12 @@ def _connection(s: conf.XsmSettings) -> list[CheckMessage]:
             parts.port  # noqa: B018  (raises ValueError for a bad port)
             scheme_ok = parts.scheme in ("redis", "rediss", "unix")
         except ValueError:
-            scheme_ok, parts = False, None
+            scheme_ok = False
         if not scheme_ok:
-            # Never echo the URL: it may carry a password.
-            scheme = parts.scheme if parts is not None else "?"
+            # Never echo any part of the URL: it may carry a password.
             out.append(
                 Error(
-                    f"XSM['REDIS_URL'] is not a usable Redis URL (scheme {scheme or 'missing'!r})",
+                    "XSM['REDIS_URL'] is not a usable redis://, rediss:// or unix:// URL",
                     hint="use redis://host:6379/0, rediss://host:6380/0 (TLS) or "
                     "unix:///path/redis.sock",
                     id="xsm.E004",

@@ -40,14 +40,14 @@ def _fresh_state() -> Iterator[None]:
 @pytest.fixture
 def xsm(settings: Any) -> Callable[..., dict[str, Any]]:
     """``xsm(**changes)``: XSM = the test settings updated with ``changes``
-    (nested dicts merged one level), applied through override (reset on
+    (IDEMPOTENCY, AUDIT and TIMERS merged key by key), applied through override (reset on
     teardown)."""
 
     def apply(**changes: Any) -> dict[str, Any]:
         value = copy.deepcopy(settings.XSM)
         for key, change in changes.items():
-            if isinstance(change, dict) and isinstance(value.get(key), dict):
-                value[key] = {**value[key], **change}
+            if key in ("IDEMPOTENCY", "AUDIT", "TIMERS"):
+                value[key] = {**value.get(key, {}), **change}
             else:
                 value[key] = change
         settings.XSM = value

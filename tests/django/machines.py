@@ -51,3 +51,15 @@ def logic_factory() -> MachineLogic:
 
 NOT_A_MACHINE = 42
 OTHER_WITH_SAME_ID = create_machine({**TICKET, "states": {"open": {}}}, logic=MachineLogic())
+
+PLAIN_CONFIG: dict[str, Any] = {
+    "id": "plain",
+    "initial": "a",
+    "states": {"a": {"on": {"GO": "b"}}, "b": {}},
+}
+FACTORY_CALLS: list[int] = [0]
+
+
+def counting_factory() -> Any:
+    FACTORY_CALLS[0] += 1
+    return create_machine(TICKET, logic=logic)
