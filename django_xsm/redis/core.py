@@ -307,7 +307,7 @@ class StoreCore:
                     index,
                     lo,
                     hi,
-                    limit,
+                    limit + 1,  # one more than a page: is there a next page?
                     len(head.encode()),
                     layout.snapshot_prefix(b),
                     layout.log_prefix(b),
@@ -319,8 +319,10 @@ class StoreCore:
         pages = [[b2s(k) for k in r] for r in replies]
         merged = list(heapq.merge(*pages))
         page = merged[:limit]
-        more = len(merged) > limit or any(len(p) == limit for p in pages)
-        return page, (page[-1] if more and page else "")
+        # Each bucket gave up to limit + 1 of its keys after the cursor, so more
+        # than `limit` keys remain exactly when more than `limit` came back.
+        more = len(merged) > limit
+        return page, (page[-1] if more else "")
 
     def due_keys(self, until_wall: float | _dt.datetime, limit: int) -> Op:
         until = wall_to_ms(until_wall)
