@@ -136,4 +136,3 @@ def problem(response: Any) -> dict[str, Any]:
 def key_header(key: str) -> dict[str, str]:
     """Test-client kwargs sending ``Idempotency-Key: key``."""
     return {"HTTP_IDEMPOTENCY_KEY": key}
-

@@ -102,7 +102,7 @@ def test_wrong_types_and_values_are_named(settings: Any, value: dict[str, Any], 
 
 def test_xsm_must_be_a_dict(settings: Any):
     settings.XSM = ["PREFIX", "shop"]
-    with pytest.raises(ImproperlyConfigured, match="settings.XSM must be a dict"):
+    with pytest.raises(ImproperlyConfigured, match=r"settings\.XSM must be a dict"):
         conf.get_settings()
 
 

@@ -28,7 +28,10 @@ from tests.django import machines as test_machines
         ("data/plain.json", "plain"),
         ({"CONFIG": "data/ticket.json", "LOGIC": "tests.django.machines.logic"}, "ticket"),
         ({"CONFIG": "data/ticket.json", "LOGIC": "tests.django.machines.logic_factory"}, "ticket"),
-        ({"CONFIG": "tests.django.machines.TICKET", "LOGIC": "tests.django.machines.logic"}, "ticket"),
+        (
+            {"CONFIG": "tests.django.machines.TICKET", "LOGIC": "tests.django.machines.logic"},
+            "ticket",
+        ),
     ],
 )
 def test_machine_specs(xsm: Any, spec: Any, machine_id: str):
@@ -69,7 +72,10 @@ def test_relative_json_needs_base_dir(xsm: Any, settings: Any):
         ("tests.django.machines.TICKET", "bump"),  # actions named but no logic
         ({"CONFIG": "data/plain.json", "LOGC": "x"}, "unknown key 'LOGC'"),
         ({"LOGIC": "tests.django.machines.logic"}, "'CONFIG' is required"),
-        ({"CONFIG": "data/plain.json", "LOGIC": "tests.django.machines.PLAIN_CONFIG"}, "not a MachineLogic"),
+        (
+            {"CONFIG": "data/plain.json", "LOGIC": "tests.django.machines.PLAIN_CONFIG"},
+            "not a MachineLogic",
+        ),
         ({"CONFIG": "tests.django.machines.ticket", "VERSION": "2"}, "already a compiled Machine"),
         ({"CONFIG": "data/plain.json", "VERSION": 2}, "VERSION must be a string"),
         (42, "expected a dotted path"),
