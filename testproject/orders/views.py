@@ -167,7 +167,9 @@ async def cancel(request: HttpRequest, order_id: str, *, instance: Any) -> HttpR
         reason = str(_json_body(request).get("reason") or "")[:200]
     except BadInput as exc:
         return _bad(request, exc)
-    instance.send("CANCEL", reason=reason)
+    # A mapping event: send()'s own keyword 'reason' is the audit-log reason,
+    # while this 'reason' belongs to the event's payload (and the log's too).
+    instance.send({"type": "CANCEL", "reason": reason}, reason=reason)
     return JsonResponse(_order(instance))
 
 
