@@ -84,9 +84,7 @@ def test_a_slow_first_request_makes_duplicates_409_then_replay(backend: Any):
 def test_distinct_requests_lose_no_update(backend: Any, xsm: Any):
     xsm(CONFLICT_RETRIES=20)
     Client().post("/t/d3/bump", HTTP_IDEMPOTENCY_KEY="create")
-    responses = _storm(
-        "/t/d3/bump", [{"HTTP_IDEMPOTENCY_KEY": f"k{i}"} for i in range(THREADS)]
-    )
+    responses = _storm("/t/d3/bump", [{"HTTP_IDEMPOTENCY_KEY": f"k{i}"} for i in range(THREADS)])
     ok = [r for r in responses if r.status_code == 201]
     assert all(r.status_code in (201, 409) for r in responses)
     final = machines["ticket"].objects.get("ticket:d3")
