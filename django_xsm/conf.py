@@ -206,8 +206,8 @@ def _number(
 ) -> Any:
     if value is None and optional:
         return None
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:
+    ok = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok or value < minimum:
         what = "an int" if integer else "a number"
         raise _fail(
             f"expected {what} >= {minimum:g}{' or None' if optional else ''}, got {value!r}",

@@ -211,7 +211,7 @@ def capture_response(response: HttpResponseBase, limit: int) -> dict[str, Any]:
     if getattr(response, "streaming", False):
         stored["omitted"] = "streaming"
         return stored
-    body: bytes = response.content  # type: ignore[attr-defined]
+    body: bytes = response.content
     if len(body) > limit:
         stored["omitted"] = f"body over {limit} bytes"
         return stored

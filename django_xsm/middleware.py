@@ -115,7 +115,7 @@ def parse_correlation_id(request: HttpRequest) -> str:
     if header:
         value = request.META.get("HTTP_" + header.upper().replace("-", "_"), "")
         if value and _REQUEST_ID.match(value):
-            return value
+            return str(value)
     return uuid.uuid4().hex
 
 
@@ -249,7 +249,7 @@ def get_request_info(request: HttpRequest) -> RequestInfo:
     if isinstance(found, RequestInfo):
         return found
     info = RequestInfo(request)
-    request.xsm = info  # type: ignore[attr-defined]
+    request.xsm = info
     return info
 
 
@@ -276,11 +276,11 @@ class XsmMiddleware:
             return self.__acall__(request)
         info = get_request_info(request)
         response = self.get_response(request)
-        return self._finish(info, response)  # type: ignore[arg-type]
+        return self._finish(info, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         info = get_request_info(request)
-        response = await self.get_response(request)  # type: ignore[misc]
+        response = await self.get_response(request)
         return self._finish(info, response)
 
     @staticmethod

@@ -33,7 +33,7 @@ import asyncio
 import logging
 import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -357,14 +357,14 @@ def _store_kwargs(s: conf.XsmSettings) -> dict[str, Any]:
     }
 
 
-async def _close_at_loop_end(client: Any) -> AsyncIterator[None]:
+async def _close_at_loop_end(client: Any) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
         await client.aclose()
 
 
-def _tie_to_loop(client: Any) -> Any:
+def _tie_to_loop(client: Any) -> AsyncGenerator[None, None]:
     """Close ``client`` when the running loop shuts down.
 
     asyncio connections cannot outlive their loop, and under WSGI Django
