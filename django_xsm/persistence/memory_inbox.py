@@ -87,9 +87,12 @@ class MemoryInbox:
         validate_key(request.idempotency_key, what="idempotency key")
         return self.claim_all((request,))[0]
 
-    def check_owned(self, claims: Iterable[ClaimRequest], key: str, expected: int) -> None:
+    def check_owned(
+        self, claims: Iterable[ClaimRequest], key: str, expected: int, actual: int | None
+    ) -> None:
         """Raise ConflictError(reason='claim') unless every claim is still
-        the caller's (an expired lease nobody else took still counts)."""
+        the caller's (an expired lease nobody else took still counts).
+        ``actual`` is the stored version to report (None: no record)."""
         with self._lock:
             now = self.clock()
             for claim in claims:
@@ -98,7 +101,7 @@ class MemoryInbox:
                     continue
                 if row.expires_ms <= now:
                     continue
-                raise ConflictError(key, expected=expected, actual=expected, reason="claim")
+                raise ConflictError(key, expected=expected, actual=actual, reason="claim")
 
     def mark(self, mark: InboxMark) -> bool:
         with self._lock:
