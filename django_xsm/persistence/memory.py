@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import datetime as _dt
+import re
 import secrets
 import threading
 import time
@@ -44,6 +45,12 @@ def system_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: Recent commit ids a record remembers, so a client retry is recognised
+#: even after other writers committed on top of it (as Redis does).
+COMMIT_HISTORY = 8
+_COMMIT_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+
 @dataclass(slots=True)
 class _Row:
     data: bytes
@@ -51,10 +58,16 @@ class _Row:
     machine_id: str
     machine_version: str
     updated_ms: int
-    commit_id: str
+    commits: tuple[tuple[str, int], ...]  # (commit id, version made), newest first
     state_ids: tuple[str, ...] = ()
     expires_ms: int | None = None
     failures: dict[str, TimerFailure] = field(default_factory=dict)
+
+    def applied(self, commit_id: str) -> int | None:
+        return next((v for cid, v in self.commits if cid == commit_id), None)
+
+    def remember(self, commit_id: str, version: int) -> tuple[tuple[str, int], ...]:
+        return ((commit_id, version), *self.commits)[:COMMIT_HISTORY]
 
 
 class MemoryStore:
@@ -165,6 +178,13 @@ class MemoryStore:
         ours); any other inbox or log is applied afterwards, in the
         documented order snapshot, marks, log."""
         validate_key(unit.key)
+        if not isinstance(unit.commit_id, str) or not _COMMIT_ID.fullmatch(unit.commit_id):
+            raise InvalidConfigError(
+                f"commit_id must be 1-128 printable ASCII characters without spaces, "
+                f"got {unit.commit_id!r}",
+                path="commit_id",
+                hint="use secrets.token_hex(12)",
+            )
         data = self._encode(unit)  # may raise before anything is touched
         shared_inbox = isinstance(inbox, MemoryInbox)
         shared_log = isinstance(log, MemoryLog)
@@ -173,11 +193,14 @@ class MemoryStore:
         with self._lock, inbox_lock, log_lock:
             now = self.clock()
             row = self._live(unit.key, now)
-            if row is not None and row.commit_id == unit.commit_id:
-                return CommitResult(version=row.version, updated_ms=row.updated_ms, replayed=True)
+            seen = row.applied(unit.commit_id) if row is not None else None
+            if row is not None and seen is not None:
+                return CommitResult(version=seen, updated_ms=row.updated_ms, replayed=True)
             self._check_fences(unit, row, now)
             if unit.marks and shared_inbox:
-                inbox.check_owned([m.claim for m in unit.marks], unit.key, unit.expected_version)
+                claims = [m.claim for m in unit.marks]
+                actual = row.version if row is not None else None
+                inbox.check_owned(claims, unit.key, unit.expected_version, actual)
             version = row.version if row is not None else 0
             if data is not None:
                 version = unit.new_version
@@ -187,15 +210,17 @@ class MemoryStore:
                     machine_id=unit.machine_id,
                     machine_version=unit.machine_version,
                     updated_ms=now,
-                    commit_id=unit.commit_id,
+                    commits=row.remember(unit.commit_id, version) if row is not None else (),
                     state_ids=unit.state_ids,
                     failures=dict(row.failures) if row is not None else {},
                 )
+                if not row.commits:
+                    row.commits = ((unit.commit_id, version),)
                 self._rows[unit.key] = row
                 self._floors[unit.key] = version
                 self._index_due(unit.key, unit.next_due_ms)
             elif row is not None:
-                row.commit_id = unit.commit_id
+                row.commits = row.remember(unit.commit_id, version)
             if row is not None:
                 if unit.timer_failures is not None:
                     row.failures = dict(unit.timer_failures)
