@@ -143,6 +143,26 @@ class StoreContract(_Base):
         assert again.version == 1 and again.replayed
         assert b.store.load("k").version == 1
 
+    def test_a_retried_commit_is_recognised_after_other_writers_committed(
+        self, b: Backends
+    ) -> None:
+        first = unit("k", 0, snap(items=1), commit_id="first")
+        b.store.commit(first)
+        for v in range(1, 4):
+            b.store.commit(unit("k", v, snap(items=v + 1)))
+        again = b.store.commit(first)  # the reply of the first was lost
+        assert again.replayed and again.version == 1
+        record = b.store.load("k")
+        assert record.version == 4 and record.snapshot["context"]["items"] == 4
+
+    @pytest.mark.parametrize("commit_id", ["", "has space", "x" * 129, "tab\t"])
+    def test_a_commit_id_must_be_printable_without_spaces(
+        self, b: Backends, commit_id: str
+    ) -> None:
+        with pytest.raises(InvalidConfigError):
+            b.store.commit(unit("k", 0, snap(items=1), commit_id=commit_id))
+        assert b.store.load("k") is None
+
     def test_a_held_lock_fences_other_writers(self, b: Backends) -> None:
         b.store.save("k", snap(), expected_version=0)
         assert b.store.acquire_lock("k", "tok-a", 5_000) == 0
@@ -498,7 +518,7 @@ class CommitContract(_Base):
         u = unit("order:1", 0, snap(items=1), marks=(InboxMark(claim(owner="slow"), {}, 60_000),))
         with pytest.raises(ConflictError) as err:
             b.store.commit(u, inbox=b.inbox, log=b.log)
-        assert err.value.reason == "claim"
+        assert (err.value.reason, err.value.actual) == ("claim", None)  # no record yet
         assert b.store.load("order:1") is None
 
     def test_log_order_is_commit_order(self, b: Backends) -> None:
