@@ -17,17 +17,15 @@ from typing import Any
 from django_xsm.exceptions import (
     EventNotAcceptedError,
     InstanceNotFoundError,
-    InvalidConfigError,
     XsmError,
 )
 
-from .audit import AuditPlugin
 from .base import validate_key
 from .claims import ClaimBook, SendClaim
 from .codecs import to_json_ready
-from .idempotency import IdempotencyPlugin, ReplayedReceipt
+from .idempotency import ReplayedReceipt
 from .locks import LockStrategy, OptimisticLock
-from .plugins import Plugin, normalize_event
+from .plugins import Plugin, normalize_event, sort_plugins
 from .records import (
     ClaimOutcome,
     ClaimRequest,
@@ -41,6 +39,7 @@ from .records import (
     TimerFailure,
 )
 from .timer_state import next_due_ms, prune_failures
+from .view import InstanceReads
 
 # Plugin and normalize_event moved to plugins.py; importable from here too.
 __all__ = ["PersistedInstance", "Plugin", "normalize_event"]
@@ -48,7 +47,7 @@ __all__ = ["PersistedInstance", "Plugin", "normalize_event"]
 _UNSET: Any = object()
 
 
-class PersistedInstance:
+class PersistedInstance(InstanceReads):
     """A live instance inside a ``persisted()`` block.
 
     Reads (``value``, ``state_ids``, ``context``, ``status``, ``deadlines``,
@@ -89,11 +88,7 @@ class PersistedInstance:
         self._initial_context = context
         self._is_async = is_async
         self.clock: Callable[[], int] = clock or getattr(store, "clock", None) or _wall_ms
-        self.idempotency: IdempotencyPlugin | None = None
-        self.audit: AuditPlugin | None = None
-        self.hooks: list[Plugin] = []
-        for plugin in plugins:
-            self._add_plugin(plugin)
+        self.idempotency, self.audit, self.hooks = sort_plugins(plugins)
         self.token = self.lock.new_token()
         self.owner = secrets.token_hex(12)
         self.claims = ClaimBook(
@@ -117,24 +112,6 @@ class PersistedInstance:
         self.machine: Any = None
         self.instance: Any = None
         self.driver: Any = None  # set by persisted()/apersisted() at open
-
-    def _add_plugin(self, plugin: Any) -> None:
-        if isinstance(plugin, IdempotencyPlugin):
-            if self.idempotency is not None:
-                raise InvalidConfigError("Only one IdempotencyPlugin per block", path="plugins")
-            self.idempotency = plugin
-        elif isinstance(plugin, AuditPlugin):
-            if self.audit is not None:
-                raise InvalidConfigError("Only one AuditPlugin per block", path="plugins")
-            self.audit = plugin
-        elif isinstance(plugin, Plugin):
-            self.hooks.append(plugin)
-        else:
-            raise InvalidConfigError(
-                f"{type(plugin).__name__} is not a plugin",
-                path="plugins",
-                hint="use IdempotencyPlugin, AuditPlugin or a Plugin subclass",
-            )
 
     @property
     def block_claim(self) -> ClaimRequest | None:
@@ -196,42 +173,6 @@ class PersistedInstance:
         if hasattr(m, "restore") and hasattr(m, "start"):
             return m
         return m(record)
-
-    # --- reading -------------------------------------------------------------
-
-    @property
-    def value(self) -> Any:
-        return self.instance.value
-
-    @property
-    def state_ids(self) -> Any:
-        return self.instance.state_ids
-
-    @property
-    def context(self) -> Any:
-        return self.instance.context
-
-    @property
-    def status(self) -> str:
-        return str(self.instance.status)
-
-    @property
-    def deadlines(self) -> Any:
-        return self.instance.deadlines
-
-    @property
-    def created(self) -> bool:
-        """True when this block started a new instance."""
-        return self.record is None
-
-    def matches(self, state_id: str) -> bool:
-        return bool(self.instance.matches(state_id))
-
-    def can(self, event: Any) -> bool:
-        return bool(self.instance.can(event))
-
-    def snapshot(self) -> dict[str, Any]:
-        return dict(self.instance.snapshot())
 
     def set_result(self, result: Any) -> None:
         """What a duplicate of this block's idempotency key gets back as

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from django_xsm.exceptions import InvalidEventError
+from django_xsm.exceptions import InvalidConfigError, InvalidEventError
+
+from .audit import AuditPlugin
+from .idempotency import IdempotencyPlugin
 
 if TYPE_CHECKING:
     from .block import PersistedInstance
     from .records import CommitResult
 
-__all__ = ["EventView", "Plugin", "normalize_event"]
+__all__ = ["EventView", "Plugin", "normalize_event", "sort_plugins"]
 
 
 class Plugin:
@@ -32,6 +35,33 @@ class Plugin:
 
     def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
         """Called after a successful commit."""
+
+
+def sort_plugins(
+    plugins: tuple[Any, ...],
+) -> tuple[IdempotencyPlugin | None, AuditPlugin | None, list[Plugin]]:
+    """``(idempotency, audit, hooks)``: at most one of the first two."""
+    idempotency: IdempotencyPlugin | None = None
+    audit: AuditPlugin | None = None
+    hooks: list[Plugin] = []
+    for plugin in plugins:
+        if isinstance(plugin, IdempotencyPlugin):
+            if idempotency is not None:
+                raise InvalidConfigError("Only one IdempotencyPlugin per block", path="plugins")
+            idempotency = plugin
+        elif isinstance(plugin, AuditPlugin):
+            if audit is not None:
+                raise InvalidConfigError("Only one AuditPlugin per block", path="plugins")
+            audit = plugin
+        elif isinstance(plugin, Plugin):
+            hooks.append(plugin)
+        else:
+            raise InvalidConfigError(
+                f"{type(plugin).__name__} is not a plugin",
+                path="plugins",
+                hint="use IdempotencyPlugin, AuditPlugin or a Plugin subclass",
+            )
+    return idempotency, audit, hooks
 
 
 def normalize_event(event: object, payload: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
