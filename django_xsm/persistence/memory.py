@@ -12,12 +12,10 @@ from __future__ import annotations
 import bisect
 import contextlib
 import datetime as _dt
-import re
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
@@ -27,6 +25,8 @@ from .codecs import JsonCodec
 from .locks import StoreLock
 from .memory_inbox import MemoryInbox
 from .memory_log import MemoryLog
+from .memory_rows import Row as _Row
+from .memory_rows import check_commit_id
 from .records import (
     CommitResult,
     CommitUnit,
@@ -43,31 +43,6 @@ Clock = Callable[[], int]
 
 def system_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-#: Recent commit ids a record remembers, so a client retry is recognised
-#: even after other writers committed on top of it (as Redis does).
-COMMIT_HISTORY = 8
-_COMMIT_ID = re.compile(r"[\x21-\x7e]{1,128}")
-
-
-@dataclass(slots=True)
-class _Row:
-    data: bytes
-    version: int
-    machine_id: str
-    machine_version: str
-    updated_ms: int
-    commits: tuple[tuple[str, int], ...]  # (commit id, version made), newest first
-    state_ids: tuple[str, ...] = ()
-    expires_ms: int | None = None
-    failures: dict[str, TimerFailure] = field(default_factory=dict)
-
-    def applied(self, commit_id: str) -> int | None:
-        return next((v for cid, v in self.commits if cid == commit_id), None)
-
-    def remember(self, commit_id: str, version: int) -> tuple[tuple[str, int], ...]:
-        return ((commit_id, version), *self.commits)[:COMMIT_HISTORY]
 
 
 class MemoryStore:
@@ -178,13 +153,7 @@ class MemoryStore:
         ours); any other inbox or log is applied afterwards, in the
         documented order snapshot, marks, log."""
         validate_key(unit.key)
-        if not isinstance(unit.commit_id, str) or not _COMMIT_ID.fullmatch(unit.commit_id):
-            raise InvalidConfigError(
-                f"commit_id must be 1-128 printable ASCII characters without spaces, "
-                f"got {unit.commit_id!r}",
-                path="commit_id",
-                hint="use secrets.token_hex(12)",
-            )
+        check_commit_id(unit.commit_id)
         data = self._encode(unit)  # may raise before anything is touched
         shared_inbox = isinstance(inbox, MemoryInbox)
         shared_log = isinstance(log, MemoryLog)
