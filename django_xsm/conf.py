@@ -82,7 +82,6 @@ DEFAULTS: dict[str, Any] = {
         "MAX_ATTEMPTS": 5,
         "BACKOFF_S": 1.0,
         "MAX_BACKOFF_S": 300.0,
-        "BATCH": 100,
     },
 }
 
@@ -126,7 +125,6 @@ class Timers:
     max_attempts: int
     backoff_s: float
     max_backoff_s: float
-    batch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +331,6 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
             ),
             backoff_s=float(_number(timers["BACKOFF_S"], "TIMERS", "BACKOFF_S")),
             max_backoff_s=float(_number(timers["MAX_BACKOFF_S"], "TIMERS", "MAX_BACKOFF_S")),
-            batch=_number(timers["BATCH"], "TIMERS", "BATCH", integer=True, minimum=1),
         ),
         debug=debug,
         raw=m,

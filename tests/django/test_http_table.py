@@ -422,3 +422,13 @@ def test_html_clients_get_plain_text_problems(client: Any, backend: Any):
     assert response.status_code == 400
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response.content.startswith(b"Invalid or missing idempotency key: ")
+
+
+@pytest.mark.parametrize("url", ["/cbv/v1", "/acbv/v1"])
+def test_class_based_views_with_method_decorator(client: Any, backend: Any, url: str):
+    first = client.post(url, HTTP_IDEMPOTENCY_KEY="k")
+    again = client.post(url, HTTP_IDEMPOTENCY_KEY="k")
+    assert first.status_code == 201
+    assert again["Idempotent-Replayed"] == "true"
+    assert client.get("/cbv/v1").json()["count"] == 1
+    assert client.get("/cbv/none").status_code == 404

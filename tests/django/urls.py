@@ -15,5 +15,7 @@ urlpatterns = [
     path("plain", views.plain),
     # <str:...> on purpose: the tests send hostile keys through it.
     path("loose/<str:tid>", views.loose),
+    path("cbv/<slug:tid>", views.TicketView.as_view()),
+    path("acbv/<slug:tid>", views.AsyncTicketView.as_view()),
     *[path(f"t/<slug:tid>/{name}", getattr(views, name)) for name in _VIEWS],
 ]

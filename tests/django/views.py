@@ -9,6 +9,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
+from django.utils.decorators import method_decorator
+from django.views import View
 
 from django_xsm.decorators import stateful_view
 from django_xsm.registry import machines
@@ -215,3 +217,23 @@ def plain(request: HttpRequest) -> HttpResponse:
             "principal": info.principal,
         }
     )
+
+
+class TicketView(View):
+    """Class-based views take the decorator through method_decorator."""
+
+    @method_decorator(stateful_view("ticket", key=KEY, create=False))
+    def get(self, request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+        return JsonResponse(_state(instance))
+
+    @method_decorator(stateful_view("ticket", key=KEY))
+    def post(self, request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+        instance.send("BUMP")
+        return JsonResponse(_state(instance), status=201)
+
+
+class AsyncTicketView(View):
+    @method_decorator(stateful_view("ticket", key=KEY))
+    async def post(self, request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+        instance.send("BUMP")
+        return JsonResponse(_state(instance), status=201)
