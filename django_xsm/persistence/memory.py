@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import datetime as _dt
+import itertools
 import secrets
 import threading
 import time
@@ -371,10 +372,17 @@ class MemoryStore:
     ) -> tuple[list[str], str]:
         with self._lock:
             keys = self._sorted_live(machine, state)
-        start = bisect.bisect_right(keys, after) if after else 0
-        page = [k for k in keys[start:] if k.startswith(prefix)][:limit]
-        more = len(page) == limit and any(k.startswith(prefix) for k in keys[start + len(page) :])
-        return page, (page[-1] if more and page else "")
+        # Keys sharing a prefix are contiguous in code-point order.
+        start = bisect.bisect_left(keys, prefix)
+        if after:
+            start = max(start, bisect.bisect_right(keys, after))
+        matching: list[str] = []
+        for k in itertools.islice(keys, start, None):
+            if not k.startswith(prefix) or len(matching) > limit:
+                break
+            matching.append(k)
+        page = matching[:limit]
+        return page, (page[-1] if len(matching) > limit and page else "")
 
     def list_keys(self, prefix: str = "", *, machine: str | None = None) -> Iterator[str]:
         after = ""
