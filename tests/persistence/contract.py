@@ -231,6 +231,13 @@ class StoreContract(_Base):
         assert list(b.store.list_keys("a[")) == ["a[1]"]
         assert list(b.store.list_keys()) == sorted(["a*1", "a*2", "ab", "a?c", "a[1]", "b"])
 
+    def test_list_page_cursor_is_empty_at_the_end_of_a_prefix(self, b: Backends) -> None:
+        for key in ("ab", "b1", "b2", "c"):
+            b.store.save(key, snap(), expected_version=0)
+        assert b.store.list_page("b", limit=1) == (["b1"], "b1")
+        assert b.store.list_page("b", after="b1", limit=1) == (["b2"], "")
+        assert b.store.list_page("b", limit=2) == (["b1", "b2"], "")
+
     def test_list_page_pages_with_a_cursor(self, b: Backends) -> None:
         keys = [f"order:{i:03d}" for i in range(23)]
         for key in keys:
