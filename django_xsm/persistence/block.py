@@ -9,6 +9,7 @@ same.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +43,8 @@ from .timer_state import next_due_ms, prune_failures
 from .view import InstanceReads
 
 # Plugin and normalize_event moved to plugins.py; importable from here too.
+logger = logging.getLogger("django_xsm.persistence")
+
 __all__ = ["PersistedInstance", "Plugin", "normalize_event"]
 
 _UNSET: Any = object()
@@ -375,7 +378,12 @@ class PersistedInstance(InstanceReads):
         self.committed = result
         self.version = result.version
         for hook in self.hooks:
-            hook.after_commit(self, result)
+            # The commit is durable: an error here must not look like a failed
+            # block to the caller (a retry would apply the events twice).
+            try:
+                hook.after_commit(self, result)
+            except Exception:
+                logger.exception("after_commit hook %r failed for %r", hook, self.key)
 
     def abort_releases(self) -> list[InboxRelease]:
         """Claims to drop when the block fails (nothing was committed)."""

@@ -89,11 +89,18 @@ class ClaimBook:
         stored = self._replays[index] if index < len(self._replays) else None
         return ReplayedReceipt.from_stored(stored, event_type=etype)
 
-    def prepare(self, etype: str, data: dict[str, Any], key: str) -> ReplayedReceipt | ClaimRequest:
-        """A replay when this block already consumed ``key``, else the claim
-        to send to the inbox."""
+    def prepare(
+        self, etype: str, data: dict[str, Any], key: str
+    ) -> ReplayedReceipt | ClaimRequest | None:
+        """A replay when this block already consumed ``key``; None when the
+        block's own key (claimed at open) covers the send; else the claim to
+        send to the inbox."""
         plugin = self._plugin("send(idempotency_key=...)")
         validate_idempotency_key(key)
+        if self.block is not None and key == self.block.idempotency_key:
+            # The key was claimed with the block: no second claim, and the
+            # block's mark (all its receipts) is what a retry replays.
+            return None
         fingerprint = event_fingerprint(etype, data)
         scope = plugin.scope_for(EventView(etype, data))
         held = self._sends.get((scope, key))

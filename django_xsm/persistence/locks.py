@@ -11,7 +11,6 @@ lease loses to the next holder instead of overwriting it.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import secrets
 import time
@@ -122,6 +121,8 @@ async def aretry_on_conflict(
     retry_on: tuple[type[BaseException], ...] = (ConflictError,),
 ) -> T:
     """The asyncio twin of :func:`retry_on_conflict`."""
+    import asyncio  # deferred: asyncio costs ~20 ms to import
+
     delays = backoff_delays(attempts, base_s=base_s, max_s=max_s)
     for delay in delays:
         try:

@@ -16,11 +16,10 @@ the lock.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -67,6 +66,7 @@ class _Common:
         fingerprint: str = "",
         principal: str = "",
         context: Mapping[str, Any] | None = None,
+        clock: Callable[[], int] | None = None,
         is_async: bool = False,
     ) -> None:
         self.block = PersistedInstance(
@@ -83,6 +83,7 @@ class _Common:
             fingerprint=fingerprint,
             principal=principal,
             context=context,
+            clock=clock,
             is_async=is_async,
         )
         self.store = store
@@ -268,6 +269,8 @@ class apersisted(_Common):
                 return result
             if time.monotonic() >= deadline:
                 raise _lock_timeout(block, result.lock_busy_ms)
+            import asyncio  # deferred: asyncio costs ~20 ms to import
+
             await asyncio.sleep(min(block.lock.poll_s * 2, max(deadline - time.monotonic(), 0)))
 
     def send(

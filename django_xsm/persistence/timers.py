@@ -139,10 +139,18 @@ class DueTimerScanner:
             result.merge(self.fire(key, now=now_ms))
         return result
 
-    def fire(self, key: str, *, now: int | None = None, force: bool = False) -> ScanResult:
+    def fire(
+        self,
+        key: str,
+        *,
+        now: int | None = None,
+        force: bool = False,
+        actor: str | None = None,
+    ) -> ScanResult:
         """Fire the due deadlines of one instance. ``force`` fires every
         armed deadline, dead-lettered and not-yet-due ones included (the
-        operator's "fire now")."""
+        operator's "fire now"); ``actor`` replaces the scanner's actor in
+        the transition log (the operator's name)."""
         now_ms = self.clock() if now is None else now
         result = ScanResult()
         version = 0
@@ -157,7 +165,9 @@ class DueTimerScanner:
                 plugins=self.plugins,
                 lock=self.lock,
                 create=False,
-                actor=self.actor,
+                actor=self.actor if actor is None else actor,
+                # deadlines re-armed by this fire count from the scan's now
+                clock=lambda: now_ms,
             ) as block:
                 version = block.version
                 failures = dict(block.record.timer_failures) if block.record else {}

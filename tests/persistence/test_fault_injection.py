@@ -5,6 +5,7 @@ done), and the next block commits normally."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -138,7 +139,13 @@ def _run_block(b: Backends, point: str, *, block_key: bool) -> Faults:
     log = FaultyLog(b.log, faults) if wrap_log else b.log
     plugins = [IdempotencyPlugin(inbox), AuditPlugin(log), FailingHook(faults)]
     kw: dict[str, Any] = {"idempotency_key": "req-1"} if block_key else {}
-    with pytest.raises((Injected, TypeError, RuntimeError)):
+    # A failing after_commit hook is logged, not raised: the commit is durable.
+    raises = (
+        contextlib.nullcontext()
+        if point == "after_commit"
+        else pytest.raises((Injected, TypeError, RuntimeError))
+    )
+    with raises:
         with persisted(
             FaultyStore(b.store, faults), "o:1", M, plugins=plugins,
             lock=PessimisticLock(timeout=0), **kw,
@@ -208,3 +215,14 @@ def test_a_log_failure_with_an_unshared_log_keeps_seqs_gapless(b: Backends) -> N
     with persisted(b.store, "o:1", M, plugins=[AuditPlugin(b.log)]) as order:
         order.send("ADD")
     assert [(r.seq, r.version) for r in b.log.read("o:1")] == [(1, 3)]
+
+
+def test_an_after_commit_hook_error_is_logged_and_not_raised(
+    b: Backends, caplog: pytest.LogCaptureFixture
+) -> None:
+    _seed(b)
+    with caplog.at_level("ERROR", logger="django_xsm.persistence"):
+        faults = _run_block(b, "after_commit", block_key=False)
+    assert "after_commit" in faults.reached
+    assert "after_commit hook" in caplog.text and "o:1" in caplog.text
+    assert b.store.load("o:1").snapshot["context"]["items"] == 11

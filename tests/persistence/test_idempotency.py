@@ -299,3 +299,18 @@ def test_plugin_settings_are_validated() -> None:
     for bad in ({"ttl_s": 0}, {"lease_s": -1}, {"ttl_s": True}):
         with pytest.raises(InvalidConfigError):
             IdempotencyPlugin(object(), **bad)
+
+
+def test_a_send_repeating_the_block_key_is_covered_by_the_block_claim(b: Backends) -> None:
+    c = Counted()
+    plugins = [IdempotencyPlugin(b.inbox), AuditPlugin(b.log)]
+    for _ in range(2):
+        with persisted(b.store, "o:1", c.machine, plugins=plugins, idempotency_key="req-1") as o:
+            receipt = o.send("ADD", n=2, idempotency_key="req-1")
+    # the second block was a duplicate: its send replays, nothing runs again
+    assert c.runs == 1 and receipt.duplicate and receipt.accepted
+    assert b.store.load("o:1").snapshot["context"]["items"] == 2
+    # one row only: the block's, holding the send's receipt
+    row = b.inbox.get("", "o:1", "req-1")
+    assert row["state"] == "done" and row["receipt"]["receipts"][0]["event_type"] == "ADD"
+    assert [r.idempotency_key for r in b.log.read("o:1")] == ["req-1"]

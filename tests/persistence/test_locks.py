@@ -106,7 +106,7 @@ async def test_aretry_on_conflict_reruns_and_gives_up(
     async def fake_sleep(delay: float) -> None:
         slept.append(delay)
 
-    monkeypatch.setattr(locks_module.asyncio, "sleep", fake_sleep)
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
     calls: list[int] = []
 
     async def attempt() -> str:

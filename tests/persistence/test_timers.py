@@ -345,3 +345,23 @@ def test_timer_fires_are_audited_and_replay(b: Backends) -> None:
 def test_failure_bookkeeping_is_keyed_by_entry_and_event() -> None:
     (deadline,) = T.start(clock=lambda: 0).deadlines
     assert failure_key(deadline) == f"{deadline.entry}:{deadline.event_type}"
+
+
+def test_a_fire_names_the_operator_and_re_arms_from_the_scan_time(bl: Backends) -> None:
+    clock = block_clock(bl)
+    audit = AuditPlugin(bl.log)
+    chart = {
+        "id": "tick",
+        "initial": "on",
+        "states": {"on": {"after": {"1000": {"target": "on", "reenter": True}}}},
+    }
+    machine = create_machine(chart)
+    with persisted(bl.store, "t:op", machine, plugins=[audit]) as block:
+        block.context["started"] = True
+    scanner = DueTimerScanner(bl.store, {"tick": machine}, plugins=[audit], now=clock)
+    later = clock.now + 5_000
+    result = scanner.fire("t:op", now=later, actor="admin:ann")
+    assert result.fired == 1
+    assert bl.log.read_last("t:op", count=1)[0].actor == "admin:ann"
+    # the re-entered state's deadline counts from the scan's now
+    assert [d["due_ms"] for d in bl.store.load("t:op").snapshot["deadlines"]] == [later + 1000]
