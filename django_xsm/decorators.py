@@ -232,10 +232,13 @@ def stateful_view(
             @functools.wraps(view)
             async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
                 try:
+                    # Resolve actor and principal first: a key callable may
+                    # read them, and request.user must not be touched
+                    # synchronously on the event loop.
+                    await get_request_info(request).aresolve()
                     call = prepare(request, args, kwargs)
                     if isinstance(call, HttpResponseBase):
                         return call
-                    await call.info.aresolve()
 
                     async def attempt() -> Any:
                         async with call.entry.objects.aopen(call.key, **options(call)) as block:

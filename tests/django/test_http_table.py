@@ -432,3 +432,22 @@ def test_class_based_views_with_method_decorator(client: Any, backend: Any, url:
     assert again["Idempotent-Replayed"] == "true"
     assert client.get("/cbv/v1").json()["count"] == 1
     assert client.get("/cbv/none").status_code == 404
+
+
+def test_unknown_machine_is_a_logged_500_problem(client: Any, backend: Any, caplog: Any):
+    response = client.post("/t/z1/unknown_machine")
+    assert response.status_code == 500
+    body = problem(response)
+    assert body["type"].endswith("#internal")
+    assert "nope" not in body["detail"]  # internals stay in the log
+    assert any("UnknownMachineError" in r.getMessage() for r in caplog.records)
+
+
+def test_unknown_machine_with_debug_reaches_the_debug_page(
+    client: Any, backend: Any, settings: Any
+):
+    from django_xsm.exceptions import UnknownMachineError
+
+    settings.DEBUG = True
+    with pytest.raises(UnknownMachineError):
+        client.post("/t/z1/unknown_machine")
