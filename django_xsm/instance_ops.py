@@ -1,0 +1,187 @@
+"""Inspect and forget one instance (``xsm_inspect``, ``xsm_forget``).
+
+Re-exported by :mod:`django_xsm.operations`, the commands' library.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from django_xsm import conf, maintenance, stores
+from django_xsm.engine import Deadline
+from django_xsm.exceptions import InstanceNotFoundError, XsmError
+from django_xsm.persistence.audit import DEFAULT_REDACT, redact
+from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.records import TimerFailure, ms_to_datetime
+from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
+from django_xsm.registry import machines
+
+__all__ = ["forget_instance", "forget_preview", "inspect_instance", "iso", "machine_name"]
+
+
+def iso(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds (``...Z``)."""
+    return ms_to_datetime(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def machine_name(machine_id: str) -> str:
+    """The registry name of a stored machine id (the id itself when no
+    configured machine has it)."""
+    return machines.name_for_machine_id(machine_id) or machine_id
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _redactor() -> Callable[[Any], Any]:
+    fragments = [*DEFAULT_REDACT, *conf.get_settings().audit.redact]
+    return lambda value: redact(value, fragments)
+
+
+def _failure(failure: TimerFailure | None) -> dict[str, Any] | None:
+    if failure is None:
+        return None
+    return {
+        "attempts": failure.attempts,
+        "next_attempt_at": iso(failure.next_attempt_ms),
+        "dead_lettered": failure.dead,
+        "error": failure.error,
+    }
+
+
+def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> dict[str, Any]:
+    """Everything stored about instance ``key``, JSON-ready, with the
+    context and log payloads redacted (``persistence.audit.redact`` with
+    the ``AUDIT['REDACT']`` fragments): machine, state value and ids,
+    status, context, versions, update time, lock, deadlines with their
+    failures (dead-lettered ones too) and the last ``log`` transitions.
+
+    Raises ``InstanceNotFoundError`` when nothing is stored under ``key``.
+    An instance whose machine is not configured, or fails to restore, is
+    still shown from its raw snapshot, with ``problem`` saying why.
+    """
+    validate_key(key)
+    backend = stores.get_backend()
+    record = backend.store.load(key)
+    if record is None:
+        raise InstanceNotFoundError(key)
+    now = _wall_ms() if now_ms is None else now_ms
+    snap = record.snapshot
+    machine_id = record.machine_id or str(snap.get("machine_id", ""))
+    name = machines.name_for_machine_id(machine_id)
+    value, status = snap.get("value"), str(snap.get("status", ""))
+    context, state_ids = snap.get("context") or {}, []
+    problem = None
+    try:
+        deadlines = [Deadline.from_dict(d) for d in snap.get("deadlines") or ()]
+    except ValueError as exc:
+        deadlines, problem = [], f"the stored deadlines are malformed ({exc})"
+    if name is None:
+        problem = f"machine {machine_id!r} is not in XSM['MACHINES']; showing the raw snapshot"
+    else:
+        try:
+            instance = machines[name].machine.restore(snap)
+        except (XsmError, ImproperlyConfigured) as exc:
+            problem = f"the configured machine cannot restore it ({exc}); showing the raw snapshot"
+        else:
+            value, status = instance.value, str(instance.status)
+            context, state_ids = dict(instance.context), list(instance.state_ids)
+            deadlines = list(instance.deadlines)
+    clean = _redactor()
+    failures = dict(record.timer_failures)
+    blanket = failures.get(INSTANCE_FAILURE)
+    shown = []
+    for d in sorted(deadlines, key=lambda d: (d.due_ms, d.entry)):
+        failure = failures.get(failure_key(d))
+        shown.append(
+            {
+                "state": d.state_id,
+                "event": d.event_type,
+                "delay": d.delay,
+                "due_at": iso(d.due_ms),
+                "due_in_ms": d.due_ms - now,
+                "failure": _failure(failure),
+                "dead_lettered": bool((failure and failure.dead) or (blanket and blanket.dead)),
+            }
+        )
+    history = backend.log.read_last(key, count=log) if log > 0 else []
+    return {
+        "key": key,
+        "machine": name,
+        "machine_id": machine_id,
+        "machine_version": record.machine_version,
+        "version": record.version,
+        "updated_at": iso(record.updated_ms),
+        "status": status,
+        "value": value,
+        "state_ids": state_ids,
+        "context": clean(context),
+        "locked": backend.store.lock_holder(key) is not None,
+        "deadlines": shown,
+        "instance_failure": _failure(blanket),
+        "dead_lettered": any(d["dead_lettered"] for d in shown) or bool(blanket and blanket.dead),
+        "problem": problem,
+        "transitions": [
+            {
+                "seq": r.seq,
+                "version": r.version,
+                "at": iso(r.timestamp_ms),
+                "event": r.event_type,
+                "from": r.from_state,
+                "to": r.to_state,
+                "accepted": r.accepted,
+                "actor": r.actor,
+                "reason": r.reason,
+                "payload": clean(dict(r.payload)),
+                "idempotency_key": r.idempotency_key,
+                "correlation_id": r.correlation_id,
+            }
+            for r in history
+        ],
+    }
+
+
+def forget_preview(key: str) -> dict[str, Any]:
+    """What :func:`forget_instance` would erase: ``record`` (machine,
+    version, state) or None, ``log`` (True when a transition log exists),
+    ``idempotency`` (rows), and ``empty`` when nothing is stored."""
+    validate_key(key)
+    backend = stores.get_backend()
+    record = backend.store.load(key)
+    described = None
+    if record is not None:
+        machine_id = record.machine_id or str(record.snapshot.get("machine_id", ""))
+        described = {
+            "machine": machine_name(machine_id),
+            "version": record.version,
+            "value": record.snapshot.get("value"),
+            "updated_at": iso(record.updated_ms),
+        }
+    has_log = bool(backend.log.read_last(key, count=1))
+    rows = len(maintenance.inbox_rows_of(backend.inbox, key))
+    return {
+        "key": key,
+        "record": described,
+        "log": has_log,
+        "idempotency": rows,
+        "empty": described is None and not has_log and rows == 0,
+    }
+
+
+def forget_instance(key: str) -> dict[str, int]:
+    """Erase everything the namespace holds about ``key``: the record, its
+    deadlines and timer bookkeeping, the lock and the transition log (one
+    atomic script), then its idempotency rows. Returns counts per kind
+    (``snapshot``, ``deadlines``, ``lock``, ``log``, ``idempotency``).
+    Only the highest version number stays, so a re-created instance never
+    reuses a version."""
+    validate_key(key)
+    backend = stores.get_backend()
+    counts = dict(backend.store.forget(key))
+    counts["idempotency"] = maintenance.forget_inbox_rows(backend.inbox, key)
+    return counts

@@ -1,0 +1,1 @@
+"""The ``xsm_*`` management commands (see docs/commands.md)."""

@@ -1,0 +1,158 @@
+"""``manage.py xsm_scan_timers``: fire due ``after`` deadlines (cron or daemon)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import CommandError
+
+from django_xsm import operations
+from django_xsm.durations import format_duration
+from django_xsm.management import XsmCommand, command_errors, duration_type, int_type
+from django_xsm.persistence.timers import ScanResult
+
+
+def summary(result: ScanResult) -> str:
+    """``scanned=... fired=... ... max_lag_ms=...`` (stable, for log parsing)."""
+    return " ".join(f"{name}={value}" for name, value in result.as_dict().items())
+
+
+def _outcome(result: ScanResult) -> str:
+    if result.errors:
+        return "dead-lettered" if result.dead_lettered else "failed"
+    if result.fired:
+        return "fired"
+    if result.locked:
+        return "locked"
+    return "stale"
+
+
+class Command(XsmCommand):
+    help = """Fire the due `after` deadlines of every configured machine.
+
+Without --loop: one pass (for cron), a summary line, exit status 1 when any
+fire failed. With --loop: scan every --interval until SIGTERM or SIGINT,
+finishing the instance in hand, then exit 0. Any number of scanners may run
+at once: each deadline fires once.
+
+examples:
+  manage.py xsm_scan_timers
+  manage.py xsm_scan_timers --loop --interval 1s
+  manage.py xsm_scan_timers --machine order --limit 500 --lock pessimistic
+  manage.py xsm_scan_timers --dry-run -v 2
+"""
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--loop", action="store_true", help="Keep scanning until SIGTERM/SIGINT (daemon)."
+        )
+        parser.add_argument(
+            "--interval",
+            type=duration_type("--interval", allow_ms=True, maximum=_dt.timedelta(hours=1)),
+            default=_dt.timedelta(seconds=1),
+            help="Pause between passes with --loop, e.g. 1s, 500ms, 1m (default 1s).",
+        )
+        parser.add_argument(
+            "--limit",
+            type=int_type("--limit", minimum=1, maximum=100_000),
+            default=1000,
+            help="Instances per pass, earliest due first (default 1000).",
+        )
+        parser.add_argument(
+            "--machine",
+            metavar="NAME",
+            help="Only instances of this machine (a name from XSM['MACHINES']).",
+        )
+        parser.add_argument(
+            "--lock",
+            choices=["optimistic", "pessimistic"],
+            help="Lock strategy for the fires (default: XSM['LOCK']).",
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="List what is due (key, machine, due time, lag); fire nothing.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["dry_run"] and options["loop"]:
+            raise CommandError("--dry-run lists what is due once; drop --loop")
+        with command_errors():
+            if options["dry_run"]:
+                return self.dry_run(options)
+            if options["loop"]:
+                return self.loop(options)
+            result = operations.scan_timers(
+                machine=options["machine"],
+                limit=options["limit"],
+                lock=options["lock"],
+                on_fire=self.fired,
+            )
+        self.say(summary(result))
+        if result.scanned >= options["limit"]:
+            self.say(f"the --limit of {options['limit']} was reached; more may be due", 2)
+        if result.errors:
+            keys = ", ".join(result.failed_keys[:10])
+            more = "..." if len(result.failed_keys) > 10 else ""
+            raise CommandError(
+                f"{result.errors} timer fire(s) failed ({keys}{more}); see the django_xsm.timers "
+                "log and `manage.py xsm_inspect KEY`"
+            )
+        return None
+
+    def fired(self, key: str, outcome: ScanResult) -> None:
+        lag = f" (lag {format_duration(outcome.max_lag_ms)})" if outcome.fired else ""
+        self.say(f"{_outcome(outcome)} {key}{lag}", 2)
+
+    def dry_run(self, options: dict[str, Any]) -> None:
+        due = operations.due_timers(machine=options["machine"], limit=options["limit"])
+        for timer in due:
+            self.say(
+                f"{timer.key}  {timer.machine}  due {operations.iso(timer.due_ms)}  "
+                f"lag {format_duration(timer.lag_ms)}"
+            )
+        self.say(f"{len(due)} instance(s) due (dry run: nothing fired)")
+
+    def loop(self, options: dict[str, Any]) -> None:
+        stop = threading.Event()
+        received: list[str] = []
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, frame: Any) -> None:
+            received.append(signal.Signals(signum).name)
+            stop.set()
+            # A second signal gets the default behaviour (Ctrl-C twice: quit now).
+            signal.signal(signum, previous.get(signum, signal.SIG_DFL))
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, handler)
+        interval = options["interval"].total_seconds()
+        self.say(
+            f"Scanning every {format_duration(interval * 1000)} (at most {options['limit']} "
+            "instances per pass); stop with SIGTERM or Ctrl-C"
+        )
+        try:
+            outcome = operations.run_scanner(
+                stop=stop,
+                interval_s=interval,
+                machine=options["machine"],
+                limit=options["limit"],
+                lock=options["lock"],
+                on_pass=self.passed,
+                on_fire=self.fired,
+            )
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+        why = f" on {received[0]}" if received else ""
+        self.say(f"Stopped{why} after {outcome.passes} pass(es): {summary(outcome.total)}")
+
+    def passed(self, result: ScanResult, message: str | None) -> None:
+        if message is not None:
+            self.stderr.write(f"{message}; retrying")
+        elif result.scanned or self.verbosity >= 2:
+            self.say(summary(result))
