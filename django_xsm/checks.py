@@ -42,7 +42,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from django_xsm import conf, stores
+from django_xsm import clients, conf
 from django_xsm.persistence.base import validate_prefix
 
 __all__ = ["check_deploy", "check_settings", "detect_request_timeout"]
@@ -109,7 +109,7 @@ def _connection(s: conf.XsmSettings) -> list[CheckMessage]:
                 )
             )
     if s.cache_alias:
-        problem = stores.cache_alias_problem(s.cache_alias)
+        problem = clients.cache_alias_problem(s.cache_alias)
         if problem is not None:
             unknown = problem.startswith("there is no cache")
             out.append(

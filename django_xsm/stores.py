@@ -30,17 +30,15 @@ Everything is rebuilt when the settings change (``conf.on_reset``).
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import weakref
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from django_xsm import conf
+from django_xsm import clients, conf
 from django_xsm.persistence import (
     AuditPlugin,
     DueTimerScanner,
@@ -62,7 +60,6 @@ from django_xsm.redis import (
 __all__ = [
     "AsyncBackend",
     "Backend",
-    "cache_alias_problem",
     "get_async_backend",
     "get_backend",
     "get_inbox",
@@ -72,43 +69,6 @@ __all__ = [
     "lock_strategy",
     "reset",
 ]
-
-logger = logging.getLogger("django_xsm")
-
-# Connection options that mean the same for redis.Redis and redis.asyncio;
-# everything else in a sync pool's kwargs (parsers, retry objects, event
-# handlers) has a sync-only type and must not be copied to an async pool.
-_PORTABLE_OPTIONS = (
-    "host",
-    "port",
-    "db",
-    "path",
-    "username",
-    "password",
-    "socket_timeout",
-    "socket_connect_timeout",
-    "socket_keepalive",
-    "socket_keepalive_options",
-    "retry_on_timeout",
-    "encoding",
-    "encoding_errors",
-    "client_name",
-    "health_check_interval",
-    "protocol",
-    "ssl_keyfile",
-    "ssl_certfile",
-    "ssl_cert_reqs",
-    "ssl_ca_certs",
-    "ssl_ca_data",
-    "ssl_check_hostname",
-    "ssl_min_version",
-    "ssl_ciphers",
-    # fakeredis' connection classes
-    "server",
-    "version",
-    "server_type",
-    "lua_modules",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +109,9 @@ class AsyncBackend:
 
 _lock = threading.Lock()
 _backend: Backend | None = None
-_embedded_server: Any = None
 _async_backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBackend] = (
     weakref.WeakKeyDictionary()
 )
-_embedded_logged = False
 
 
 def reset() -> None:
@@ -162,133 +120,14 @@ def reset() -> None:
     The embedded server is dropped too: its data is gone, which is what a
     test that changes settings expects.
     """
-    global _backend, _embedded_server
+    global _backend
     with _lock:
         _backend = None
-        _embedded_server = None
         _async_backends.clear()
+    clients.reset_embedded()
 
 
 conf.on_reset(reset)
-
-
-# --- clients ---------------------------------------------------------------------
-
-
-def _embedded(*, is_async: bool) -> Any:
-    global _embedded_server, _embedded_logged
-    try:
-        import fakeredis
-        import lupa  # noqa: F401  (fakeredis runs the Lua scripts through it)
-    except ImportError as exc:
-        raise ImproperlyConfigured(
-            f"The embedded XSM store needs fakeredis and lupa ({exc.name} is not installed)",
-        ) from exc
-    if _embedded_server is None:
-        _embedded_server = fakeredis.FakeServer()
-        if not _embedded_logged:
-            _embedded_logged = True
-            logger.warning(
-                "django-xsm is using an in-process fakeredis store (no XSM REDIS_URL or "
-                "CACHE_ALIAS): state lives in this process only and is lost on restart; "
-                "set XSM['REDIS_URL'] to share it between workers"
-            )
-    if is_async:
-        return fakeredis.FakeAsyncRedis(server=_embedded_server)
-    return fakeredis.FakeRedis(server=_embedded_server)
-
-
-def cache_alias_problem(alias: str) -> str | None:
-    """Why ``alias`` cannot serve as the XSM connection, or None when it can
-    (used by the system checks; touches no network)."""
-    from django.conf import settings
-
-    caches = getattr(settings, "CACHES", {}) or {}
-    if alias not in caches:
-        known = ", ".join(sorted(caches)) or "none"
-        return f"there is no cache {alias!r} in CACHES (defined: {known})"
-    backend = str(caches[alias].get("BACKEND", ""))
-    if not backend.startswith("django_redis."):
-        return (
-            f"cache {alias!r} uses {backend or 'no BACKEND'}, not django-redis; "
-            "XSM needs a Redis server (use django_redis.cache.RedisCache or REDIS_URL)"
-        )
-    client_class = str((caches[alias].get("OPTIONS") or {}).get("CLIENT_CLASS", ""))
-    if "Shard" in client_class:
-        return (
-            f"cache {alias!r} is sharded ({client_class}); XSM commits one instance "
-            "in one script on one server, so it needs an unsharded alias or REDIS_URL"
-        )
-    try:
-        import django_redis  # noqa: F401
-    except ImportError:
-        return "django-redis is not installed (pip install django-xsm[django-redis])"
-    return None
-
-
-def _cache_client(alias: str) -> Any:
-    problem = cache_alias_problem(alias)
-    if problem:
-        raise ImproperlyConfigured(f"XSM['CACHE_ALIAS']: {problem}")
-    from django_redis import get_redis_connection
-
-    try:
-        return get_redis_connection(alias, write=True)
-    except NotImplementedError as exc:
-        raise ImproperlyConfigured(
-            f"XSM['CACHE_ALIAS']: cache {alias!r} cannot hand out a Redis client "
-            "(sharded or not django-redis); use REDIS_URL"
-        ) from exc
-
-
-def _async_twin(client: Any) -> Any:
-    """An asyncio client on the same server as the sync ``client``."""
-    import redis.asyncio
-    import redis.connection
-
-    pool = client.connection_pool
-    cls = pool.connection_class
-    module = getattr(cls, "__module__", "")
-    if module.startswith("fakeredis"):
-        import fakeredis
-
-        async_cls: Any = fakeredis.FakeAsyncRedisConnection
-    elif issubclass(cls, redis.connection.SSLConnection):
-        async_cls = redis.asyncio.SSLConnection
-    elif issubclass(cls, redis.connection.UnixDomainSocketConnection):
-        async_cls = redis.asyncio.UnixDomainSocketConnection
-    elif issubclass(cls, redis.connection.Connection):
-        async_cls = redis.asyncio.Connection
-    else:
-        raise ImproperlyConfigured(
-            f"XSM cannot derive an asyncio client from the cache's {cls.__name__} "
-            "connections; set XSM['REDIS_URL'] for async views"
-        )
-    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k in _PORTABLE_OPTIONS}
-    async_pool = redis.asyncio.ConnectionPool(connection_class=async_cls, **kwargs)
-    # from_pool: the client owns the pool, so aclose() closes its connections.
-    return redis.asyncio.Redis.from_pool(async_pool)
-
-
-def _url_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
-    import redis
-    import redis.asyncio
-
-    assert s.redis_url is not None
-    options: dict[str, Any] = {
-        "socket_timeout": s.socket_timeout_s,
-        "socket_connect_timeout": s.socket_timeout_s,
-        **s.redis_options,
-    }
-    factory = redis.asyncio.Redis if is_async else redis.Redis
-    try:
-        return factory.from_url(s.redis_url, **options)
-    except (ValueError, TypeError) as exc:
-        # redis-py's message may quote the URL (and its password): name the
-        # setting only.
-        raise ImproperlyConfigured(
-            f"XSM['REDIS_URL'] or XSM['REDIS_OPTIONS'] is invalid ({type(exc).__name__})",
-        ) from exc
 
 
 def _source(s: conf.XsmSettings) -> tuple[str, str]:
@@ -357,37 +196,6 @@ def _store_kwargs(s: conf.XsmSettings) -> dict[str, Any]:
     }
 
 
-async def _close_at_loop_end(client: Any) -> AsyncGenerator[None, None]:
-    try:
-        yield
-    finally:
-        await client.aclose()
-
-
-def _tie_to_loop(client: Any) -> AsyncGenerator[None, None]:
-    """Close ``client`` when the running loop shuts down.
-
-    asyncio connections cannot outlive their loop, and under WSGI Django
-    runs each async view on a loop of its own (asgiref's ``async_to_sync``
-    uses ``asyncio.run``). ``asyncio.run``, ``asyncio.Runner`` and ASGI
-    servers call ``loop.shutdown_asyncgens()`` before closing a loop, which
-    finalises every async generator started on it: a generator parked at its
-    ``yield`` with ``aclose()`` in its ``finally`` therefore closes the
-    client's connections on the loop that owns them, instead of leaking them
-    to the garbage collector.
-    """
-    closer = _close_at_loop_end(client)
-    # Calling asend() runs the loop's firstiter hook, which registers the
-    # generator with the running loop; stepping the returned awaitable once
-    # parks the generator at its yield (it awaits nothing before it).
-    step = closer.asend(None)
-    try:
-        step.send(None)
-    except StopIteration:
-        pass
-    return closer
-
-
 # --- public accessors ----------------------------------------------------------------
 
 
@@ -408,12 +216,12 @@ def get_backend() -> Backend:
             _check_ready(s)
             source, description = _source(s)
             if source == "url":
-                client = _url_client(s, is_async=False)
+                client = clients.url_client(s, is_async=False)
             elif source == "cache":
                 assert s.cache_alias is not None
-                client = _cache_client(s.cache_alias)
+                client = clients.cache_client(s.cache_alias)
             else:
-                client = _embedded(is_async=False)
+                client = clients.embedded_client(is_async=False)
             assert s.prefix is not None
             store = RedisStore(client, **_store_kwargs(s))
             inbox = RedisInbox(client, prefix=s.prefix, buckets=s.buckets)
@@ -441,12 +249,12 @@ def get_async_backend() -> AsyncBackend:
             _check_ready(s)
             source, description = _source(s)
             if source == "url":
-                client = _url_client(s, is_async=True)
+                client = clients.url_client(s, is_async=True)
             elif source == "cache":
                 assert s.cache_alias is not None
-                client = _async_twin(_cache_client(s.cache_alias))
+                client = clients.async_twin(clients.cache_client(s.cache_alias))
             else:
-                client = _embedded(is_async=True)
+                client = clients.embedded_client(is_async=True)
             assert s.prefix is not None
             store = AsyncRedisStore(client, **_store_kwargs(s))
             inbox = AsyncRedisInbox(client, prefix=s.prefix, buckets=s.buckets)
@@ -459,7 +267,7 @@ def get_async_backend() -> AsyncBackend:
                 _plugins(s, inbox, log),
                 source,
                 description,
-                closer=_tie_to_loop(client),
+                closer=clients.tie_to_loop(client),
             )
             _async_backends[loop] = found
         return found

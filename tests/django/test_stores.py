@@ -13,7 +13,7 @@ import redis
 import redis.asyncio
 from django.core.exceptions import ImproperlyConfigured
 
-from django_xsm import stores
+from django_xsm import clients, stores
 from django_xsm.exceptions import StoreUnavailableError
 from django_xsm.persistence import (
     AuditPlugin,
@@ -80,7 +80,7 @@ def test_store_options_follow_the_settings(xsm: Any):
 def test_embedded_default_is_logged_once_per_process(
     xsm: Any, settings: Any, caplog: Any, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(stores, "_embedded_logged", False)
+    monkeypatch.setattr(clients, "_embedded_logged", False)
     with caplog.at_level(logging.WARNING, logger="django_xsm"):
         stores.get_backend()
         xsm(PREFIX="again")  # rebuilt, still embedded

@@ -1,0 +1,11 @@
+"""URLconf of the admin tests: the admin site and django-xsm's health views."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", include("django_xsm.urls")),
+]
