@@ -1,0 +1,76 @@
+"""The "XSM" section of the Django admin: an audit browser over the store.
+
+Registered on ``admin.site`` automatically (``django.contrib.admin``'s
+autodiscovery); for another ``AdminSite`` call
+``site.register(Instance, InstanceAdmin)``. Pages (under
+``<admin>/django_xsm/instance/``):
+
+=======================================  ===================================
+``""``                                    machines, load problems, dead letters
+``find/?key=K``                           the instance page of whoever owns K
+``m/<machine>/?q=&state=&after=``         instances, cursor-paginated
+``m/<machine>/instance/?key=K``           one instance: state, context,
+                                          deadlines, diagram, timeline
+``m/<machine>/send/?key=K``               send an event (form, preview, apply)
+``m/<machine>/fire/?key=K``               fire its timers now (POST)
+``m/<machine>/forget/?key=K``             forget it (confirmation, POST)
+=======================================  ===================================
+
+``admin_view`` only checks ``is_staff``; every page checks the permissions
+of :mod:`django_xsm.models` itself and answers 403 without them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.urls import URLPattern, path
+
+from .admin_actions import ActionViews
+from .admin_views import ReadViews
+from .models import PERM_VIEW, Instance
+
+__all__ = ["InstanceAdmin"]
+
+
+class InstanceAdmin(ReadViews, ActionViews, admin.ModelAdmin):  # type: ignore[type-arg]
+    """Browse instances held in Redis; actions behind their own permissions."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(PERM_VIEW))
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.has_perm(PERM_VIEW))
+
+    # Nothing here is a database row: the admin's own add/change/delete
+    # machinery stays off; writes are the explicit actions.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        site = self.admin_site
+
+        def page(view: Any, route: str, name: str) -> URLPattern:
+            return path(route, site.admin_view(view), name=f"django_xsm_{name}")
+
+        return [
+            page(self.machines_view, "", "instance_changelist"),
+            page(self.find_view, "find/", "find"),
+            page(self.list_view, "m/<str:machine>/", "machine"),
+            page(self.detail_view, "m/<str:machine>/instance/", "detail"),
+            page(self.send_view, "m/<str:machine>/send/", "send"),
+            page(self.fire_view, "m/<str:machine>/fire/", "fire"),
+            page(self.forget_view, "m/<str:machine>/forget/", "forget"),
+            page(self.change_redirect, "<path:object_id>/change/", "instance_change"),
+        ]
+
+
+admin.site.register(Instance, InstanceAdmin)

@@ -1,0 +1,303 @@
+"""The admin's write actions: send an event, fire timers now, forget.
+
+Each needs ``view_instance`` plus its own permission, runs only on POST
+(CSRF-protected by ``admin_view``), acts as the admin user (the transition
+log's ``actor`` is their username) and is also recorded in Django's admin
+history (``LogEntry``), which is the only trace a forgotten instance keeps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.admin.models import CHANGE, DELETION
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+
+from django_xsm import operations, stores
+from django_xsm.exceptions import (
+    ConflictError,
+    LockTimeoutError,
+    StoreUnavailableError,
+)
+from django_xsm.middleware import get_request_info
+from django_xsm.registry import InstanceDoesNotExist, MachineEntry
+
+from .admin_support import PageMixin, actor_of, display_json, display_value, require, store_guard
+from .diagram import describe_transition
+from .models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
+
+__all__ = ["ActionViews", "SendEventForm"]
+
+logger = logging.getLogger("django_xsm.admin")
+
+MAX_PAYLOAD_CHARS = 64 * 1024
+DEFAULT_REASON = "sent from the admin"
+
+
+class SendEventForm(forms.Form):
+    event = forms.CharField(
+        max_length=255,
+        help_text="Event type, e.g. PAY.",
+        widget=forms.TextInput(attrs={"list": "xsm-events", "autocomplete": "off"}),
+    )
+    payload = forms.CharField(
+        required=False,
+        initial="{}",
+        max_length=MAX_PAYLOAD_CHARS,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 60, "spellcheck": "false"}),
+        help_text="A JSON object: the event's data (without 'type').",
+    )
+    reason = forms.CharField(
+        required=False, max_length=200, help_text="Shown in the transition log."
+    )
+
+    def clean_event(self) -> str:
+        event = self.cleaned_data["event"].strip()
+        if not event or not event.isprintable():
+            raise forms.ValidationError("Give an event type of printable characters.")
+        if event.startswith("xstate."):
+            raise forms.ValidationError(
+                "Built-in xstate.* events cannot be sent by hand; use “Fire timers now”."
+            )
+        return event
+
+    def clean_payload(self) -> dict[str, Any]:
+        text = self.cleaned_data["payload"].strip() or "{}"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
+        if not isinstance(data, dict):
+            raise forms.ValidationError("The payload must be a JSON object ({...}).")
+        if "type" in data:
+            raise forms.ValidationError("Put the event type in the Event field, not the payload.")
+        return data
+
+    def clean_reason(self) -> str:
+        reason = self.cleaned_data["reason"].strip()
+        if reason and not reason.isprintable():
+            raise forms.ValidationError("Use printable characters only.")
+        return reason
+
+
+class ActionViews(PageMixin):
+    """Send, fire and forget (``entry()`` comes from the read views)."""
+
+    def entry(self, name: str) -> MachineEntry:  # pragma: no cover - ReadViews provides it
+        raise NotImplementedError
+
+    def _missing(self, request: HttpRequest, entry: MachineEntry, key: str) -> HttpResponse:
+        return self.render(
+            request, "missing.html", "No such instance", status=404, key=key, machine=entry
+        )
+
+    def _back(self, entry: MachineEntry, key: str) -> HttpResponse:
+        return HttpResponseRedirect(self.url("detail", entry.name, key=key))
+
+    # --- send -------------------------------------------------------------------
+
+    @store_guard
+    def send_view(self, request: HttpRequest, machine: str) -> HttpResponse:
+        require(request, PERM_VIEW, PERM_SEND)
+        entry = self.entry(machine)
+        key = request.GET.get("key", "")
+        record = stores.get_store().load(key) if key else None
+        if record is None or record.machine_id not in ("", entry.machine.id):
+            return self._missing(request, entry, key)
+        page = {
+            "machine": entry,
+            "key": key,
+            "detail_url": self.url("detail", machine, key=key),
+            "action_url": self.url("send", machine, key=key),
+            "events": [e for e in entry.machine.events if not e.startswith("xstate.")],
+        }
+        title = f"Send an event to {key}"
+        if request.method != "POST":
+            form = SendEventForm(initial={"event": request.GET.get("event", "")})
+            return self.render(request, "send.html", title, form=form, **page)
+        form = SendEventForm(request.POST)
+        if not form.is_valid():
+            return self.render(request, "send.html", title, form=form, status=400, **page)
+        if request.POST.get("step") != "apply":
+            return self._preview(request, entry, record, form, page)
+        return self._apply(request, entry, key, form, page, request.POST.get("version", ""))
+
+    def _preview(
+        self, request: HttpRequest, entry: MachineEntry, record: Any, form: Any, page: Any
+    ) -> HttpResponse:
+        """The event's effect from the pure ``machine.transition()``; nothing
+        runs and nothing is written."""
+        event, payload = form.cleaned_data["event"], form.cleaned_data["payload"]
+        now_ms = time.time_ns() // 1_000_000
+        try:
+            result = entry.machine.transition(
+                record.snapshot, {**payload, "type": event}, now=now_ms
+            )
+        except Exception as exc:  # a guard raising on this payload, an invalid event...
+            return self.render(
+                request,
+                "send.html",
+                f"Send an event to {page['key']}",
+                form=form,
+                error=f"The event cannot be evaluated: {type(exc).__name__}: {exc}",
+                status=400,
+                **page,
+            )
+        snapshot = result.snapshot
+        return self.render(
+            request,
+            "send_confirm.html",
+            f"Confirm {event} on {page['key']}",
+            form=form,
+            event=event,
+            payload_json=json.dumps(payload, ensure_ascii=False),
+            payload_display=display_json(payload),
+            reason=form.cleaned_data["reason"],
+            version=record.version,
+            accepted=result.accepted,
+            changed=result.changed,
+            before=display_value(record.snapshot.get("value")),
+            after=display_value(snapshot.get("value")),
+            status_after=snapshot.get("status", ""),
+            transitions=[describe_transition(entry.machine, t) for t in result.transitions],
+            actions=[
+                {"type": a.type, "params": display_json(dict(a.params)) if a.params else ""}
+                for a in result.actions
+            ],
+            deadlines=[
+                {"event": d.get("event_type"), "due": d.get("due_ms")}
+                for d in snapshot.get("deadlines", ())
+            ],
+            **page,
+        )
+
+    def _apply(
+        self,
+        request: HttpRequest,
+        entry: MachineEntry,
+        key: str,
+        form: Any,
+        page: Any,
+        version: str,
+    ) -> HttpResponse:
+        event, payload = form.cleaned_data["event"], form.cleaned_data["payload"]
+        reason = form.cleaned_data["reason"] or DEFAULT_REASON
+        title = f"Send an event to {key}"
+
+        def refuse(message: str, status: int) -> HttpResponse:
+            return self.render(
+                request, "send.html", title, form=form, error=message, status=status, **page
+            )
+
+        if not version.isdigit():
+            return refuse("The confirmation is incomplete; preview the event again.", 400)
+        receipt: Any = None
+        try:
+            with entry.objects.open(
+                key,
+                actor=actor_of(request),
+                create=False,
+                correlation_id=get_request_info(request).correlation_id,
+            ) as block:
+                if block.version == int(version):
+                    before = display_value(block.value)
+                    receipt = block.send({**payload, "type": event}, reason=reason)
+        except InstanceDoesNotExist:
+            return self._missing(request, entry, key)
+        except (ConflictError, LockTimeoutError):
+            receipt = None
+        except StoreUnavailableError:
+            raise
+        except Exception as exc:  # an action raised: the block rolled back
+            logger.exception("admin send of %s to %r failed", event, key)
+            return refuse(f"{event} failed and nothing was saved: {type(exc).__name__}: {exc}", 500)
+        if receipt is None:
+            return refuse(
+                "The instance changed since the preview (or is locked); nothing was sent. "
+                "Review the new state and preview again.",
+                409,
+            )
+        if not receipt.accepted:
+            return refuse(
+                f"Refused: {event} is not accepted in state {before} "
+                "(no transition for it, or a guard said no). Nothing changed.",
+                409,
+            )
+        after = display_value(receipt.value)
+        text = f"Sent {event}: {before} → {after}"
+        self.history(request, entry.name, key, CHANGE, text)
+        messages.success(request, f"{text}.")
+        return self._back(entry, key)
+
+    # --- fire timers ------------------------------------------------------------------
+
+    @store_guard
+    def fire_view(self, request: HttpRequest, machine: str) -> HttpResponse:
+        require(request, PERM_VIEW, PERM_FIRE)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        entry = self.entry(machine)
+        key = request.GET.get("key", "")
+        try:
+            entry.objects.get(key)
+        except InstanceDoesNotExist:
+            return self._missing(request, entry, key)
+        force = request.POST.get("force") in ("1", "on", "true")
+        # The admin acts, not the background timer loop: the transition log
+        # names the admin user (``actor=`` replaces the scanner's xsm:timer).
+        result = stores.get_scanner().fire(key, force=force, actor=actor_of(request))
+        kind = "every armed timer" if force else "due timers"
+        text = f"Fired {kind}: {result.fired} fired"
+        if result.stale:
+            text += ", nothing due" if not result.fired else f", {result.stale} stale"
+        if result.errors:
+            text += f", {result.errors} failed (see Deadlines)"
+        if result.dead_lettered:
+            text += f", {result.dead_lettered} dead-lettered"
+        if result.locked:
+            text += ", locked by another writer (try again)"
+        self.history(request, entry.name, key, CHANGE, text)
+        level = messages.WARNING if result.errors or result.locked else messages.SUCCESS
+        messages.add_message(request, level, f"{text}.")
+        return self._back(entry, key)
+
+    # --- forget ----------------------------------------------------------------------
+
+    @store_guard
+    def forget_view(self, request: HttpRequest, machine: str) -> HttpResponse:
+        require(request, PERM_VIEW, PERM_FORGET)
+        entry = self.entry(machine)
+        key = request.GET.get("key", "")
+        try:
+            view = entry.objects.get(key)
+        except InstanceDoesNotExist:
+            return self._missing(request, entry, key)
+        if request.method != "POST":
+            return self.render(
+                request,
+                "forget_confirm.html",
+                f"Forget {key}?",
+                machine=entry,
+                key=key,
+                view=view,
+                state=display_value(view.value),
+                log_records=stores.get_log().last_seq(key),
+                action_url=self.url("forget", machine, key=key),
+                detail_url=self.url("detail", machine, key=key),
+            )
+        # The same erase as ``manage.py xsm_forget``: record, deadlines, lock,
+        # transition log, then the key's idempotency rows.
+        counts = operations.forget_instance(key)
+        erased = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+        text = (
+            f"Forgot {key} (state {display_value(view.value)}, version {view.version}); "
+            f"erased: {erased or 'nothing'}"
+        )
+        self.history(request, entry.name, key, DELETION, text)
+        messages.success(request, f"{text}.")
+        return HttpResponseRedirect(self.url("machine", machine))

@@ -1,0 +1,162 @@
+"""What the admin pages share: permission checks, the store-outage page,
+rendering, redaction for display and the admin history (``LogEntry``).
+
+The admin reads instances through the registry's managers and writes
+through ``InstanceManager.open()`` / ``get_scanner()`` with the admin user
+as actor, so everything an operator does lands in the transition log like
+any other event. Display data is passed through
+:func:`django_xsm.persistence.audit.redact` (the one redaction function)
+and escaped by the templates.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from django_xsm import conf
+from django_xsm.exceptions import StoreUnavailableError, UnknownMachineError
+from django_xsm.persistence.audit import DEFAULT_REDACT, redact
+from django_xsm.persistence.records import ms_to_datetime
+
+from .models import PERM_VIEW, Instance
+
+__all__ = [
+    "PageMixin",
+    "display_json",
+    "display_value",
+    "ms_datetime",
+    "require",
+    "store_guard",
+]
+
+TEMPLATES = "admin/django_xsm/"
+
+
+def require(request: HttpRequest, *perms: str) -> None:
+    """403 unless the user holds every permission (``admin_view`` only
+    checks ``is_staff``)."""
+    if not all(request.user.has_perm(p) for p in perms):
+        raise PermissionDenied
+
+
+def store_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Answer a store outage with a plain 503 page (``Retry-After``), an
+    unknown machine with 404 and a machine that failed to load with a plain
+    500 page; never a traceback."""
+
+    @functools.wraps(view)
+    def guarded(self: PageMixin, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(self, request, *args, **kwargs)
+        except StoreUnavailableError as exc:
+            response = self.render(
+                request,
+                "unavailable.html",
+                "XSM store unavailable",
+                status=503,
+                retry_after=exc.retry_after_s,
+            )
+            response["Retry-After"] = str(max(1, int(exc.retry_after_s)))
+            return response
+        except UnknownMachineError:
+            raise Http404("No such machine") from None
+        except ImproperlyConfigured as exc:
+            return self.render(
+                request, "unavailable.html", "XSM misconfigured", status=500, problem=str(exc)
+            )
+
+    return guarded
+
+
+def ms_datetime(ms: int | None) -> _dt.datetime | None:
+    return None if ms is None else ms_to_datetime(int(ms))
+
+
+def display_value(value: Any) -> str:
+    """A state value as leaf paths: ``"paid"``, ``"b.r1.x, b.r2.u"``."""
+
+    def leaves(v: Any, head: str) -> list[str]:
+        if isinstance(v, Mapping):
+            if not v:
+                return [head.rstrip(".")]
+            return [p for k, sub in v.items() for p in leaves(sub, f"{head}{k}.")]
+        return [f"{head}{v}"]
+
+    return ", ".join(leaves(value, "")) if value is not None else "—"
+
+
+def redacted(value: Any) -> Any:
+    """``value`` with sensitive fields hidden: the default denylist plus the
+    ``AUDIT['REDACT']`` fragments (what the transition log hides)."""
+    return redact(value, [*DEFAULT_REDACT, *conf.get_settings().audit.redact])
+
+
+def display_json(value: Any) -> str:
+    """Redacted, pretty JSON text (escaped later by the template)."""
+    return json.dumps(redacted(value), indent=2, ensure_ascii=False, default=str)
+
+
+class PageMixin:
+    """Rendering and URL helpers of :class:`django_xsm.admin.InstanceAdmin`."""
+
+    admin_site: Any
+    model: type[Instance]
+
+    def url(self, name: str, machine: str | None = None, **query: Any) -> str:
+        args = (machine,) if machine is not None else ()
+        path = reverse(f"{self.admin_site.name}:django_xsm_{name}", args=args)
+        params = {k: v for k, v in query.items() if v not in (None, "")}
+        return f"{path}?{urlencode(params)}" if params else path
+
+    def render(
+        self,
+        request: HttpRequest,
+        template: str,
+        title: str,
+        *,
+        status: int = 200,
+        **context: Any,
+    ) -> TemplateResponse:
+        opts = self.model._meta
+        data = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": opts,
+            "app_label": opts.app_label,
+            "index_url": self.url("instance_changelist"),
+            "can_view": request.user.has_perm(PERM_VIEW),
+            **context,
+        }
+        response = TemplateResponse(request, TEMPLATES + template, data, status=status)
+        return response.render()
+
+    def history(self, request: HttpRequest, machine: str, key: str, flag: int, text: str) -> None:
+        """Record an admin action in Django's admin history (``LogEntry``):
+        it outlives the instance, unlike the transition log."""
+        LogEntry.objects.create(
+            user_id=request.user.pk,
+            content_type=ContentType.objects.get_for_model(self.model, for_concrete_model=False),
+            object_id=f"{machine}:{key}",
+            object_repr=f"{machine} {key}"[:200],
+            action_flag=flag,
+            change_message=text,
+        )
+
+
+def actor_of(request: HttpRequest) -> str:
+    """The admin user as the transition log's actor (their username)."""
+    user = request.user
+    name = user.get_username() if hasattr(user, "get_username") else ""
+    return str(name or f"user:{user.pk}")

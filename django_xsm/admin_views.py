@@ -1,0 +1,271 @@
+"""The admin's read-only pages: machines, instances of a machine, one instance.
+
+Listing pages through the store's lexicographic indexes with a cursor
+(``InstanceManager.page`` -> ``store.list_page``): one call per page plus one
+``load`` per row shown, whatever the namespace holds; never a keyspace scan.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.contrib.admin.utils import unquote
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+
+from django_xsm import stores
+from django_xsm.exceptions import StoreUnavailableError, XsmError
+from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
+from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
+
+from .admin_support import (
+    PageMixin,
+    display_json,
+    display_value,
+    ms_datetime,
+    require,
+    store_guard,
+)
+from .diagram import render_svg, short_id
+from .models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
+
+__all__ = ["ReadViews"]
+
+PAGE_SIZE = 25
+MAX_PAGE_SIZE = 200
+LOG_PAGE = 20
+DEAD_LETTERS_SHOWN = 50
+
+
+def _int(value: Any, default: int, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return min(max(number, low), high)
+
+
+def _deadline_rows(view: Any, now_ms: int) -> tuple[list[dict[str, Any]], Any]:
+    failures = dict(view.timer_failures)
+    rows = []
+    for d in sorted(view.deadlines, key=lambda d: (d.due_ms, d.entry)):
+        failure = failures.get(failure_key(d))
+        rows.append(
+            {
+                "state": d.state_id,
+                "event": d.event_type,
+                "delay": d.delay,
+                "due": ms_datetime(d.due_ms),
+                "overdue": d.due_ms <= now_ms,
+                "failure": failure,
+                "next_attempt": ms_datetime(failure.next_attempt_ms) if failure else None,
+            }
+        )
+    return rows, failures.get(INSTANCE_FAILURE)
+
+
+def _next_deadline(view: Any) -> dict[str, Any] | None:
+    if not view.deadlines:
+        return None
+    failures = view.timer_failures
+    first = min(view.deadlines, key=lambda d: d.due_ms)
+    failure = failures.get(failure_key(first)) or failures.get(INSTANCE_FAILURE)
+    return {"due": ms_datetime(first.due_ms), "dead": bool(failure and failure.dead)}
+
+
+class ReadViews(PageMixin):
+    """Pages every user with ``view_instance`` may open."""
+
+    def entry(self, name: str) -> MachineEntry:
+        return machines[name]
+
+    @store_guard
+    def machines_view(self, request: HttpRequest) -> HttpResponse:
+        require(request, PERM_VIEW)
+        rows = [
+            {
+                "name": e.name,
+                "id": e.machine.id,
+                "version": e.machine.version,
+                "states": len(e.machine.nodes) - 1,
+                "url": self.url("machine", e.name),
+            }
+            for e in machines.values()
+        ]
+        backend = stores.get_backend()
+        dead = [
+            {"key": key, "since": ms_datetime(ms), "url": self.url("find", key=key)}
+            for key, ms in backend.store.dead_letters(limit=DEAD_LETTERS_SHOWN)
+        ]
+        return self.render(
+            request,
+            "machines.html",
+            "XSM machines",
+            machines=rows,
+            problems=machines.problems,
+            dead_letters=dead,
+            store=backend.description,
+            find_url=self.url("find"),
+        )
+
+    @store_guard
+    def find_view(self, request: HttpRequest) -> HttpResponse:
+        """``find/?key=...``: the instance page of whatever machine owns it."""
+        require(request, PERM_VIEW)
+        key = request.GET.get("key", "")
+        record = stores.get_store().load(key) if key else None
+        name = machines.name_for_machine_id(record.machine_id) if record else None
+        if name is None:
+            return self.render(request, "missing.html", "No such instance", status=404, key=key)
+        return HttpResponseRedirect(self.url("detail", name, key=key))
+
+    def change_redirect(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """``<machine>:<key>/change/``: where admin history entries link to."""
+        require(request, PERM_VIEW)
+        name, sep, key = unquote(object_id).partition(":")
+        if not sep or name not in machines:
+            raise Http404("No such instance")
+        return HttpResponseRedirect(self.url("detail", name, key=key))
+
+    @store_guard
+    def list_view(self, request: HttpRequest, machine: str) -> HttpResponse:
+        require(request, PERM_VIEW)
+        entry = self.entry(machine)
+        prefix = request.GET.get("q", "")
+        state = request.GET.get("state", "")
+        after = request.GET.get("after", "")
+        limit = _int(request.GET.get("limit"), PAGE_SIZE, 1, MAX_PAGE_SIZE)
+        states = [n.id for n in entry.machine.nodes if n.parent is not None and n.type != "history"]
+        if state and state not in states:
+            state = ""
+        keys, cursor = entry.objects.page(prefix, after=after, limit=limit, state=state or None)
+        rows = []
+        for key in keys:
+            row: dict[str, Any] = {"key": key, "url": self.url("detail", machine, key=key)}
+            try:
+                view = entry.objects.get(key)
+            except InstanceDoesNotExist:
+                continue  # forgotten between the index read and the load
+            except StoreUnavailableError:
+                raise
+            except XsmError as exc:
+                row["error"] = exc.message
+            else:
+                row.update(
+                    state=display_value(view.value),
+                    status=view.status,
+                    version=view.version,
+                    updated=view.updated_at,
+                    next=_next_deadline(view),
+                )
+            rows.append(row)
+        page = {"q": prefix, "state": state, "limit": limit if limit != PAGE_SIZE else ""}
+        return self.render(
+            request,
+            "instances.html",
+            f"{machine} instances",
+            machine=entry,
+            rows=rows,
+            q=prefix,
+            state=state,
+            states=[(s, short_id(entry.machine, s)) for s in states],
+            next_url=self.url("machine", machine, after=cursor, **page) if cursor else "",
+            first_url=self.url("machine", machine, **page) if after else "",
+        )
+
+    @store_guard
+    def detail_view(self, request: HttpRequest, machine: str) -> HttpResponse:
+        require(request, PERM_VIEW)
+        entry = self.entry(machine)
+        key = request.GET.get("key", "")
+        try:
+            view = entry.objects.get(key) if key else None
+        except InstanceDoesNotExist:
+            view = None
+        except StoreUnavailableError:
+            raise
+        except XsmError as exc:
+            return self.render(
+                request, "missing.html", "Unreadable instance", status=500, key=key, error=exc
+            )
+        if view is None:
+            return self.render(
+                request, "missing.html", "No such instance", status=404, key=key, machine=entry
+            )
+        now_ms = time.time_ns() // 1_000_000
+        deadlines, blanket = _deadline_rows(view, now_ms)
+        user = request.user
+        events = [e for e in entry.machine.events if not e.startswith("xstate.")]
+        return self.render(
+            request,
+            "instance.html",
+            key,
+            machine=entry,
+            key=key,
+            view=view,
+            state=display_value(view.value),
+            state_ids=[short_id(entry.machine, s) for s in view.state_ids if s != entry.machine.id],
+            context_json=display_json(view.context),
+            stale_version=view.machine_version != entry.machine.version,
+            deadlines=deadlines,
+            instance_failure=blanket,
+            diagram=render_svg(entry.machine, view.state_ids),
+            accepted_now=[e for e in events if _can(view, e)],
+            timeline=self.timeline(request, entry, key),
+            can_send=user.has_perm(PERM_SEND),
+            can_fire=user.has_perm(PERM_FIRE),
+            can_forget=user.has_perm(PERM_FORGET),
+            send_url=self.url("send", machine, key=key),
+            fire_url=self.url("fire", machine, key=key),
+            forget_url=self.url("forget", machine, key=key),
+        )
+
+    def timeline(self, request: HttpRequest, entry: MachineEntry, key: str) -> dict[str, Any]:
+        """One page of the transition log: the newest ``LOG_PAGE`` records,
+        or those after ``?after_seq=`` (oldest first within the page)."""
+        raw = request.GET.get("after_seq", "")
+        after = int(raw) if raw.isdigit() and len(raw) < 19 else None
+        if after is None:
+            records = entry.objects.latest(key, LOG_PAGE)
+            newer = False
+        else:
+            found = entry.objects.history(key, after_seq=after, limit=LOG_PAGE + 1)
+            records, newer = found[:LOG_PAGE], len(found) > LOG_PAGE
+        start = records[0].seq - 1 if records else (after or 0)
+        rows = [
+            {
+                "seq": r.seq,
+                "time": r.timestamp,
+                "actor": r.actor,
+                "event": r.event_type,
+                "from": display_value(r.from_state),
+                "to": display_value(r.to_state),
+                "reason": r.reason,
+                "correlation_id": r.correlation_id,
+                "idempotency_key": r.idempotency_key,
+                "version": r.version,
+                "accepted": r.accepted,
+                "payload": display_json(r.payload) if r.payload else "",
+            }
+            for r in records
+        ]
+        base = {"key": key}
+        return {
+            "rows": rows,
+            "older_url": self.url(
+                "detail", entry.name, after_seq=str(max(0, start - LOG_PAGE)), **base
+            )
+            if start > 0
+            else "",
+            "newer_url": self.url("detail", entry.name, after_seq=str(rows[-1]["seq"]), **base)
+            if newer and rows
+            else "",
+            "latest_url": self.url("detail", entry.name, **base) if after is not None else "",
+        }
+
+
+def _can(view: Any, event: str) -> bool:
+    try:
+        return bool(view.can(event))
+    except Exception:  # a guard that raises on an empty payload: not "accepted now"
+        return False
