@@ -92,9 +92,7 @@ class EventNotAcceptedError(XsmError):
     value it was refused in, ``key`` the instance key when persisted.
     """
 
-    def __init__(
-        self, event_type: str, *, value: Any = None, key: str | None = None
-    ) -> None:
+    def __init__(self, event_type: str, *, value: Any = None, key: str | None = None) -> None:
         self.event_type = event_type
         self.value = value
         self.key = key
@@ -218,10 +216,7 @@ class ConflictError(StoreError):
                 f"{expected}, found {actual})"
             )
         else:
-            text = (
-                f"Version conflict on {key!r}: expected version {expected}, "
-                f"found {actual}"
-            )
+            text = f"Version conflict on {key!r}: expected version {expected}, found {actual}"
         super().__init__(
             text,
             key=key,
@@ -305,8 +300,7 @@ class IdempotencyKeyError(XsmError, ValueError):
     def __init__(self, message: str, *, hint: str = "") -> None:
         super().__init__(
             message,
-            hint=hint
-            or "send a key of 1-255 printable ASCII characters, e.g. a UUID",
+            hint=hint or "send a key of 1-255 printable ASCII characters, e.g. a UUID",
         )
 
 
@@ -322,8 +316,7 @@ class IdempotencyInFlightError(XsmError):
         self.retry_after_s = retry_after_s
         super().__init__(
             f"A request with idempotency key {idempotency_key!r} is still in flight",
-            hint=f"retry in {retry_after_s} s; the first attempt's result will "
-            "then be replayed",
+            hint=f"retry in {retry_after_s} s; the first attempt's result will then be replayed",
         )
 
 
@@ -334,8 +327,7 @@ class IdempotencyMismatchError(XsmError, ValueError):
         self.idempotency_key = idempotency_key
         self.scope = scope
         super().__init__(
-            f"Idempotency key {idempotency_key!r} was already used with a "
-            "different request",
+            f"Idempotency key {idempotency_key!r} was already used with a different request",
             hint="use a new key for a new request; a retry must repeat the "
             "original request exactly",
         )
