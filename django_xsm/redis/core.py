@@ -311,6 +311,8 @@ class StoreCore:
                     len(head.encode()),
                     layout.snapshot_prefix(b),
                     layout.log_prefix(b),
+                    "1" if state is not None and machine is not None else "0",
+                    machine or "",
                 ],
             )
             for b in range(layout.buckets)

@@ -91,6 +91,13 @@ local function prune(I, key, lidx, log_prefix)
   unindex(I, key)
   if redis.call('EXISTS', log_prefix .. key) == 0 then redis.call('ZREM', lidx, key) end
 end
+local function machine_of(I, key)
+  local info = redis.call('HGET', I[1], key)
+  if not info then return nil end
+  local i = string.find(info, '\0', 1, true)
+  if i then return string.sub(info, 1, i - 1) end
+  return info
+end
 local function reindex(I, key, machine, states)
   local info = machine
   if states ~= '' then info = machine .. '\0' .. states end
@@ -552,7 +559,8 @@ return out
 # KEYS[1..7] index keys of one bucket, KEYS[8] its log index;
 # ARGV[1] index number to read (2 idx, 3 midx, 4 sidx), ARGV[2] lex min,
 # ARGV[3] lex max, ARGV[4] limit, ARGV[5] member prefix length to strip,
-# ARGV[6] snapshot key prefix, ARGV[7] log key prefix
+# ARGV[6] snapshot key prefix, ARGV[7] log key prefix, ARGV[8] '1' to keep
+# only keys of machine ARGV[9] (a state filter combined with a machine filter)
 # returns up to limit live keys in lexicographic order (dead ones pruned)
 LIST_PAGE = (
     PRELUDE_INDEX
@@ -570,7 +578,9 @@ while #out < limit do
   for _, m in ipairs(rows) do
     local key = string.sub(m, strip + 1)
     if redis.call('EXISTS', ARGV[6] .. key) == 1 then
-      if #out < limit then out[#out + 1] = key end
+      if #out < limit and (ARGV[8] ~= '1' or machine_of(I, key) == ARGV[9]) then
+        out[#out + 1] = key
+      end
     else
       prune(I, key, KEYS[8], ARGV[7])
       redis.call('ZREM', index, m)
