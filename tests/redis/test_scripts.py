@@ -430,9 +430,14 @@ def test_due_list_page_prune_and_timer_failure_replies(b: Backends) -> None:
     assert raw_script(b.client, "DUE")(keys=pk, args=[5_000, 10, sp, lp]) == [b"t", b"1000"]
     assert raw_script(b.client, "DUE")(keys=pk, args=[999, 10, sp, lp]) == []
     page = raw_script(b.client, "LIST_PAGE")
-    assert page(keys=pk, args=[2, "[", "[\xff", 10, 0, sp, lp]) == [b"t"]
+    assert page(keys=pk, args=[2, "[", "[\xff", 10, 0, sp, lp, "0", ""]) == [b"t"]
     head = "order.cart" + SEP
     assert page(keys=pk, args=[4, "[" + head, "[" + head + "\xff", 10, len(head), sp, lp]) == [b"t"]
+    by_state = [4, "[" + head, "[" + head + "\xff", 10, len(head), sp, lp]
+    assert page(keys=pk, args=[*by_state, "1", "order"]) == [b"t"]
+    assert page(keys=pk, args=[*by_state, "1", "other"]) == []
+    assert b.store.list_page(state="order.cart", machine="other") == ([], "")
+    assert b.store.list_page(state="order.cart", machine="order") == (["t"], "")
     assert raw_script(b.client, "PRUNE_EXPIRED")(keys=pk, args=[10, sp, lp]) == 0
     rtf = raw_script(b.client, "RECORD_TIMER_FAILURE")
     tf_keys = [layout.snapshot("t"), layout.due(bk), layout.dead(bk)]
