@@ -59,6 +59,6 @@ def seed_ticket(key: str, *, bumps: int = 1, actor: str = "seed", **context: Any
 
 def post_with_csrf(client: Client, url: str, data: dict[str, Any] | None = None) -> Any:
     """POST as a browser would: GET a page first for the CSRF cookie."""
-    client.get(ADMIN)
+    client.get("/admin/")  # the logout form sets the CSRF cookie
     token = client.cookies["csrftoken"].value
     return client.post(url, {**(data or {}), "csrfmiddlewaretoken": token})

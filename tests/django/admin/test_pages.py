@@ -1,0 +1,210 @@
+"""The read-only pages: machines, the instances list, the instance page."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from django_xsm.persistence.records import TimerFailure
+from django_xsm.persistence.timer_state import failure_key
+from django_xsm.registry import machines
+from tests.django.admin.conftest import ADMIN, seed_ticket
+
+LIST = f"{ADMIN}m/ticket/"
+
+
+@pytest.fixture
+def reader(backend: Any, client_for: Any) -> Any:
+    return client_for("reader", "view_instance")
+
+
+def listed_keys(response: Any) -> list[str]:
+    return re.findall(r'<a href="[^"]*" class="xsm-mono">([^<]*)</a>', response.content.decode())
+
+
+def next_link(response: Any) -> str:
+    found = re.search(r'href="([^"]*)" id="xsm-next"', response.content.decode())
+    return found.group(1).replace("&amp;", "&") if found else ""
+
+
+def test_machines_page_lists_the_registered_machines(reader: Any) -> None:
+    html = reader.get(ADMIN).content.decode()
+    assert f'href="{ADMIN}m/ticket/"' in html
+    assert f'href="{ADMIN}m/order/"' in html
+    assert "Dead-lettered timers" in html
+
+
+def test_the_list_shows_key_state_version_updated_and_next_deadline(reader: Any) -> None:
+    seed_ticket("t:1", bumps=2)
+    with machines["ticket"].objects.open("t:2") as t:
+        t.send("BUMP")
+    machines["ticket"].objects.send("t:2", "CLOSE")
+    response = reader.get(LIST)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert listed_keys(response) == ["t:1", "t:2"]
+    row1 = html[html.index(">t:1<") : html.index(">t:2<")]
+    assert '<td class="xsm-mono">open' in row1
+    assert "<td>1</td>" in row1  # version
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row1)  # updated + deadline
+    row2 = html[html.index(">t:2<") :]
+    assert "closed" in row2 and "<td>2</td>" in row2
+    assert "<td>—</td>" in row2  # closed: no deadline
+
+
+def test_the_list_pages_with_a_cursor(reader: Any) -> None:
+    keys = [f"page:{i:03d}" for i in range(23)]
+    for key in keys:
+        seed_ticket(key)
+    seen: list[str] = []
+    url = f"{LIST}?limit=10"
+    pages = 0
+    while url:
+        response = reader.get(url)
+        assert response.status_code == 200
+        seen += listed_keys(response)
+        pages += 1
+        url = next_link(response)
+        if url:
+            assert "after=" in url and "limit=10" in url
+    assert seen == keys
+    assert pages == 3
+    assert 'id="xsm-first"' in reader.get(f"{LIST}?limit=10&after=page:009").content.decode()
+
+
+def test_search_takes_the_prefix_literally(reader: Any) -> None:
+    for key in ("a*b:1", "a*b:2", "axb:1", "a?c", "a[x]1", "b:1"):
+        seed_ticket(key)
+    assert listed_keys(reader.get(LIST, {"q": "a*b"})) == ["a*b:1", "a*b:2"]
+    assert listed_keys(reader.get(LIST, {"q": "a?"})) == ["a?c"]
+    assert listed_keys(reader.get(LIST, {"q": "a[x]"})) == ["a[x]1"]
+    assert listed_keys(reader.get(LIST, {"q": "a"})) == ["a*b:1", "a*b:2", "a?c", "a[x]1", "axb:1"]
+    assert listed_keys(reader.get(LIST, {"q": "zzz"})) == []
+
+
+def test_filter_by_current_state(reader: Any) -> None:
+    for i in range(3):
+        seed_ticket(f"s:{i}")
+    machines["ticket"].objects.send("s:1", "CLOSE")
+    assert listed_keys(reader.get(LIST, {"state": "ticket.closed"})) == ["s:1"]
+    assert listed_keys(reader.get(LIST, {"state": "ticket.open"})) == ["s:0", "s:2"]
+    assert listed_keys(reader.get(LIST, {"state": "ticket.open", "q": "s:2"})) == ["s:2"]
+    # an unknown state id is ignored, not an error
+    assert listed_keys(reader.get(LIST, {"state": "nope"})) == ["s:0", "s:1", "s:2"]
+    html = reader.get(LIST, {"state": "ticket.closed"}).content.decode()
+    assert '<option value="ticket.closed" selected>closed</option>' in html
+
+
+def test_the_list_is_per_machine(reader: Any) -> None:
+    seed_ticket("shared:1")
+    assert listed_keys(reader.get(LIST)) == ["shared:1"]
+    assert listed_keys(reader.get(f"{ADMIN}m/order/")) == []
+
+
+def test_unknown_machine_is_404(reader: Any) -> None:
+    assert reader.get(f"{ADMIN}m/nope/").status_code == 404
+    assert reader.get(f"{ADMIN}m/nope/instance/?key=x").status_code == 404
+
+
+def test_instance_page_shows_state_versions_context_and_deadlines(reader: Any) -> None:
+    seed_ticket("d:1", bumps=3, owner="ada")
+    response = reader.get(f"{LIST}instance/", {"key": "d:1"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<td class="xsm-mono" id="xsm-state-value">open</td>' in html
+    assert '<td id="xsm-version">1</td>' in html
+    assert "Machine version" in html
+    assert "&quot;count&quot;: 3" in html and "&quot;owner&quot;: &quot;ada&quot;" in html
+    assert "xstate.after.60000.ticket.open" in html
+    # events accepted now (guards evaluated): CLOSE is allowed once bumped
+    start = html.index("Accepted now")
+    summary = html[start : html.index("</table>", start)]
+    assert "BUMP" in summary and "CLOSE" in summary and "REOPEN" not in summary
+
+
+def test_the_diagram_highlights_the_active_state(reader: Any) -> None:
+    seed_ticket("g:1")
+    html = reader.get(f"{LIST}instance/", {"key": "g:1"}).content.decode()
+    start = html.index('<svg xmlns="http://www.w3.org/2000/svg" class="xsm-diagram"')
+    svg = html[start : html.index("</svg>", start)]
+    assert re.search(r'class="xsm-state xsm-atomic xsm-active" data-state-id="ticket.open"', svg)
+    assert 'data-state-id="ticket.closed" data-active="false"' in svg
+    assert "CLOSE → closed [bumped]" in svg
+    assert "after 60000 → stale" in svg
+    assert "http" not in svg.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_dead_lettered_deadlines_are_shown(backend: Any, reader: Any) -> None:
+    seed_ticket("dl:1")
+    store = backend.store
+    record = store.load("dl:1")
+    deadline = machines["ticket"].objects.get("dl:1").deadlines[0]
+    failure = TimerFailure(attempts=5, next_attempt_ms=0, dead=True, error="RuntimeError: boom")
+    assert store.record_timer_failure(
+        "dl:1",
+        expected_version=record.version,
+        failures={failure_key(deadline): failure},
+        next_due_ms=None,
+    )
+    html = reader.get(f"{LIST}instance/", {"key": "dl:1"}).content.decode()
+    deadlines = html[html.index('id="xsm-deadlines"') : html.index('id="xsm-context"')]
+    assert "dead-lettered" in deadlines and "RuntimeError: boom" in deadlines
+    assert "5 attempts" in deadlines
+    assert "dead-lettered" in reader.get(LIST).content.decode()
+    index = reader.get(ADMIN).content.decode()
+    assert f'href="{ADMIN}find/?key=dl%3A1"' in index
+
+
+def test_the_timeline_shows_the_log_and_pages_by_seq(reader: Any) -> None:
+    seed_ticket("log:1")
+    for i in range(45):
+        machines["ticket"].objects.send(
+            "log:1", "BUMP", actor=f"user{i}", reason=f"r{i}", correlation_id=f"c{i}"
+        )
+    url = f"{LIST}instance/"
+    html = reader.get(url, {"key": "log:1"}).content.decode()
+    seqs = [int(s) for s in re.findall(r'class="xsm-log-row" data-seq="(\d+)"', html)]
+    assert seqs == list(range(27, 47))  # the newest 20, oldest first
+    row = html[html.index('data-seq="46"') :]
+    for text in ("user44", "BUMP", "open → open", "r44", "c44"):
+        assert text in row
+    older = re.search(r'href="([^"]*)" id="xsm-log-older"', html)
+    assert older is not None
+    query = parse_qs(urlsplit(older.group(1).replace("&amp;", "&")).query)
+    assert query == {"key": ["log:1"], "after_seq": ["6"]}
+    html = reader.get(url, {"key": "log:1", "after_seq": "0"}).content.decode()
+    seqs = [int(s) for s in re.findall(r'class="xsm-log-row" data-seq="(\d+)"', html)]
+    assert seqs == list(range(1, 21))
+    assert 'id="xsm-log-newer"' in html and 'id="xsm-log-latest"' in html
+    assert "seed" in html[html.index('data-seq="1"') : html.index('data-seq="2"')]
+
+
+def test_missing_instance_is_a_plain_404(reader: Any) -> None:
+    response = reader.get(f"{LIST}instance/", {"key": "ghost"})
+    assert response.status_code == 404
+    assert b"There is no ticket instance" in response.content
+
+
+def test_an_instance_of_another_machine_is_not_shown_under_this_one(reader: Any) -> None:
+    seed_ticket("mine:1")
+    assert reader.get(f"{ADMIN}m/order/instance/", {"key": "mine:1"}).status_code == 404
+
+
+def test_find_redirects_to_the_owning_machine(reader: Any) -> None:
+    seed_ticket("f:1")
+    response = reader.get(f"{ADMIN}find/", {"key": "f:1"})
+    assert response.status_code == 302
+    assert response["Location"] == f"{LIST}instance/?key=f%3A1"
+    assert reader.get(f"{ADMIN}find/", {"key": "nope"}).status_code == 404
+
+
+def test_admin_history_links_resolve_to_the_instance_page(reader: Any) -> None:
+    from django.contrib.admin.utils import quote
+
+    response = reader.get(f"{ADMIN}{quote('ticket:a/b:1')}/change/")
+    assert response.status_code == 302
+    assert response["Location"] == f"{LIST}instance/?key=a%2Fb%3A1"
+    assert reader.get(f"{ADMIN}{quote('nomachine')}/change/").status_code == 404
