@@ -7,10 +7,11 @@ key layout and :mod:`django_xsm.redis.scripts` for the Lua scripts.
 
 from __future__ import annotations
 
+from .async_store import AsyncRedisStore
 from .inbox import AsyncRedisInbox, RedisInbox
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, KeyLayout, escape_glob
 from .log import AsyncRedisLog, RedisLog
-from .store import AsyncRedisStore, RedisStore
+from .store import RedisStore
 
 __all__ = [
     "DEFAULT_BUCKETS",

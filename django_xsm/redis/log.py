@@ -245,6 +245,9 @@ class AsyncRedisLog:
     async def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
         return await self.driver.run(self.core.read_last(key, count), key)  # type: ignore[no-any-return]
 
+    async def last_seq(self, key: str) -> int:
+        return await self.driver.run(self.core.last_seq(key), key)  # type: ignore[no-any-return]
+
     async def purge_older_than(
         self,
         cutoff: float | _dt.datetime,

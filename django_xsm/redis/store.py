@@ -1,10 +1,11 @@
-"""RedisStore and AsyncRedisStore: the StateStore contract on Redis.
+"""RedisStore: the StateStore contract on Redis (its asyncio twin,
+AsyncRedisStore, lives in :mod:`django_xsm.redis.async_store`).
 
 A block's open is one script (lock + claims + load) and its commit is one
 script (fences + snapshot + indexes + inbox marks + log records + unlock)
 when the inbox and the log share the store's Redis and prefix; otherwise
 the commit applies the snapshot first, then the marks, then the log (see
-``StateStore.commit``). Both classes run the generators of
+``StateStore.commit``). Both twins run the generators of
 :mod:`django_xsm.redis.core`; only the I/O differs.
 """
 
@@ -27,16 +28,28 @@ from django_xsm.persistence.records import (
     TimerFailure,
 )
 
-from .client import AsyncDriver, SyncDriver, resolve_async_client, resolve_client, same_server
+from .client import SyncDriver, resolve_client, same_server
 from .core import StoreCore
 
-__all__ = ["AsyncRedisStore", "RedisStore"]
+__all__ = ["RedisStore", "health_failure", "with_latency"]
 
 DEFAULT_MAX_SNAPSHOT_BYTES = 1024 * 1024
 
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def health_failure(exc: BaseException) -> dict[str, Any]:
+    """A failed health check: the reason's class, never its text (redis-py
+    puts host:port into connection errors)."""
+    reason = getattr(exc, "cause", "") if isinstance(exc, XsmError) else ""
+    return {"ok": False, "backend": "redis", "error": reason or type(exc).__name__}
+
+
+def with_latency(info: dict[str, Any], started: float) -> dict[str, Any]:
+    info["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    return info
 
 
 class _StoreBase:
@@ -238,129 +251,6 @@ class RedisStore(_StoreBase):
         started = time.perf_counter()
         try:
             info = self.driver.run(self.core.health())
-        except XsmError as exc:
-            return {
-                "ok": False,
-                "backend": "redis",
-                "error": getattr(exc, "cause", "") or type(exc).__name__,
-            }
         except Exception as exc:  # health never raises
-            return {"ok": False, "backend": "redis", "error": type(exc).__name__}
-        info["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        return info  # type: ignore[no-any-return]
-
-
-class AsyncRedisStore(_StoreBase):
-    """The asyncio twin of :class:`RedisStore` (same layout, same scripts,
-    same arguments); the schema marker is read on first use."""
-
-    def __init__(
-        self,
-        client_or_url: Any,
-        *,
-        prefix: str,
-        codec: Codec | None = None,
-        max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
-        ttl_s: float | None = None,
-        lock_ttl_ms: int = 30_000,
-        buckets: int | None = None,
-    ) -> None:
-        super().__init__(
-            resolve_async_client(client_or_url),
-            prefix=prefix,
-            codec=codec,
-            max_snapshot_bytes=max_snapshot_bytes,
-            ttl_s=ttl_s,
-            lock_ttl_ms=lock_ttl_ms,
-            buckets=buckets,
-        )
-        self.driver = AsyncDriver(self.client)
-
-    async def load(self, key: str) -> StoredRecord | None:
-        return await self.driver.run(self.core.load(key), key)  # type: ignore[no-any-return]
-
-    async def open(self, request: OpenRequest, *, inbox: Any = None) -> OpenResult:
-        if request.claims and not self.shares_commit(inbox):
-            raise InvalidConfigError(
-                "open() got claims for an inbox that does not share this store",
-                path="inbox",
-            )
-        return await self.driver.run(self.core.open(request), request.key)  # type: ignore[no-any-return]
-
-    async def commit(self, unit: CommitUnit, *, inbox: Any = None, log: Any = None) -> CommitResult:
-        with_inbox, with_log, maxlen = self._shared(inbox, log)
-        op = self.core.commit(unit, with_inbox=with_inbox, with_log=with_log, log_maxlen=maxlen)
-        result: CommitResult = await self.driver.run(op, unit.key)
-        if result.replayed:
-            return result
-        if not with_inbox:
-            for mark in unit.marks:
-                await inbox.mark(mark)
-            for release in unit.releases:
-                await inbox.release(release)
-        if not with_log and unit.log_entries:
-            first = 0
-            for entry in unit.log_entries:
-                seq = await log.append_next(unit.key, entry, version=result.version)
-                first = first or seq
-            result = CommitResult(result.version, first, result.updated_ms)
-        return result
-
-    async def save(
-        self,
-        key: str,
-        snapshot: Mapping[str, Any],
-        *,
-        expected_version: int,
-        machine_version: str = "",
-        machine_id: str = "",
-    ) -> int:
-        op = self.core.save_unit(key, snapshot, expected_version, machine_version, machine_id)
-        return await self.driver.run(op, key)  # type: ignore[no-any-return]
-
-    async def acquire_lock(self, key: str, token: str, ttl_ms: int) -> int:
-        return await self.driver.run(self.core.acquire_lock(key, token, ttl_ms), key)  # type: ignore[no-any-return]
-
-    async def release_lock(self, key: str, token: str) -> bool:
-        return await self.driver.run(self.core.release_lock(key, token), key)  # type: ignore[no-any-return]
-
-    async def delete(self, key: str) -> bool:
-        return await self.driver.run(self.core.delete(key), key)  # type: ignore[no-any-return]
-
-    async def forget(self, key: str) -> dict[str, int]:
-        return await self.driver.run(self.core.forget(key), key)  # type: ignore[no-any-return]
-
-    async def list_page(
-        self,
-        prefix: str = "",
-        *,
-        after: str = "",
-        limit: int = 50,
-        machine: str | None = None,
-        state: str | None = None,
-    ) -> tuple[list[str], str]:
-        return await self.driver.run(self.core.list_page(prefix, after, limit, machine, state))  # type: ignore[no-any-return]
-
-    async def due_keys(
-        self, until_wall: float | _dt.datetime, *, limit: int = 100
-    ) -> list[tuple[str, int]]:
-        return await self.driver.run(self.core.due_keys(until_wall, limit))  # type: ignore[no-any-return]
-
-    async def health(self) -> dict[str, Any]:
-        started = time.perf_counter()
-        try:
-            info = await self.driver.run(self.core.health())
-        except XsmError as exc:
-            return {
-                "ok": False,
-                "backend": "redis",
-                "error": getattr(exc, "cause", "") or type(exc).__name__,
-            }
-        except Exception as exc:
-            return {"ok": False, "backend": "redis", "error": type(exc).__name__}
-        info["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        return info  # type: ignore[no-any-return]
-
-    async def aclose(self) -> None:
-        """Close the client's connections (for clients built from a URL)."""
-        await self.client.aclose()
+            return health_failure(exc)
+        return with_latency(info, started)
