@@ -201,3 +201,93 @@ def live_prefix(live_url: str) -> Iterator[str]:
 
 
 LIVE = LIVE_URL
+
+
+# --- what reaches the server ------------------------------------------------------------
+
+
+@dataclass
+class Traced:
+    name: str
+    args: list[str]
+    reply: Any = None  # fakeredis only (MONITOR shows no replies)
+
+
+class CommandTrace:
+    """Every command the server runs for the namespace while ``active`` —
+    scripts' own ``redis.call``s included: a spy on fakeredis' command
+    dispatch, ``MONITOR`` on the live server."""
+
+    def __init__(self) -> None:
+        self.patch = pytest.MonkeyPatch()
+        self.calls: list[Traced] = []
+        self.tag = ""
+
+    def __call__(self, prefix: str) -> CommandTrace:
+        self.tag = "{" + prefix + ":"
+        return self
+
+    def __enter__(self) -> CommandTrace:
+        self.calls = []
+        backend = stores.get_backend()
+        self.live = backend.source == "url"
+        if self.live:
+            self._start_monitor()
+        else:
+            self._spy()
+        return self
+
+    def _spy(self) -> None:
+        from fakeredis._socket._base import BaseFakeSocket
+
+        real = BaseFakeSocket._run_command
+        trace = self
+
+        def spy(sock: Any, func: Any, sig: Any, args: list[Any], from_script: bool) -> Any:
+            reply = real(sock, func, sig, args, from_script)
+            text = [a.decode("utf-8", "replace") if isinstance(a, bytes) else str(a) for a in args]
+            name = str(sig.name).upper()
+            if any(trace.tag in a for a in text) and not name.startswith("EVAL"):
+                trace.calls.append(Traced(name, text, reply))
+            return reply
+
+        self.patch.setattr(BaseFakeSocket, "_run_command", spy)
+
+    def _start_monitor(self) -> None:
+        import redis
+
+        self.sentinel = f"trace-end-{uuid.uuid4().hex}"
+        self.client = redis.Redis.from_url(LIVE_URL)
+        self.monitor = self.client.monitor()
+        self.monitor.__enter__()
+        self.reader = threading.Thread(target=self._read_monitor, daemon=True)
+        self.reader.start()
+
+    def _read_monitor(self) -> None:
+        while True:
+            entry = self.monitor.next_command()
+            words = str(entry["command"]).split(" ")
+            if self.sentinel in words:
+                return
+            # the scripts' own calls, and plain commands (not the EVALSHA itself)
+            if any(self.tag in w for w in words) and not words[0].upper().startswith("EVAL"):
+                self.calls.append(Traced(words[0].upper(), words[1:]))
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.client.echo(self.sentinel)
+            self.reader.join(timeout=10)
+            self.monitor.__exit__()
+            self.client.close()
+        else:
+            self.patch.undo()
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.calls]
+
+
+@pytest.fixture
+def trace() -> Iterator[CommandTrace]:
+    found = CommandTrace()
+    yield found
+    found.patch.undo()

@@ -49,9 +49,7 @@ def test_three_scanner_processes_fire_each_timer_exactly_once(live: str, manage:
     for key in keys:
         arm(key, overdue_ms=1000)
     objects = machines["alarm"].objects
-    wait_for(
-        lambda: all(objects.get(k).value == "rung" for k in keys), 30, "every alarm to ring"
-    )
+    wait_for(lambda: all(objects.get(k).value == "rung" for k in keys), 30, "every alarm to ring")
     totals = []
     for scanner in scanners:
         scanner.proc.send_signal(signal.SIGTERM)
