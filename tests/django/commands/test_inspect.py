@@ -34,7 +34,7 @@ def test_text(alarm: str):
     assert "  lock          free" in lines
     assert '"api_token": "[redacted]"' in out and "s3cr3t" not in out
     assert '"owner": "ann"' in out
-    due = r"^    xstate\.after\.1000\.alarm\.waiting  due \S+Z \((in|overdue) \d+m?s\)$"
+    due = r"^    xstate\.after\.1000\.alarm\.waiting  due \S+Z \((in|overdue) [\dms]+\)$"
     assert re.search(due, out, re.M), out
     assert "  transitions   last 2" in lines
     first = r'^    #1 v1 \S+Z  SNOOZE  "waiting" -> "waiting" by ann \(tired\)$'
