@@ -39,6 +39,7 @@ __all__ = [
     "DueTimer",
     "LoopResult",
     "PurgeReport",
+    "dead_letters",
     "due_timers",
     "forget_instance",
     "forget_preview",
@@ -119,6 +120,19 @@ def due_timers(
     now = scanner.clock()
     rows, found = _due(scanner, entry, now, limit, ids=True)
     return [DueTimer(k, machine_name(found.get(k, "")), d, now - d) for k, d in rows]
+
+
+def dead_letters(*, machine: str | None = None, limit: int = 100) -> list[tuple[str, str, int]]:
+    """Instances with dead-lettered timers, oldest first: ``(key,
+    machine, parked at ms)``. Scans skip them until their state changes or
+    they are fired by hand (``DueTimerScanner.fire(key, force=True)``)."""
+    entry = _entry(machine)
+    store = stores.get_store()
+    rows = store.dead_letters(limit=limit if entry is None else MAX_DUE_FETCH)
+    found = maintenance.machine_ids(store, [k for k, _ in rows])
+    if entry is not None:
+        rows = [(k, t) for k, t in rows if found.get(k) == entry.machine.id][:limit]
+    return [(k, machine_name(found.get(k, "")), t) for k, t in rows]
 
 
 def scan_timers(

@@ -74,7 +74,8 @@ examples:
         parser.add_argument(
             "--dry-run",
             action="store_true",
-            help="List what is due (key, machine, due time, lag); fire nothing.",
+            help="List what is due (key, machine, due time, lag) and the instances with "
+            "dead-lettered timers; fire nothing.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -114,7 +115,13 @@ examples:
                 f"{timer.key}  {timer.machine}  due {operations.iso(timer.due_ms)}  "
                 f"lag {format_duration(timer.lag_ms)}"
             )
-        self.say(f"{len(due)} instance(s) due (dry run: nothing fired)")
+        parked = operations.dead_letters(machine=options["machine"], limit=options["limit"])
+        for key, machine, parked_ms in parked:
+            self.say(f"dead-lettered {key}  {machine}  since {operations.iso(parked_ms)}")
+        self.say(
+            f"{len(due)} instance(s) due, {len(parked)} with dead-lettered timers "
+            "(dry run: nothing fired)"
+        )
 
     def loop(self, options: dict[str, Any]) -> None:
         stop = threading.Event()
@@ -146,8 +153,8 @@ examples:
                 on_fire=self.fired,
             )
         finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
+            for signum, old in previous.items():
+                signal.signal(signum, old)
         why = f" on {received[0]}" if received else ""
         self.say(f"Stopped{why} after {outcome.passes} pass(es): {summary(outcome.total)}")
 

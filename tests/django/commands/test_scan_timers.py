@@ -98,8 +98,13 @@ def test_failed_fire_exits_non_zero_then_dead_letters(backend: Any):
     out, err = _failing_run()
     assert counts(out)["dead_lettered"] == 1 and counts(out)["errors"] == 1
     assert [k for k, _ in stores.get_store().dead_letters()] == ["faulty:1"]
-    # parked: later passes leave it alone and succeed
+    # parked: later passes leave it alone and succeed; --dry-run lists it
     assert counts(run("xsm_scan_timers").out)["scanned"] == 0
+    listed = run("xsm_scan_timers", "--dry-run").out.splitlines()
+    assert re.fullmatch(r"dead-lettered faulty:1  faulty  since \S+Z", listed[0]), listed
+    assert listed[1] == "0 instance(s) due, 1 with dead-lettered timers (dry run: nothing fired)"
+    assert operations.dead_letters(machine="alarm") == []
+    assert [k for k, _m, _t in operations.dead_letters(machine="faulty")] == ["faulty:1"]
     data = operations.inspect_instance("faulty:1")
     assert data["dead_lettered"] is True
     assert data["deadlines"][0]["failure"]["error"] == "RuntimeError: the bell is broken"
@@ -136,16 +141,17 @@ def test_dry_run_lists_and_fires_nothing(backend: Any):
     lines = out.splitlines()
     assert re.match(r"alarm:a  alarm  due \d{4}-\d\d-\d\dT[\d:.]+Z  lag 7s", lines[0]), lines
     assert lines[1].startswith("faulty:b  faulty  due ")
-    assert lines[-1] == "2 instance(s) due (dry run: nothing fired)"
+    assert lines[-1] == "2 instance(s) due, 0 with dead-lettered timers (dry run: nothing fired)"
     assert fires("alarm:a") == 0 and fires("faulty:b") == 0
     only = run("xsm_scan_timers", "--dry-run", "--machine", "faulty").out
-    assert only.splitlines()[0].startswith("faulty:b ") and "1 instance(s) due" in only
+    assert only.splitlines()[0].startswith("faulty:b ") and "1 instance(s) due," in only
     due = operations.due_timers(limit=1)
     assert [d.key for d in due] == ["alarm:a"] and due[0].to_dict()["machine"] == "alarm"
 
 
 def test_dry_run_of_nothing(backend: Any):
-    assert run("xsm_scan_timers", "--dry-run").out == "0 instance(s) due (dry run: nothing fired)\n"
+    out = run("xsm_scan_timers", "--dry-run").out
+    assert out == "0 instance(s) due, 0 with dead-lettered timers (dry run: nothing fired)\n"
 
 
 def test_loop_runs_passes_until_stopped(backend: Any, monkeypatch: pytest.MonkeyPatch):
