@@ -45,14 +45,14 @@ def _int(value: Any, default: int, low: int, high: int) -> int:
     return min(max(number, low), high)
 
 
-def _deadline_rows(view: Any, now_ms: int) -> tuple[list[dict[str, Any]], Any]:
+def _deadline_rows(machine: Any, view: Any, now_ms: int) -> tuple[list[dict[str, Any]], Any]:
     failures = dict(view.timer_failures)
     rows = []
     for d in sorted(view.deadlines, key=lambda d: (d.due_ms, d.entry)):
         failure = failures.get(failure_key(d))
         rows.append(
             {
-                "state": d.state_id,
+                "state": short_id(machine, d.state_id),
                 "event": d.event_type,
                 "delay": d.delay,
                 "due": ms_datetime(d.due_ms),
@@ -193,7 +193,7 @@ class ReadViews(PageMixin):
                 request, "missing.html", "No such instance", status=404, key=key, machine=entry
             )
         now_ms = time.time_ns() // 1_000_000
-        deadlines, blanket = _deadline_rows(view, now_ms)
+        deadlines, blanket = _deadline_rows(entry.machine, view, now_ms)
         user = request.user
         events = [e for e in entry.machine.events if not e.startswith("xstate.")]
         return self.render(

@@ -122,7 +122,8 @@ def _style(node: Any, active: bool, in_parallel: bool) -> str:
 def _render(box: _Box, x: float, y: float, active: Collection[str], in_parallel: bool) -> str:
     node = box.node
     is_active = node.id in active
-    classes = f"xsm-state xsm-{node.type}" + (" xsm-active" if is_active else "")
+    lit = is_active and node.parent is not None  # the root is always active
+    classes = f"xsm-state xsm-{node.type}" + (" xsm-active" if lit else "")
     out = [
         f'<g class="{classes}" data-state-id="{escape(node.id)}" '
         f'data-active="{"true" if is_active else "false"}">',
