@@ -11,6 +11,7 @@ a retried commit by its id.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import threading
 from collections.abc import Generator, Sequence
 from typing import Any
@@ -58,6 +59,33 @@ def _check_url(url: str) -> None:
         )
 
 
+def _checked_client(client: Any, *, want_async: bool) -> Any:
+    """``client`` if this side (blocking / asyncio) can drive it."""
+    if not (hasattr(client, "evalsha") and hasattr(client, "pipeline")):
+        raise InvalidConfigError(
+            f"Expected a Redis URL or a redis-py client, got {type(client).__name__}",
+            path="client_or_url",
+        )
+    is_async = inspect.iscoroutinefunction(getattr(client, "execute_command", None))
+    if is_async != want_async:
+        kind = "an asyncio" if is_async else "a blocking"
+        twin = "the Async* classes" if is_async else "RedisStore / RedisInbox / RedisLog"
+        raise InvalidConfigError(
+            f"Got {kind} client ({type(client).__name__}); use it with {twin}",
+            path="client_or_url",
+        )
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    if kwargs.get("decode_responses"):
+        # Snapshots are bytes (ciphertext with an encrypting codec); decoded
+        # replies would make every record look damaged.
+        raise InvalidConfigError(
+            "The Redis client decodes responses (decode_responses=True)",
+            path="client_or_url",
+            hint="pass a client built with decode_responses=False (the default)",
+        )
+    return client
+
+
 def resolve_client(client_or_url: Any) -> Any:
     """A blocking client: the one given, or one per URL (shared in-process,
     so stores, inboxes and logs built from the same URL share a pool)."""
@@ -72,30 +100,20 @@ def resolve_client(client_or_url: Any) -> Any:
                     socket_connect_timeout=DEFAULT_TIMEOUT_S,
                 )
                 _url_clients[client_or_url] = client
-            return client
-    if hasattr(client_or_url, "evalsha") and hasattr(client_or_url, "register_script"):
-        return client_or_url
-    raise InvalidConfigError(
-        f"Expected a Redis URL or a redis-py client, got {type(client_or_url).__name__}",
-        path="client_or_url",
-    )
+        return _checked_client(client, want_async=False)
+    return _checked_client(client_or_url, want_async=False)
 
 
 def resolve_async_client(client_or_url: Any) -> Any:
     """An asyncio client: the one given, or a new one from the URL."""
     if isinstance(client_or_url, str):
         _check_url(client_or_url)
-        return redis.asyncio.Redis.from_url(
+        client_or_url = redis.asyncio.Redis.from_url(
             client_or_url,
             socket_timeout=DEFAULT_TIMEOUT_S,
             socket_connect_timeout=DEFAULT_TIMEOUT_S,
         )
-    if hasattr(client_or_url, "evalsha") and hasattr(client_or_url, "register_script"):
-        return client_or_url
-    raise InvalidConfigError(
-        f"Expected a Redis URL or a redis.asyncio client, got {type(client_or_url).__name__}",
-        path="client_or_url",
-    )
+    return _checked_client(client_or_url, want_async=True)
 
 
 def same_server(a: Any, b: Any) -> bool:
