@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_xsm import conf, maintenance, stores
 from django_xsm.engine import Deadline
-from django_xsm.exceptions import InstanceNotFoundError, XsmError
+from django_xsm.exceptions import InstanceNotFoundError, SnapshotCorruptError, XsmError
 from django_xsm.persistence.audit import DEFAULT_REDACT, redact
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.records import TimerFailure, ms_to_datetime
@@ -148,12 +148,16 @@ def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> d
 
 def forget_preview(key: str) -> dict[str, Any]:
     """What :func:`forget_instance` would erase: ``record`` (machine,
-    version, state) or None, ``log`` (True when a transition log exists),
-    ``idempotency`` (rows), and ``empty`` when nothing is stored."""
+    version, state; ``{"damaged": why}`` for an undecodable one) or None,
+    ``log`` (True when a transition log exists), ``idempotency`` (rows),
+    and ``empty`` when nothing is stored."""
     validate_key(key)
     backend = stores.get_backend()
-    record = backend.store.load(key)
-    described = None
+    described: dict[str, Any] | None = None
+    try:
+        record = backend.store.load(key)
+    except SnapshotCorruptError as exc:  # a damaged record can still be erased
+        record, described = None, {"damaged": exc.message}
     if record is not None:
         machine_id = record.machine_id or str(record.snapshot.get("machine_id", ""))
         described = {
@@ -162,7 +166,10 @@ def forget_preview(key: str) -> dict[str, Any]:
             "value": record.snapshot.get("value"),
             "updated_at": iso(record.updated_ms),
         }
-    has_log = bool(backend.log.read_last(key, count=1))
+    try:
+        has_log = bool(backend.log.read_last(key, count=1))
+    except SnapshotCorruptError:
+        has_log = True
     rows = len(maintenance.inbox_rows_of(backend.inbox, key))
     return {
         "key": key,

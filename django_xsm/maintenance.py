@@ -31,6 +31,7 @@ __all__ = [
     "count_expired_inbox_rows",
     "forget_inbox_rows",
     "inbox_rows_of",
+    "iter_chunks",
     "layout_of",
     "machine_ids",
     "old_log_streams",

@@ -58,7 +58,9 @@ examples:
                 "pass --yes to erase without asking"
             )
         record = preview["record"]
-        if record:
+        if record and "damaged" in record:
+            what = f"a damaged record: {record['damaged']}"
+        elif record:
             what = (
                 f"{record['machine']} instance in state {json.dumps(record['value'])}, "
                 f"version {record['version']}, updated {record['updated_at']}"

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.core.management.base import CommandError
+
 from django_xsm import operations
 from django_xsm.durations import format_duration
+from django_xsm.exceptions import SnapshotCorruptError
 from django_xsm.management import XsmCommand, command_errors, int_type
 
 
@@ -37,8 +40,15 @@ examples:
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        key = options["key"]
         with command_errors():
-            data = operations.inspect_instance(options["key"], log=options["log"])
+            try:
+                data = operations.inspect_instance(key, log=options["log"])
+            except SnapshotCorruptError as exc:
+                raise CommandError(
+                    f"{exc.message}. It cannot be shown; erase it with "
+                    f"`manage.py xsm_forget {key}` or restore it from a backup"
+                ) from exc
         if options["json"]:
             self.stdout.write(_json(data, indent=2))
             return

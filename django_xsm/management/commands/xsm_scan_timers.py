@@ -130,7 +130,9 @@ examples:
 
         def handler(signum: int, frame: Any) -> None:
             received.append(signal.Signals(signum).name)
-            stop.set()
+            # Set from another thread: the handler runs on the main thread,
+            # which may hold the Event's (non-reentrant) lock right now.
+            threading.Thread(target=stop.set, daemon=True).start()
             # A second signal gets the default behaviour (Ctrl-C twice: quit now).
             signal.signal(signum, previous.get(signum, signal.SIG_DFL))
 

@@ -66,6 +66,19 @@ def test_a_log_without_a_record(stored: str):
     assert operations.forget_preview(stored)["empty"] is True
 
 
+def test_a_damaged_record_can_be_forgotten(backend: Any, terminal: list[str]):
+    from tests.django.commands.test_inspect import damage
+
+    damage("alarm:junk")
+    terminal.append("yes")
+    out = run("xsm_forget", "alarm:junk").out
+    assert out.startswith(
+        "This erases 'alarm:junk' (a damaged record: Snapshot of 'alarm:junk' (version 1) is not"
+    )
+    assert "Forgot 'alarm:junk': record 1, " in out
+    assert stores.get_store().load("alarm:junk") is None
+
+
 def test_nothing_stored(backend: Any):
     with pytest.raises(CommandError) as info:
         run("xsm_forget", "alarm:none", "--yes")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 
-from django_xsm import operations, stores
+from django_xsm import maintenance, operations, stores
 from django_xsm.registry import machines
 from tests.django.commands.conftest import arm, run
 
@@ -131,3 +131,17 @@ def test_bad_arguments(alarm: str, args: list[str], fragment: str):
     with pytest.raises(CommandError) as info:
         run("xsm_inspect", *args)
     assert fragment in str(info.value)
+
+
+def damage(key: str) -> None:
+    store = stores.get_store()
+    layout = maintenance.layout_of(store)
+    store.client.hset(layout.snapshot(key), mapping={"d": b"{not json", "v": "1"})
+
+
+def test_damaged_record(backend: Any):
+    damage("alarm:junk")
+    with pytest.raises(CommandError) as info:
+        run("xsm_inspect", "alarm:junk")
+    assert str(info.value).startswith("Snapshot of 'alarm:junk' (version 1) is not valid JSON")
+    assert "cannot be shown; erase it with `manage.py xsm_forget alarm:junk`" in str(info.value)
