@@ -106,7 +106,10 @@ class ActionViews(PageMixin):
         require(request, PERM_VIEW, PERM_SEND)
         entry = self.entry(machine)
         key = request.GET.get("key", "")
-        record = stores.get_store().load(key) if key else None
+        invalid = self.bad_key(request, key, entry)
+        if invalid is not None:
+            return invalid
+        record = stores.get_store().load(key)
         if record is None or record.machine_id not in ("", entry.machine.id):
             return self._missing(request, entry, key)
         page = {
@@ -243,6 +246,9 @@ class ActionViews(PageMixin):
             return HttpResponseNotAllowed(["POST"])
         entry = self.entry(machine)
         key = request.GET.get("key", "")
+        invalid = self.bad_key(request, key, entry)
+        if invalid is not None:
+            return invalid
         try:
             entry.objects.get(key)
         except InstanceDoesNotExist:
@@ -273,6 +279,9 @@ class ActionViews(PageMixin):
         require(request, PERM_VIEW, PERM_FORGET)
         entry = self.entry(machine)
         key = request.GET.get("key", "")
+        invalid = self.bad_key(request, key, entry)
+        if invalid is not None:
+            return invalid
         try:
             view = entry.objects.get(key)
         except InstanceDoesNotExist:

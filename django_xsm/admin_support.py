@@ -26,8 +26,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from django_xsm import conf
-from django_xsm.exceptions import StoreUnavailableError, UnknownMachineError
+from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, UnknownMachineError
 from django_xsm.persistence.audit import DEFAULT_REDACT, redact
+from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.records import ms_to_datetime
 
 from .models import PERM_VIEW, Instance
@@ -141,6 +142,23 @@ class PageMixin:
         }
         response = TemplateResponse(request, TEMPLATES + template, data, status=status)
         return response.render()
+
+    def bad_key(self, request: HttpRequest, key: str, machine: Any = None) -> HttpResponse | None:
+        """A plain 400 page when ``key`` cannot be an instance key (empty,
+        too long, control characters), else None."""
+        try:
+            validate_key(key)
+        except InvalidConfigError as exc:
+            return self.render(
+                request,
+                "missing.html",
+                "Invalid key",
+                status=400,
+                key=key,
+                machine=machine,
+                invalid=exc.message,
+            )
+        return None
 
     def history(self, request: HttpRequest, machine: str, key: str, flag: int, text: str) -> None:
         """Record an admin action in Django's admin history (``LogEntry``):

@@ -113,7 +113,10 @@ class ReadViews(PageMixin):
         """``find/?key=...``: the instance page of whatever machine owns it."""
         require(request, PERM_VIEW)
         key = request.GET.get("key", "")
-        record = stores.get_store().load(key) if key else None
+        invalid = self.bad_key(request, key)
+        if invalid is not None:
+            return invalid
+        record = stores.get_store().load(key)
         name = machines.name_for_machine_id(record.machine_id) if record else None
         if name is None:
             return self.render(request, "missing.html", "No such instance", status=404, key=key)
@@ -138,7 +141,10 @@ class ReadViews(PageMixin):
         states = [n.id for n in entry.machine.nodes if n.parent is not None and n.type != "history"]
         if state and state not in states:
             state = ""
-        keys, cursor = entry.objects.page(prefix, after=after, limit=limit, state=state or None)
+        if prefix and self.bad_key(request, prefix) is not None:
+            keys, cursor = [], ""  # no key holds control characters: nothing can match
+        else:
+            keys, cursor = entry.objects.page(prefix, after=after, limit=limit, state=state or None)
         rows = []
         for key in keys:
             row: dict[str, Any] = {"key": key, "url": self.url("detail", machine, key=key)}
@@ -178,8 +184,11 @@ class ReadViews(PageMixin):
         require(request, PERM_VIEW)
         entry = self.entry(machine)
         key = request.GET.get("key", "")
+        invalid = self.bad_key(request, key, entry)
+        if invalid is not None:
+            return invalid
         try:
-            view = entry.objects.get(key) if key else None
+            view = entry.objects.get(key)
         except InstanceDoesNotExist:
             view = None
         except StoreUnavailableError:

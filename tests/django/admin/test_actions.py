@@ -216,3 +216,10 @@ def test_forget_of_a_missing_instance_is_404(seeded: Any, operator: Any) -> None
     response = post_with_csrf(operator, f"{ADMIN}m/ticket/forget/?key=ghost")
     assert response.status_code == 404
     assert not LogEntry.objects.exists()
+
+
+@pytest.mark.parametrize("action", ["send", "fire", "forget"])
+def test_actions_refuse_an_invalid_key_with_400(seeded: Any, operator: Any, action: str) -> None:
+    response = post_with_csrf(operator, f"{ADMIN}m/ticket/{action}/?key=", {"event": "BUMP"})
+    assert response.status_code == 400
+    assert not LogEntry.objects.exists()

@@ -208,3 +208,18 @@ def test_admin_history_links_resolve_to_the_instance_page(reader: Any) -> None:
     assert response.status_code == 302
     assert response["Location"] == f"{LIST}instance/?key=a%2Fb%3A1"
     assert reader.get(f"{ADMIN}{quote('nomachine')}/change/").status_code == 404
+
+
+@pytest.mark.parametrize("key", ["", "a\x01b", "k" * 513])
+def test_an_invalid_key_is_a_plain_400(reader: Any, key: str) -> None:
+    for url in (f"{LIST}instance/", f"{ADMIN}find/"):
+        response = reader.get(url, {"key": key})
+        assert response.status_code == 400
+        assert b"is not a valid instance key" in response.content
+
+
+def test_a_search_with_control_characters_matches_nothing(reader: Any) -> None:
+    seed_ticket("c:1")
+    response = reader.get(LIST, {"q": "c\x00"})
+    assert response.status_code == 200
+    assert listed_keys(response) == []
