@@ -1,0 +1,190 @@
+"""Lua helpers shared by the scripts (pasted in front of each script's body)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "COMMIT_HISTORY",
+    "PRELUDE_COMMIT_IDS",
+    "PRELUDE_INBOX",
+    "PRELUDE_INDEX",
+    "PRELUDE_LOG",
+    "PRELUDE_TYPES",
+]
+
+# Type guard: a key of another type (written by something else) must fail a
+# script before its first write, not half way (Redis does not roll back).
+PRELUDE_TYPES = r"""
+local function bad_type(spec)
+  for i = 1, #spec, 2 do
+    local t = redis.call('TYPE', spec[i])['ok']
+    if t ~= 'none' and t ~= spec[i + 1] then
+      return redis.error_reply('WRONGTYPE ' .. spec[i] .. ' holds a ' .. t ..
+        ', expected a ' .. spec[i + 1])
+    end
+  end
+  return nil
+end
+local function index_types(I, spec)
+  spec = spec or {}
+  spec[#spec + 1] = I[1]; spec[#spec + 1] = 'hash'
+  for j = 2, 7 do spec[#spec + 1] = I[j]; spec[#spec + 1] = 'zset' end
+  return spec
+end
+"""
+
+# Helpers shared by several scripts. I = {ix, idx, midx, sidx, due, dead, exp}
+# (KeyLayout.index_keys order).
+PRELUDE_INDEX = (
+    PRELUDE_TYPES
+    + r"""
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function split0(s)
+  local out, start = {}, 1
+  while true do
+    local i = string.find(s, '\0', start, true)
+    if not i then out[#out + 1] = string.sub(s, start); return out end
+    out[#out + 1] = string.sub(s, start, i - 1)
+    start = i + 1
+  end
+end
+local function drop_members(I, key, info)
+  local parts = split0(info)
+  redis.call('ZREM', I[3], parts[1] .. '\0' .. key)
+  for j = 2, #parts do redis.call('ZREM', I[4], parts[j] .. '\0' .. key) end
+end
+local function unindex(I, key)
+  local info = redis.call('HGET', I[1], key)
+  if info then drop_members(I, key, info); redis.call('HDEL', I[1], key) end
+  for j = 2, 7 do if j ~= 3 and j ~= 4 then redis.call('ZREM', I[j], key) end end
+end
+-- a key whose snapshot is gone: out of every index, and out of the log
+-- index too once its log stream has gone with it (ttl_s expires both)
+local function prune(I, key, lidx, log_prefix)
+  unindex(I, key)
+  if redis.call('EXISTS', log_prefix .. key) == 0 then redis.call('ZREM', lidx, key) end
+end
+local function machine_of(I, key)
+  local info = redis.call('HGET', I[1], key)
+  if not info then return nil end
+  local i = string.find(info, '\0', 1, true)
+  if i then return string.sub(info, 1, i - 1) end
+  return info
+end
+local function reindex(I, key, machine, states)
+  local info = machine
+  if states ~= '' then info = machine .. '\0' .. states end
+  local old = redis.call('HGET', I[1], key)
+  if old == info then return end
+  if old then drop_members(I, key, old) end
+  redis.call('HSET', I[1], key, info)
+  redis.call('ZADD', I[2], 0, key)
+  redis.call('ZADD', I[3], 0, machine .. '\0' .. key)
+  if states ~= '' then
+    for _, s in ipairs(split0(states)) do redis.call('ZADD', I[4], 0, s .. '\0' .. key) end
+  end
+end
+"""
+)
+
+PRELUDE_INBOX = r"""
+local function claim_check(h, field, fp, owner, now)
+  local raw = redis.call('HGET', h, field)
+  if not raw then return 'claimed', '', 0 end
+  local ok, row = pcall(cjson.decode, raw)
+  if not ok or type(row) ~= 'table' then return 'claimed', '', 0 end
+  local exp = tonumber(row.x) or 0
+  if exp <= now then return 'claimed', '', 0 end
+  if row.fp ~= fp then return 'mismatch', '', 0 end
+  if row.s == 'd' then return 'done', row.r or '', 0 end
+  if row.o == owner then return 'claimed', '', 0 end
+  return 'in_flight', '', exp - now
+end
+local function put_row(h, inx, field, row, exp)
+  row.x = string.format('%.0f', exp)
+  redis.call('HSET', h, field, cjson.encode(row))
+  redis.call('ZADD', inx, exp, h .. '\0' .. field)
+end
+local function release_row(h, inx, field, owner)
+  local raw = redis.call('HGET', h, field)
+  if not raw then return 0 end
+  local ok, row = pcall(cjson.decode, raw)
+  if not ok or type(row) ~= 'table' or row.s == 'd' or row.o ~= owner then return 0 end
+  redis.call('HDEL', h, field)
+  redis.call('ZREM', inx, h .. '\0' .. field)
+  return 1
+end
+local function owned_or_free(h, field, owner, now)
+  local raw = redis.call('HGET', h, field)
+  if not raw then return true end
+  local ok, row = pcall(cjson.decode, raw)
+  if not ok or type(row) ~= 'table' then return true end
+  if (tonumber(row.x) or 0) <= now then return true end
+  return row.s ~= 'd' and row.o == owner
+end
+"""
+
+PRELUDE_LOG = r"""
+local unpack = unpack or table.unpack
+local function last_seq(stream)
+  local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+  if #last > 0 then return tonumber(string.match(last[1][1], '^(%d+)')) end
+  if redis.call('EXISTS', stream) == 0 then return 0 end
+  -- every entry was purged: the stream still remembers its last id
+  local info = redis.call('XINFO', 'STREAM', stream)
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      return tonumber(string.match(info[i + 1], '^(%d+)'))
+    end
+  end
+  return 0
+end
+local function log_add(stream, lidx, key, seq, maxlen, version, a, base)
+  -- a[base..base+9] = event, payload, actor, reason, from, to, idem key,
+  -- correlation id, timestamp ms, accepted
+  local id = string.format('%.0f', seq) .. '-0'
+  local fields = {'v', version, 'e', a[base], 'p', a[base + 1], 'a', a[base + 2],
+    'r', a[base + 3], 'f', a[base + 4], 't', a[base + 5], 'k', a[base + 6],
+    'c', a[base + 7], 'ts', a[base + 8], 'ok', a[base + 9]}
+  if maxlen > 0 then
+    redis.call('XADD', stream, 'MAXLEN', '~', maxlen, id, unpack(fields))
+  else
+    redis.call('XADD', stream, id, unpack(fields))
+  end
+  redis.call('ZADD', lidx, 'NX', a[base + 8], key)
+end
+"""
+
+# The snapshot hash's ``cid`` field: the ids of the last COMMIT_HISTORY commits
+# with the version each produced, newest first ('id/version id/version ...').
+# A client retry can arrive after other writers committed on top of the
+# commit it repeats; it must still be recognised, or the caller would see a
+# conflict, reload and apply its event a second time.
+COMMIT_HISTORY = 8
+
+PRELUDE_COMMIT_IDS = (
+    r"""
+local function applied_version(history, id)
+  if not history then return nil end
+  for tok in string.gmatch(history, '%S+') do
+    local cid, v = string.match(tok, '^(.*)/(%d+)$')
+    if cid == id then return tonumber(v) end
+  end
+  return nil
+end
+local function remember(history, id, version)
+  local out = {id .. '/' .. string.format('%.0f', version)}
+  if history then
+    for tok in string.gmatch(history, '%S+') do
+      if #out >= """
+    + str(COMMIT_HISTORY)
+    + r""" then break end
+      out[#out + 1] = tok
+    end
+  end
+  return table.concat(out, ' ')
+end
+"""
+)

@@ -1,0 +1,247 @@
+"""Scripts on instance records: schema marker, open, commit, locks, delete, forget."""
+
+from __future__ import annotations
+
+from .preludes import PRELUDE_COMMIT_IDS, PRELUDE_INBOX, PRELUDE_INDEX, PRELUDE_LOG
+
+__all__ = ["ACQUIRE_LOCK", "COMMIT", "DELETE", "FORGET", "OPEN", "RELEASE_LOCK", "SCHEMA"]
+
+# KEYS[1] schema marker hash
+# ARGV[1] layout version, ARGV[2] bucket count (used only when creating)
+# returns {layout, buckets} as stored (creating the marker when absent)
+# (nil, nil when the key holds another type: the caller reports it unreadable)
+SCHEMA = r"""
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+  redis.call('HSET', KEYS[1], 'layout', ARGV[1], 'buckets', ARGV[2])
+elseif t ~= 'hash' then
+  return {false, false}
+end
+return redis.call('HMGET', KEYS[1], 'layout', 'buckets')
+"""
+
+# KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors hash,
+# then per claim i (0-based): KEYS[4+2i] inbox hash, KEYS[5+2i] inbox expiry
+# ARGV[1] instance key, ARGV[2] lock token ('' = no lock), ARGV[3] lock ttl ms,
+# ARGV[4] claim count N, then per claim: field, fingerprint, owner, lease ms
+# returns {busy_ms, floor, {{status, receipt, retry_after_ms}...}, hgetall,
+#          locked 0/1}
+# A busy lock claims nothing; the lock is taken only if every claim is ours.
+OPEN = (
+    PRELUDE_INDEX
+    + PRELUDE_INBOX
+    + r"""
+local n = tonumber(ARGV[4])
+local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash'}
+for i = 0, n - 1 do
+  spec[#spec + 1] = KEYS[4 + 2 * i]; spec[#spec + 1] = 'hash'
+  spec[#spec + 1] = KEYS[5 + 2 * i]; spec[#spec + 1] = 'zset'
+end
+local err = bad_type(spec)
+if err then return err end
+local now = now_ms()
+local token = ARGV[2]
+if token ~= '' then
+  local holder = redis.call('GET', KEYS[2])
+  if holder and holder ~= token then
+    local pttl = redis.call('PTTL', KEYS[2])
+    if pttl < 1 then pttl = 1 end
+    return {pttl, 0, {}, {}, 0}
+  end
+end
+-- read everything before the first write
+local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
+local fields = redis.call('HGETALL', KEYS[1])
+local replies, all_claimed = {}, true
+for i = 0, n - 1 do
+  local b = 5 + 4 * i
+  local st, receipt, retry = claim_check(KEYS[4 + 2 * i], ARGV[b], ARGV[b + 1], ARGV[b + 2], now)
+  replies[#replies + 1] = {st, receipt, retry}
+  if st ~= 'claimed' then all_claimed = false end
+end
+if all_claimed then
+  for i = 0, n - 1 do
+    local b = 5 + 4 * i
+    put_row(KEYS[4 + 2 * i], KEYS[5 + 2 * i], ARGV[b],
+      {s = 'f', fp = ARGV[b + 1], o = ARGV[b + 2]}, now + tonumber(ARGV[b + 3]))
+  end
+  if token ~= '' then redis.call('SET', KEYS[2], token, 'PX', ARGV[3]) end
+end
+local locked = 0
+if all_claimed and token ~= '' then locked = 1 end
+return {0, floor, replies, fields, locked}
+"""
+)
+
+# KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors, KEYS[4..10] index keys
+# (ix idx midx sidx due dead exp), KEYS[11] log stream, KEYS[12] log index,
+# KEYS[13] inbox expiry, KEYS[14..] inbox hashes referenced by marks/releases
+# ARGV[1] instance key, ARGV[2] commit id, ARGV[3] expected version,
+# ARGV[4] floor, ARGV[5] lock token, ARGV[6] release lock 0/1,
+# ARGV[7] write snapshot 0/1, ARGV[8] encoded snapshot, ARGV[9] machine id,
+# ARGV[10] machine version, ARGV[11] state ids joined by NUL,
+# ARGV[12] next due ms ('' = none), ARGV[13] timer failures ('-' = unchanged,
+# '' = none, else JSON), ARGV[14] any dead-lettered 0/1, ARGV[15] ttl ms,
+# ARGV[16] log maxlen (0 = unbounded), ARGV[17] marks M, ARGV[18] releases R,
+# ARGV[19] log entries L, then M x (inbox KEYS index, field, fingerprint,
+# owner, receipt JSON, ttl ms), R x (inbox KEYS index, field, owner),
+# L x (event, payload, actor, reason, from, to, idem key, correlation id,
+# timestamp ms, accepted)
+# returns {'ok', version, first_seq, now} | {'dup', version, 0, updated}
+#       (dup: the commit id is one of the recent ones; version is what it made)
+#       | {'conflict', actual or -1} | {'lock', actual or -1}
+#       | {'claim', actual or -1} | {'corrupt', -1} (version field unreadable)
+# A unit that writes no snapshot for an absent key creates no record (its
+# marks and log entries still land, with version 0).
+COMMIT = (
+    PRELUDE_INDEX
+    + PRELUDE_INBOX
+    + PRELUDE_LOG
+    + PRELUDE_COMMIT_IDS
+    + r"""
+local key = ARGV[1]
+local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash', KEYS[11], 'stream',
+  KEYS[12], 'zset', KEYS[13], 'zset'}
+index_types({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, spec)
+for j = 14, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
+local err = bad_type(spec)
+if err then return err end
+local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u')
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
+local seen = applied_version(cur[2], ARGV[2])
+if seen then return {'dup', seen, 0, tonumber(cur[3])} end
+local now = now_ms()
+local expected = tonumber(ARGV[3])
+local actual = -1
+if cur[1] then actual = tonumber(cur[1]) end
+if expected == 0 then
+  local floor = tonumber(redis.call('HGET', KEYS[3], key) or '0')
+  if cur[1] or floor ~= tonumber(ARGV[4]) then return {'conflict', actual} end
+elseif actual ~= expected then
+  return {'conflict', actual}
+end
+local holder = redis.call('GET', KEYS[2])
+if (holder and holder ~= ARGV[5]) or (not holder and ARGV[5] ~= '') then
+  return {'lock', actual}
+end
+local M, R, L = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])
+local mb, rb, lb = 20, 20 + 6 * M, 20 + 6 * M + 3 * R
+for i = 0, M - 1 do
+  local b = mb + 6 * i
+  if not owned_or_free(KEYS[tonumber(ARGV[b])], ARGV[b + 1], ARGV[b + 3], now) then
+    return {'claim', actual}
+  end
+end
+-- every check passed: write
+local I = {KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
+local version = actual
+if ARGV[7] == '1' then
+  version = math.max(expected, tonumber(ARGV[4])) + 1
+  redis.call('HSET', KEYS[1], 'd', ARGV[8], 'v', version, 'm', ARGV[9],
+    'mv', ARGV[10], 'u', string.format('%.0f', now), 'cid', remember(cur[2], ARGV[2], version))
+  redis.call('HSET', KEYS[3], key, version)
+  reindex(I, key, ARGV[9], ARGV[11])
+  if ARGV[12] == '' then redis.call('ZREM', I[5], key)
+  else redis.call('ZADD', I[5], ARGV[12], key) end
+  exists = true
+elseif exists then
+  redis.call('HSET', KEYS[1], 'cid', remember(cur[2], ARGV[2], version))
+else
+  version = 0
+end
+if ARGV[13] ~= '-' and exists then
+  if ARGV[13] == '' then redis.call('HDEL', KEYS[1], 'tf')
+  else redis.call('HSET', KEYS[1], 'tf', ARGV[13]) end
+  if ARGV[14] == '1' then redis.call('ZADD', I[6], 'NX', now, key)
+  else redis.call('ZREM', I[6], key) end
+end
+for i = 0, M - 1 do
+  local b = mb + 6 * i
+  put_row(KEYS[tonumber(ARGV[b])], KEYS[13], ARGV[b + 1],
+    {s = 'd', fp = ARGV[b + 2], o = ARGV[b + 3], r = ARGV[b + 4]}, now + tonumber(ARGV[b + 5]))
+end
+for i = 0, R - 1 do
+  local b = rb + 3 * i
+  release_row(KEYS[tonumber(ARGV[b])], KEYS[13], ARGV[b + 1], ARGV[b + 2])
+end
+local first = 0
+if L > 0 then
+  local seq = last_seq(KEYS[11])
+  local maxlen = tonumber(ARGV[16])
+  for i = 0, L - 1 do
+    seq = seq + 1
+    if first == 0 then first = seq end
+    log_add(KEYS[11], KEYS[12], key, seq, maxlen, version, ARGV, lb + 10 * i)
+  end
+end
+local ttl = tonumber(ARGV[15])
+if ttl > 0 and exists then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  if redis.call('EXISTS', KEYS[11]) == 1 then redis.call('PEXPIRE', KEYS[11], ttl) end
+  redis.call('ZADD', I[7], now + ttl, key)
+end
+if ARGV[6] == '1' and ARGV[5] ~= '' then redis.call('DEL', KEYS[2]) end
+return {'ok', version, first, now}
+"""
+)
+
+# KEYS[1] lock; ARGV[1] token, ARGV[2] ttl ms
+# returns 0 when the caller holds the lock now, else the holder's PTTL (>= 1)
+ACQUIRE_LOCK = r"""
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]); return 0 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 1 then return 1 end
+return pttl
+"""
+
+# KEYS[1] lock; ARGV[1] token; returns 1 when released, 0 when not ours
+RELEASE_LOCK = r"""
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS[1] snapshot hash, KEYS[2] floors, KEYS[3..9] index keys
+# ARGV[1] instance key; returns 1 when a record was deleted (lock and log stay)
+DELETE = (
+    PRELUDE_INDEX
+    + r"""
+local I = {KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}
+local err = bad_type(index_types(I, {KEYS[1], 'hash', KEYS[2], 'hash'}))
+if err then return err end
+local v = redis.call('HGET', KEYS[1], 'v')
+unindex(I, ARGV[1])
+if not v then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], v)
+redis.call('DEL', KEYS[1])
+return 1
+"""
+)
+
+# KEYS[1] snapshot hash, KEYS[2] floors, KEYS[3..9] index keys, KEYS[10] lock,
+# KEYS[11] log stream, KEYS[12] log index; ARGV[1] instance key
+# returns {snapshot, deadlines, lock, log records} removed
+FORGET = (
+    PRELUDE_INDEX
+    + r"""
+local I = {KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}
+local err = bad_type(index_types(I, {KEYS[1], 'hash', KEYS[2], 'hash', KEYS[10], 'string',
+  KEYS[11], 'stream', KEYS[12], 'zset'}))
+if err then return err end
+local key = ARGV[1]
+local v = redis.call('HGET', KEYS[1], 'v')
+local due = 0
+if redis.call('ZSCORE', I[5], key) then due = 1 end
+local records = 0
+if redis.call('EXISTS', KEYS[11]) == 1 then records = redis.call('XLEN', KEYS[11]) end
+unindex(I, key)
+if v then redis.call('HSET', KEYS[2], key, v) end
+local snap = redis.call('DEL', KEYS[1])
+local lock = redis.call('DEL', KEYS[10])
+redis.call('DEL', KEYS[11])
+redis.call('ZREM', KEYS[12], key)
+return {snap, due, lock, records}
+"""
+)
