@@ -77,15 +77,22 @@ class InboxCore:
         )
         if raw is None:
             return None
-        row = json.loads(raw)
+        try:
+            row = json.loads(raw)
+            expires = int(row.get("x", 0))
+        except (ValueError, TypeError, AttributeError):
+            return None  # unreadable: absent, as for claim() and mark()
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-        expires = int(row.get("x", 0))
         if expires <= now_ms:
             return None
+        try:
+            receipt = loads_tagged(row["r"]) if row.get("r") else None
+        except (ValueError, TypeError):
+            receipt = None  # as a duplicate's claim outcome reports it
         return {
             "state": "done" if row.get("s") == "d" else "in_flight",
             "fingerprint": row.get("fp", ""),
-            "receipt": loads_tagged(row["r"]) if row.get("r") else None,
+            "receipt": receipt,
             "expires_ms": expires,
         }
 
