@@ -119,6 +119,28 @@ def test_a_wrong_type_inbox_row_hash_is_snapshot_corrupt(b: Backends) -> None:
     assert b.client.get(name) == b"x"
 
 
+@pytest.mark.parametrize("raw", [b"garbage{", b"[1, 2]", b'{"x": "soon"}'])
+def test_an_unreadable_inbox_row_reads_as_absent_everywhere(b: Backends, raw: bytes) -> None:
+    """claim() and mark() overwrite a row they cannot read; get() must not
+    crash on it either."""
+    layout = layout_of(b.store)
+    name, field = layout.inbox("acct", "order:1"), layout.inbox_field("order:1", "k")
+    b.client.hset(name, field, raw)
+    assert b.inbox.get("acct", "order:1", "k") is None
+    c = ClaimRequest("acct", "order:1", "k", "fp", "w", 60_000)
+    assert b.inbox.claim(c).status == "claimed"
+    assert b.inbox.get("acct", "order:1", "k")["state"] == "in_flight"
+
+
+def test_an_unreadable_receipt_reads_as_none(b: Backends) -> None:
+    layout = layout_of(b.store)
+    name, field = layout.inbox("acct", "order:1"), layout.inbox_field("order:1", "k")
+    b.client.hset(name, field, '{"s":"d","fp":"fp","x":"99999999999999","r":"{bad"}')
+    assert b.inbox.get("acct", "order:1", "k")["receipt"] is None
+    c = ClaimRequest("acct", "order:1", "k", "fp", "w", 60_000)
+    assert b.inbox.claim(c).status == "done"
+
+
 # --- health -------------------------------------------------------------------------
 
 
