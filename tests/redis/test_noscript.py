@@ -108,3 +108,34 @@ def test_a_flush_between_reload_and_retry_does_not_fail_the_call(
 def _gen(request: Any) -> Any:
     reply = yield request
     return reply
+
+
+async def test_the_async_driver_recovers_from_noscript_without_re_running() -> None:
+    import fakeredis
+    import fakeredis.aioredis
+
+    from django_xsm.redis import AsyncRedisStore
+    from django_xsm.redis.client import AsyncDriver
+
+    server = fakeredis.FakeServer()
+    client = fakeredis.aioredis.FakeRedis(server=server)
+    store = AsyncRedisStore(client, prefix=unique_prefix(), buckets=4)
+    await store.commit(unit("k", 0, snap(), next_due_ms=5))
+    await client.script_flush()
+    assert await store.save("k", snap(items=1), expected_version=1) == 2  # single call
+    await client.script_flush()
+    assert await store.due_keys(1) == [("k", 5)]  # pipelined calls
+    await client.script_flush()
+    counter = "{" + store.prefix + ":0}:counter"
+    replies = await AsyncDriver(client).run(
+        _gen(
+            Many(
+                (
+                    Cmd("INCR", (counter,)),
+                    Call("ACQUIRE_LOCK", [store.layout.lock("x")], ["tok", 5_000]),
+                    Cmd("INCR", (counter,)),
+                )
+            )
+        )
+    )
+    assert replies == [1, 0, 2]
