@@ -122,9 +122,9 @@ async def test_the_async_driver_recovers_from_noscript_without_re_running() -> N
     store = AsyncRedisStore(client, prefix=unique_prefix(), buckets=4)
     await store.commit(unit("k", 0, snap(), next_due_ms=5))
     await client.script_flush()
-    assert await store.save("k", snap(items=1), expected_version=1) == 2  # single call
+    assert (await store.commit(unit("k", 1, snap(items=1), next_due_ms=7))).version == 2
     await client.script_flush()
-    assert await store.due_keys(1) == [("k", 5)]  # pipelined calls
+    assert await store.due_keys(1) == [("k", 7)]  # pipelined calls
     await client.script_flush()
     counter = "{" + store.prefix + ":0}:counter"
     replies = await AsyncDriver(client).run(
