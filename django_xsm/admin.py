@@ -35,7 +35,7 @@ from .models import PERM_VIEW, Instance
 __all__ = ["InstanceAdmin"]
 
 
-class InstanceAdmin(ReadViews, ActionViews, admin.ModelAdmin):  # type: ignore[type-arg]
+class InstanceAdmin(ReadViews, ActionViews, admin.ModelAdmin):
     """Browse instances held in Redis; actions behind their own permissions."""
 
     def has_module_permission(self, request: HttpRequest) -> bool:

@@ -57,7 +57,7 @@ class SendEventForm(forms.Form):
     )
 
     def clean_event(self) -> str:
-        event = self.cleaned_data["event"].strip()
+        event = str(self.cleaned_data["event"]).strip()
         if not event or not event.isprintable():
             raise forms.ValidationError("Give an event type of printable characters.")
         if event.startswith("xstate."):
@@ -79,7 +79,7 @@ class SendEventForm(forms.Form):
         return data
 
     def clean_reason(self) -> str:
-        reason = self.cleaned_data["reason"].strip()
+        reason = str(self.cleaned_data["reason"]).strip()
         if reason and not reason.isprintable():
             raise forms.ValidationError("Use printable characters only.")
         return reason

@@ -142,7 +142,8 @@ class ReadViews(PageMixin):
         if state and state not in states:
             state = ""
         if prefix and self.bad_key(request, prefix) is not None:
-            keys, cursor = [], ""  # no key holds control characters: nothing can match
+            keys: list[str] = []
+            cursor = ""  # no key holds control characters: nothing can match
         else:
             keys, cursor = entry.objects.page(prefix, after=after, limit=limit, state=state or None)
         rows = []

@@ -48,4 +48,4 @@ class Instance(models.Model):
         verbose_name_plural = "instances"
 
     def __str__(self) -> str:
-        return self.ref
+        return str(self.ref)
