@@ -27,7 +27,15 @@ from django_xsm.exceptions import (
 from django_xsm.middleware import get_request_info
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry
 
-from .admin_support import PageMixin, actor_of, display_json, display_value, require, store_guard
+from .admin_support import (
+    PageMixin,
+    actor_of,
+    display_json,
+    display_value,
+    ms_datetime,
+    require,
+    store_guard,
+)
 from .diagram import describe_transition
 from .models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
 
@@ -173,7 +181,7 @@ class ActionViews(PageMixin):
                 for a in result.actions
             ],
             deadlines=[
-                {"event": d.get("event_type"), "due": d.get("due_ms")}
+                {"event": d.get("event_type"), "due": ms_datetime(d.get("due_ms"))}
                 for d in snapshot.get("deadlines", ())
             ],
             **page,

@@ -223,3 +223,11 @@ def test_actions_refuse_an_invalid_key_with_400(seeded: Any, operator: Any, acti
     response = post_with_csrf(operator, f"{ADMIN}m/ticket/{action}/?key=", {"event": "BUMP"})
     assert response.status_code == 400
     assert not LogEntry.objects.exists()
+
+
+def test_preview_shows_the_deadlines_the_event_would_arm(seeded: Any, operator: Any) -> None:
+    machines["ticket"].objects.send(KEY, "CLOSE")
+    html = post_with_csrf(operator, SEND, {"event": "REOPEN", "step": "preview"}).content.decode()
+    effect = html[html.index('id="xsm-effect"') :]
+    assert re.search(r"xstate\.after\.60000\.ticket\.open \(due \d{4}-\d\d-\d\d ", effect)
+    assert state()[0] == "closed"
