@@ -34,13 +34,13 @@ class InboxCore:
         self.state = LayoutState(prefix, buckets)
 
     def claim(self, request: ClaimRequest) -> Op:
-        _scope(request.scope)
-        validate_key(request.instance_key)
+        ops.checked_claim(request)
         layout = yield from self.state.ensure()
         reply = yield ops.claim_call(layout, request)
         return ops.parse_claim(request, reply)
 
     def _row_keys(self, claim: ClaimRequest) -> Op:
+        ops.checked_claim(claim)
         layout = yield from self.state.ensure()
         return (
             [

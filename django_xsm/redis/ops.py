@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotCorruptError
-from django_xsm.persistence.base import Codec
+from django_xsm.persistence.base import Codec, validate_key
 from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.records import (
     ClaimOutcome,
@@ -120,6 +120,16 @@ def same_instance(key: str, claim: ClaimRequest) -> ClaimRequest:
             path="claims",
             hint="claim through the inbox of that instance instead",
         )
+    return checked_claim(claim)
+
+
+def checked_claim(claim: ClaimRequest) -> ClaimRequest:
+    """``claim`` if its names are usable: the row field is ``instance key
+    NUL idempotency key``, so neither may hold control characters."""
+    validate_key(claim.instance_key)
+    validate_key(claim.idempotency_key, what="idempotency key")
+    if claim.scope != "":  # the empty scope (no principal) is allowed
+        validate_key(claim.scope, what="scope")
     return claim
 
 
