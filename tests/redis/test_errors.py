@@ -374,3 +374,36 @@ def test_other_refusals_are_store_error_naming_the_reply_code_only() -> None:
         with pytest.raises(StoreUnavailableError) as unavailable, translate_errors("k"):
             raise ResponseError(reply)
         assert unavailable.value.cause == reason
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        ClaimRequest("acct", "order:1", "", "fp", "w", 1_000),
+        ClaimRequest("acct", "order:1", "a\x00b", "fp", "w", 1_000),
+        ClaimRequest("acct", "order:1", "x" * 600, "fp", "w", 1_000),
+        ClaimRequest("ac\nct", "order:1", "k", "fp", "w", 1_000),
+    ],
+    ids=["empty", "nul", "long", "scope-newline"],
+)
+def test_unusable_idempotency_keys_and_scopes_are_refused_before_any_write(
+    b: Backends, claim: ClaimRequest
+) -> None:
+    from django_xsm.exceptions import InvalidConfigError
+    from django_xsm.persistence.records import InboxRelease
+
+    before = namespace_state(b.client, b.store.prefix)
+    for action in (
+        lambda: b.inbox.claim(claim),
+        lambda: b.inbox.mark(InboxMark(claim, {}, 1_000)),
+        lambda: b.inbox.release(InboxRelease(claim)),
+        lambda: b.store.open(OpenRequest("order:1", "", 0, (claim,)), inbox=b.inbox),
+        lambda: b.store.commit(
+            unit("order:1", 0, snap(), marks=(InboxMark(claim, {}, 1_000),)),
+            inbox=b.inbox,
+            log=b.log,
+        ),
+    ):
+        with pytest.raises(InvalidConfigError):
+            action()
+    assert namespace_state(b.client, b.store.prefix) == before
