@@ -24,6 +24,7 @@ examples:
         parser.add_argument(
             "--limit",
             type=int_type("--limit", minimum=1, maximum=10_000_000),
+            metavar="N",
             help="Remove at most this many rows (default: every expired row).",
         )
         parser.add_argument(

@@ -53,11 +53,13 @@ examples:
             "--interval",
             type=duration_type("--interval", allow_ms=True, maximum=_dt.timedelta(hours=1)),
             default=_dt.timedelta(seconds=1),
+            metavar="DURATION",
             help="Pause between passes with --loop, e.g. 1s, 500ms, 1m (default 1s).",
         )
         parser.add_argument(
             "--limit",
             type=int_type("--limit", minimum=1, maximum=100_000),
+            metavar="N",
             default=1000,
             help="Instances per pass, earliest due first (default 1000).",
         )
