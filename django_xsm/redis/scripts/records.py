@@ -81,7 +81,7 @@ return {0, floor, replies, fields, locked}
 # ARGV[7] write snapshot 0/1, ARGV[8] encoded snapshot, ARGV[9] machine id,
 # ARGV[10] machine version, ARGV[11] state ids joined by NUL,
 # ARGV[12] next due ms ('' = none), ARGV[13] timer failures ('-' = unchanged,
-# '' = none, else JSON), ARGV[14] any dead-lettered 0/1, ARGV[15] ttl ms,
+# '' = none, else JSON), ARGV[14] any dead-lettered 0/1, ARGV[15] ttl ms (0: no expiry),
 # ARGV[16] log maxlen (0 = unbounded), ARGV[17] marks M, ARGV[18] releases R,
 # ARGV[19] log entries L, then M x (inbox KEYS index, field, fingerprint,
 # owner, receipt JSON, ttl ms), R x (inbox KEYS index, field, owner),
@@ -180,6 +180,11 @@ if ttl > 0 and exists then
   redis.call('PEXPIRE', KEYS[1], ttl)
   if redis.call('EXISTS', KEYS[11]) == 1 then redis.call('PEXPIRE', KEYS[11], ttl) end
   redis.call('ZADD', I[7], now + ttl, key)
+elseif exists and redis.call('PERSIST', KEYS[1]) == 1 then
+  -- written before under a ttl_s this store does not have: HSET alone
+  -- would keep that expiry running
+  redis.call('PERSIST', KEYS[11])
+  redis.call('ZREM', I[7], key)
 end
 if ARGV[6] == '1' and ARGV[5] ~= '' then redis.call('DEL', KEYS[2]) end
 return {'ok', version, first, now}
