@@ -155,3 +155,20 @@ def test_an_expired_key_keeps_its_version_floor(make: Any) -> None:
     wait_expired(b, ["k"])
     assert b.store.load("k") is None
     assert b.store.save("k", snap(), expected_version=0) == 3
+
+
+def test_a_commit_by_a_store_without_ttl_makes_the_instance_permanent(make: Any) -> None:
+    """Every commit sets the idle expiry of the store that made it: a store
+    with ``ttl_s=None`` (say, after the setting was removed) must not leave
+    an older expiry running."""
+    from django_xsm.redis import RedisStore
+
+    b = make(ttl_s=TTL_S)
+    permanent = RedisStore(b.client, prefix=b.store.prefix)
+    b.store.commit(unit("k", 0, snap(), log_entries=(entry(),)), log=b.log)
+    permanent.commit(unit("k", 1, snap(items=1), log_entries=(entry(),)), log=b.log)
+    layout = layout_of(b.store)
+    assert b.client.pttl(layout.snapshot("k")) == -1
+    assert b.client.pttl(layout.log("k")) == -1
+    assert "k" not in indexed(b)["exp"]
+    assert permanent.load("k").version == 2
