@@ -29,7 +29,7 @@ from django_xsm.persistence.records import (
 )
 
 from . import ops
-from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, SEP, KeyLayout
+from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, MAX_BUCKETS, SEP, KeyLayout
 from .ops import Call, b2s
 
 __all__ = ["Cmd", "LayoutState", "Many", "Op", "StoreCore", "parse_schema"]
@@ -59,6 +59,8 @@ def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) 
     try:
         layout = int(b2s(reply[0]))
         buckets = int(b2s(reply[1]))
+        if layout < 1 or not 1 <= buckets <= MAX_BUCKETS:
+            raise ValueError(layout, buckets)
     except (TypeError, ValueError, IndexError):
         raise StoreError(
             f"The schema marker of namespace {prefix!r} is unreadable",
