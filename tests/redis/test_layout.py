@@ -210,6 +210,9 @@ def test_a_newer_layout_is_refused_with_store_error(b: Backends) -> None:
     [
         pytest.param(lambda c, k: c.hset(k, "layout", "one"), id="non-numeric-layout"),
         pytest.param(lambda c, k: c.hdel(k, "buckets"), id="missing-buckets"),
+        pytest.param(lambda c, k: c.hset(k, "buckets", 0), id="zero-buckets"),
+        pytest.param(lambda c, k: c.hset(k, "buckets", 99_999), id="too-many-buckets"),
+        pytest.param(lambda c, k: c.hset(k, "layout", 0), id="layout-zero"),
         pytest.param(lambda c, k: (c.delete(k), c.set(k, "v1")), id="wrong-type-string"),
         pytest.param(lambda c, k: (c.delete(k), c.rpush(k, "v1")), id="wrong-type-list"),
     ],
