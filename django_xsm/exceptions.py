@@ -125,8 +125,7 @@ class ReentrantSendError(XsmError, RuntimeError):
     def __init__(self, event_type: str) -> None:
         self.event_type = event_type
         super().__init__(
-            f"send({event_type!r}) was called while the instance is still processing "
-            "another event",
+            f"send({event_type!r}) was called while the instance is still processing another event",
             hint="an action must not send to its own instance; queue an internal "
             "event with {'type': 'xstate.raise', 'event': ...} instead",
         )
@@ -247,7 +246,8 @@ class SnapshotCorruptError(StoreError):
             key=key,
             hint=hint
             or "the stored data is damaged or was written by something else; "
-            "inspect it with xsm_inspect and forget or restore the instance",
+            "look at the raw keys with redis-cli, then erase the instance with "
+            "'manage.py xsm_forget KEY' (or restore it from its transition log)",
         )
 
 

@@ -306,7 +306,10 @@ class DueTimerScanner:
             total.merge(result)
             if on_scan is not None:
                 on_scan(result)
-            if result.scanned >= limit:
+            # A full page that made progress may hide more due keys: scan
+            # again at once. A full page of locked or failing keys must not
+            # spin, so it waits like any other pass.
+            if result.scanned >= limit and (result.fired or result.stale):
                 continue
             if event is not None:
                 event.wait(interval)

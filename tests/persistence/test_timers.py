@@ -365,3 +365,28 @@ def test_a_fire_names_the_operator_and_re_arms_from_the_scan_time(bl: Backends) 
     assert bl.log.read_last("t:op", count=1)[0].actor == "admin:ann"
     # the re-entered state's deadline counts from the scan's now
     assert [d["due_ms"] for d in bl.store.load("t:op").snapshot["deadlines"]] == [later + 1000]
+
+
+def test_run_forever_waits_after_a_full_page_of_locked_keys_instead_of_spinning(
+    b: Backends,
+) -> None:
+    clock = block_clock(b)
+    due = create(b, "t:1")
+    clock.now = due
+    assert b.store.acquire_lock("t:1", "someone-else", 60_000) == 0
+
+    class CountingStop(threading.Event):
+        waits = 0
+
+        def wait(self, timeout: float | None = None) -> bool:
+            CountingStop.waits += 1
+            if CountingStop.waits == 2:
+                self.set()
+            return self.is_set()
+
+    stop = CountingStop()
+    s = scanner(b, clock, lock=PessimisticLock(timeout=0))
+    total = s.run_forever(0.01, stop=stop, limit=1)
+    # two passes, each a full page (limit=1) of a locked key, each followed by a wait
+    assert CountingStop.waits == 2 and total.scanned == 2 and total.locked == 2
+    assert total.fired == 0
