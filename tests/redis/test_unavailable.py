@@ -184,3 +184,36 @@ class TestRealServerReplies:
         finally:
             server.resume()
         assert sb.store.load("order:1").version == 1
+
+
+@pytest.mark.timeout(30)
+@needs_redis_server
+@pytest.mark.fault
+async def test_a_paused_server_is_unavailable_within_the_timeout_for_asyncio_too(
+    server: RedisServer,
+) -> None:
+    import redis.asyncio
+
+    from django_xsm.redis import AsyncRedisStore
+
+    client = redis.asyncio.Redis(
+        port=server.port,
+        socket_timeout=0.5,
+        socket_connect_timeout=0.5,
+        retry=Retry(NoBackoff(), 0),
+    )
+    store = AsyncRedisStore(client, prefix=unique_prefix())
+    assert await store.save("order:1", snap(), expected_version=0) == 1
+    server.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as err:
+            await store.commit(unit("order:1", 1, snap(items=1)))
+        assert time.monotonic() - started < 0.5 + 0.4
+        assert err.value.cause == "TimeoutError"
+        assert (await store.health())["error"] == "TimeoutError"
+    finally:
+        server.resume()
+    record = await store.load("order:1")
+    assert record.version in (1, 2)  # the commit ran after SIGCONT, or never
+    await client.aclose()
