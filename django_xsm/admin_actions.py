@@ -126,6 +126,7 @@ class ActionViews(PageMixin):
             "detail_url": self.url("detail", machine, key=key),
             "action_url": self.url("send", machine, key=key),
             "events": [e for e in entry.machine.events if not e.startswith("xstate.")],
+            "crumb": "Send an event",
         }
         title = f"Send an event to {key}"
         if request.method != "POST":
@@ -304,6 +305,7 @@ class ActionViews(PageMixin):
                 view=view,
                 state=display_value(view.value),
                 log_records=stores.get_log().last_seq(key),
+                crumb="Forget",
                 action_url=self.url("forget", machine, key=key),
                 detail_url=self.url("detail", machine, key=key),
             )

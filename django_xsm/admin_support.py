@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+import django
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
@@ -133,6 +134,10 @@ class PageMixin:
         opts = self.model._meta
         data = {
             **self.admin_site.each_context(request),
+            "xsm_crumbs": self.crumbs(
+                context.get("machine"), context.get("key", ""), context.get("crumb", "")
+            ),
+            "xsm_crumbs_ol": django.VERSION >= (6, 0),
             "title": title,
             "opts": opts,
             "app_label": opts.app_label,
@@ -142,6 +147,24 @@ class PageMixin:
         }
         response = TemplateResponse(request, TEMPLATES + template, data, status=status)
         return response.render()
+
+    def crumbs(self, machine: Any, key: str, here: str = "") -> list[tuple[str, str]]:
+        """(label, href) from the admin index to this page ('' = current)."""
+        site = self.admin_site.name
+        found = [
+            ("Home", reverse(f"{site}:index")),
+            ("XSM", reverse(f"{site}:app_list", kwargs={"app_label": "django_xsm"})),
+            ("Instances", self.url("instance_changelist")),
+        ]
+        if machine is not None:
+            found.append((machine.name, self.url("machine", machine.name)))
+        if key and machine is not None:
+            found.append((key, self.url("detail", machine.name, key=key)))
+        if here:
+            found.append((here, ""))
+        label, _href = found[-1]
+        found[-1] = (label, "")
+        return found
 
     def bad_key(self, request: HttpRequest, key: str, machine: Any = None) -> HttpResponse | None:
         """A plain 400 page when ``key`` cannot be an instance key (empty,

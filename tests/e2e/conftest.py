@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,11 @@ def live_admin(transactional_db: Any, settings: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{thread.port}"
     finally:
         thread.terminate()
+        # Request threads are daemons the server does not join; one still
+        # closing its (shared) connection after sharing ends would raise.
+        for worker in threading.enumerate():
+            if "process_request_thread" in worker.name:
+                worker.join(timeout=5)
         for conn in shared.values():
             conn.dec_thread_sharing()
 
