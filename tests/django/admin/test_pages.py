@@ -223,3 +223,14 @@ def test_a_search_with_control_characters_matches_nothing(reader: Any) -> None:
     response = reader.get(LIST, {"q": "c\x00"})
     assert response.status_code == 200
     assert listed_keys(response) == []
+
+
+def test_breadcrumbs_lead_back_through_machine_and_instance(backend: Any, client_for: Any) -> None:
+    seed_ticket("b:1")
+    client = client_for("root", superuser=True)
+    html = client.get(f"{ADMIN}m/ticket/send/", {"key": "b:1"}).content.decode()
+    crumbs = html[html.index('class="breadcrumbs"') :]
+    crumbs = crumbs[: min(i for i in (crumbs.find("</ol>"), crumbs.find("</div>")) if i > 0)]
+    for href in ("/admin/", "/admin/django_xsm/", ADMIN, LIST, f"{LIST}instance/?key=b%3A1"):
+        assert f'href="{href}"' in crumbs
+    assert "Send an event" in crumbs
