@@ -394,5 +394,8 @@ class StoreCore:
 
     def health(self) -> Op:
         layout = yield from self.state.ensure()
-        yield Cmd("PING", ())
+        # A small expiring write rather than PING: a read-only replica
+        # (READONLY) or a full server (OOM) still answers PING but cannot
+        # take a commit, and readiness must say so.
+        yield Cmd("SET", (layout.health, "1", "PX", 10_000))
         return {"ok": True, "backend": "redis", "layout": LAYOUT_VERSION, "buckets": layout.buckets}

@@ -25,6 +25,7 @@ key                        type    holds
 ``{p:b}:in:<scope>``       hash    idempotency rows ``<key> \\0 <idem key>``
 ``{p:b}:inx``              zset    ``<inbox hash key> \\0 <field>`` by expiry
 ``{p}:schema``             hash    ``layout``, ``buckets``: the schema marker
+``{p}:health``             string  written by ``health()`` (expires in 10 s)
 =========================  ======  ==============================================
 
 An idempotency row lives in the bucket of the instance it was used with.
@@ -91,6 +92,11 @@ class KeyLayout:
     @property
     def schema(self) -> str:
         return self.schema_key_for(self.prefix)
+
+    @property
+    def health(self) -> str:
+        """Written (with a 10 s expiry) by ``health()`` to prove writability."""
+        return f"{{{self.prefix}}}:health"
 
     def bucket(self, key: str) -> int:
         return zlib.crc32(key.encode()) % self.buckets

@@ -92,6 +92,7 @@ class TestRealServerReplies:
             # forget() only frees memory, and Redis lets such a script run
             _check_unavailable(sb, "OutOfMemoryError", before, deletes=False)
             assert sb.store.load("order:1").version == 1  # reads still work
+            assert sb.store.health()["error"] == "OutOfMemoryError"
         finally:
             sb.client.config_set("maxmemory", 0)
         assert sb.store.save("order:1", snap(items=1), expected_version=1) == 2
@@ -105,7 +106,8 @@ class TestRealServerReplies:
         try:
             _check_unavailable(sb, "ReadOnlyError", before)
             assert sb.store.load("order:1").version == 1  # stale reads are served
-            assert sb.store.health()["ok"] is True
+            # ...but readiness must fail: a commit cannot land here
+            assert sb.store.health() == {"ok": False, "backend": "redis", "error": "ReadOnlyError"}
         finally:
             sb.client.replicaof("no", "one")
 
@@ -119,10 +121,11 @@ class TestRealServerReplies:
                 with pytest.raises(StoreUnavailableError) as err:
                     attempt()
                 assert err.value.cause == "MasterDownError"
+            # health() writes: a replica refuses that as READONLY first
             assert sb.store.health() == {
                 "ok": False,
                 "backend": "redis",
-                "error": "MasterDownError",
+                "error": "ReadOnlyError",
             }
         finally:
             sb.client.replicaof("no", "one")
