@@ -15,7 +15,8 @@ def _test_names() -> set[str]:
     names: set[str] = set()
     for path in (ROOT / "tests").rglob("test_*.py"):
         names.update(re.findall(r"def (test_\w+)", path.read_text()))
-    names.update(re.findall(r"def (test_\w+)", (ROOT / "tests/persistence/contract.py").read_text()))
+    contract = ROOT / "tests/persistence/contract.py"
+    names.update(re.findall(r"def (test_\w+)", contract.read_text()))
     return names
 
 
@@ -26,9 +27,10 @@ def test_every_test_cited_on_the_guarantees_page_exists() -> None:
 
 
 def test_every_repository_path_cited_in_the_docs_exists() -> None:
+    cited_path = re.compile(r"`((?:tests|django_xsm|bench|scripts|testproject)/[\w/.\-]+)`")
     missing = []
     for doc in [*DOCS.glob("*.md"), ROOT / "README.md"]:
-        for path in re.findall(r"`((?:tests|django_xsm|bench|scripts|testproject)/[\w/.\-]+)`", doc.read_text()):
+        for path in cited_path.findall(doc.read_text()):
             if not (ROOT / path.rstrip("/")).exists():
                 missing.append(f"{doc.name}: {path}")
     assert missing == []
