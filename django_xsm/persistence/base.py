@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from django_xsm.exceptions import InvalidConfigError
@@ -45,6 +45,7 @@ __all__ = [
     "StateStore",
     "TransitionLogStore",
     "validate_key",
+    "validate_limit",
     "validate_prefix",
     "wall_to_ms",
 ]
@@ -85,6 +86,16 @@ def validate_key(value: object, *, what: str = "key") -> str:
             path=what,
             hint="use printable characters only",
         )
+    return value
+
+
+def validate_limit(value: object, *, name: str = "limit", optional: bool = False) -> int | None:
+    """``value`` if it is a positive int (or None when ``optional``)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        allowed = "a positive int or None" if optional else "a positive int"
+        raise InvalidConfigError(f"{name} must be {allowed}, got {value!r}", path=name)
     return value
 
 
@@ -263,6 +274,10 @@ class StateStore(Protocol):
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
         """Keys holding dead-lettered timers, as ``(key, parked_ms)``."""
 
+    def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
+        """Key -> machine id of its record, '' for a key with no record, in
+        one step for many keys (for filtering listings by machine)."""
+
     def health(self) -> dict[str, Any]:
         """``{"ok": bool, ...}``; never raises, never leaks addresses."""
 
@@ -307,8 +322,12 @@ class InboxStore(Protocol):
       (the Redis server's ``TIME`` for Redis).
     * ``mark`` turns the caller's claim into a finished row kept
       ``ttl_ms``; ``release`` drops an unfinished claim of the caller.
-    * ``purge_expired`` costs the number of expired rows, not the total.
-    * ``forget(scope)`` removes that scope's rows and nothing else.
+    * ``purge_expired`` removes at most ``limit`` rows in all (None: every
+      expired row) and costs the number of expired rows, not the total;
+      ``count_expired`` says how many it would remove now.
+    * ``forget(scope)`` removes that scope's rows and nothing else;
+      ``forget_instance(key)`` removes the rows used with one instance, in
+      every scope, and nothing else.
     """
 
     def claim(self, request: ClaimRequest) -> ClaimOutcome: ...
@@ -321,9 +340,18 @@ class InboxStore(Protocol):
         """The row as a dict (state, fingerprint, receipt, expires_ms), for
         inspection; None when absent or expired."""
 
-    def purge_expired(self, *, limit: int = 1000) -> int: ...
+    def purge_expired(self, *, limit: int | None = 1000) -> int: ...
+
+    def count_expired(self) -> int:
+        """What ``purge_expired(limit=None)`` would remove now."""
 
     def forget(self, scope: str) -> int: ...
+
+    def forget_instance(self, instance_key: str) -> int:
+        """Remove the rows of ``instance_key``, expired ones included."""
+
+    def count_for_instance(self, instance_key: str) -> int:
+        """The rows :meth:`forget_instance` would remove now."""
 
 
 class AsyncInboxStore(Protocol):
@@ -359,6 +387,9 @@ class TransitionLogStore(Protocol):
         """The newest ``count`` records, oldest first."""
 
     def purge_older_than(self, cutoff: float | _dt.datetime, *, key: str | None = None) -> int: ...
+
+    def count_older_than(self, cutoff: float | _dt.datetime, *, key: str | None = None) -> int:
+        """What ``purge_older_than`` with these arguments would remove now."""
 
     def forget(self, key: str) -> int: ...
 

@@ -16,7 +16,7 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
@@ -404,6 +404,17 @@ class MemoryStore:
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
         with self._lock:
             return sorted(self._dead.items(), key=lambda kv: (kv[1], kv[0]))[:limit]
+
+    def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        with self._lock:
+            now = self.clock()
+            for key in keys:
+                row = self._live(validate_key(key), now)
+                found[key] = "" if row is None else row.machine_id
+                if row is not None and not row.machine_id:  # as on Redis: the snapshot's
+                    found[key] = str(self._record(key, row).snapshot.get("machine_id", ""))
+        return found
 
     def health(self) -> dict[str, Any]:
         with self._lock:

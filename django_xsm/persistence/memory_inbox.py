@@ -12,7 +12,7 @@ from typing import Any
 
 from django_xsm.exceptions import ConflictError
 
-from .base import validate_key
+from .base import validate_key, validate_limit
 from .codecs import loads_tagged
 from .records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
 
@@ -140,11 +140,14 @@ class MemoryInbox:
                 "expires_ms": row.expires_ms,
             }
 
-    def purge_expired(self, *, limit: int = 1000) -> int:
+    def purge_expired(self, *, limit: int | None = 1000) -> int:
+        validate_limit(limit, optional=True)
         removed = 0
         with self._lock:
             now = self.clock()
-            while self._expiry and self._expiry[0][0] <= now and removed < limit:
+            while self._expiry and self._expiry[0][0] <= now:
+                if limit is not None and removed >= limit:
+                    break
                 expires, rid = heapq.heappop(self._expiry)
                 row = self._rows.get(rid)
                 if row is not None and row.expires_ms == expires:
@@ -152,9 +155,28 @@ class MemoryInbox:
                     removed += 1
         return removed
 
+    def count_expired(self) -> int:
+        """Costs the number of rows held (a reference backend's shortcut)."""
+        with self._lock:
+            now = self.clock()
+            return sum(1 for row in self._rows.values() if row.expires_ms <= now)
+
     def forget(self, scope: str) -> int:
         with self._lock:
             doomed = [rid for rid in self._rows if rid[0] == scope]
             for rid in doomed:
                 del self._rows[rid]
             return len(doomed)
+
+    def forget_instance(self, instance_key: str) -> int:
+        validate_key(instance_key)
+        with self._lock:
+            doomed = [rid for rid in self._rows if rid[1] == instance_key]
+            for rid in doomed:
+                del self._rows[rid]
+            return len(doomed)
+
+    def count_for_instance(self, instance_key: str) -> int:
+        validate_key(instance_key)
+        with self._lock:
+            return sum(1 for rid in self._rows if rid[1] == instance_key)

@@ -85,6 +85,16 @@ class MemoryLog:
                 self._records[k] = keep
         return removed
 
+    def count_older_than(self, cutoff: float | _dt.datetime, *, key: str | None = None) -> int:
+        limit_ms = wall_to_ms(cutoff)
+        with self._lock:
+            return sum(
+                1
+                for k in ([key] if key is not None else list(self._records))
+                for r in self._records.get(k, ())
+                if r.timestamp_ms < limit_ms
+            )
+
     def forget(self, key: str) -> int:
         with self._lock:
             self._last.pop(key, None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
@@ -156,6 +156,9 @@ class AsyncRedisStore(_StoreBase):
 
     async def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
         return await self.driver.run(self.core.dead_letters(limit))  # type: ignore[no-any-return]
+
+    async def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
+        return await self.driver.run(self.core.machine_ids(keys))  # type: ignore[no-any-return]
 
     async def prune_expired(self, *, limit: int = 1000) -> int:
         return await self.driver.run(self.core.prune_expired(limit))  # type: ignore[no-any-return]

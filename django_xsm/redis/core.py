@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import heapq
-import re
 import secrets
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -102,37 +101,6 @@ class LayoutState:
         return self.layout
 
 
-def _score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
-    """(member, score) pairs from a WITHSCORES reply, flat or already paired
-    (redis-py pairs them through its response callbacks, Lua replies don't)."""
-    if reply and isinstance(reply[0], list | tuple):
-        return [(m, s) for m, s in reply]
-    return list(zip(reply[::2], reply[1::2], strict=True))
-
-
-def _check_ttl(value: Any, name: str) -> None:
-    # SET ... PX 0 is an error reply, and OPEN would raise it after writing
-    # its claims: refuse before any I/O instead.
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidConfigError(
-            f"{name} must be a positive number of milliseconds, got {value!r}", path=name
-        )
-
-
-_COMMIT_ID = re.compile(r"[\x21-\x7e]{1,128}")
-
-
-def _check_commit_id(commit_id: Any) -> None:
-    # The id is how a retried commit is recognised: an empty one would make
-    # every id-less commit a "replay" of the previous one.
-    if not isinstance(commit_id, str) or not _COMMIT_ID.fullmatch(commit_id):
-        raise InvalidConfigError(
-            f"commit_id must be 1-128 printable ASCII characters without spaces, got {commit_id!r}",
-            path="commit_id",
-            hint="use secrets.token_hex(12)",
-        )
-
-
 class StoreCore:
     """What RedisStore and AsyncRedisStore do, minus the sending."""
 
@@ -175,7 +143,7 @@ class StoreCore:
     def open(self, request: OpenRequest) -> Op:
         validate_key(request.key)
         if request.lock_token:
-            _check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
+            ops.check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
         layout = yield from self.state.ensure()
         reply = yield ops.open_call(layout, request)
         return ops.parse_open(request, reply, self.codec)
@@ -190,7 +158,7 @@ class StoreCore:
 
     def commit(self, unit: CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int) -> Op:
         validate_key(unit.key)
-        _check_commit_id(unit.commit_id)
+        ops.check_commit_id(unit.commit_id)
         data = self.encode(unit)  # raises before any I/O
         layout = yield from self.state.ensure()
         call = ops.commit_call(
@@ -237,7 +205,7 @@ class StoreCore:
 
     def acquire_lock(self, key: str, token: str, ttl_ms: int) -> Op:
         validate_key(key)
-        _check_ttl(ttl_ms, "ttl_ms")
+        ops.check_ttl(ttl_ms, "ttl_ms")
         layout = yield from self.state.ensure()
         return int((yield Call("ACQUIRE_LOCK", [layout.lock(key)], [token, ttl_ms])))
 
@@ -376,8 +344,25 @@ class StoreCore:
             for b in range(layout.buckets)
         )
         replies = yield Many(cmds)
-        rows = sorted((int(float(s)), b2s(m)) for r in replies for m, s in _score_pairs(r))
+        rows = sorted((int(float(s)), b2s(m)) for r in replies for m, s in ops.score_pairs(r))
         return [(k, t) for t, k in rows[:limit]]
+
+    def machine_ids(self, keys: Sequence[str]) -> Op:
+        wanted = [validate_key(k) for k in keys]
+        if not wanted:
+            return {}
+        layout = yield from self.state.ensure()
+        raw = yield Many(tuple(Cmd("HGET", (layout.snapshot(k), "m")) for k in wanted))
+        found = {k: b2s(r) for k, r in zip(wanted, raw, strict=True)}
+        # A record committed with an empty machine id names it in its snapshot.
+        blank = [k for k, r in zip(wanted, raw, strict=True) if r is not None and not b2s(r)]
+        if blank:
+            rows = yield Many(tuple(Cmd("HGETALL", (layout.snapshot(k),)) for k in blank))
+            for k, fields in zip(blank, rows, strict=True):
+                record = ops.parse_record(k, fields, self.codec)
+                if record is not None:
+                    found[k] = str(record.snapshot.get("machine_id", ""))
+        return found
 
     def prune_expired(self, limit: int) -> Op:
         layout = yield from self.state.ensure()

@@ -2,8 +2,9 @@
 
 Rows are per scope (``{p:b}:in:<scope>`` hashes) in the bucket of the
 instance they were used with, with one expiry index per bucket, so
-``purge_expired`` costs the number of expired rows and ``forget(scope)``
-deletes exact key names (glob characters in a scope are just characters).
+``purge_expired`` and ``count_expired`` cost the number of expired rows,
+``forget(scope)`` deletes exact key names (glob characters in a scope are
+just characters) and ``forget_instance(key)`` reads one bucket's index.
 Expiry is judged by the Redis server's clock (``TIME``).
 """
 
@@ -12,16 +13,30 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.base import validate_key, validate_limit
 from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.records import ClaimOutcome, ClaimRequest, InboxMark, InboxRelease
 
 from . import ops
 from .client import AsyncDriver, SyncDriver, resolve_async_client, resolve_client
 from .core import Cmd, LayoutState, Many, Op
-from .ops import Call
+from .keys import SEP, escape_glob
+from .ops import Call, b2s
 
 __all__ = ["AsyncRedisInbox", "InboxCore", "RedisInbox"]
+
+#: Members a ZSCAN call asks for (a hint to Redis, not a limit).
+PAGE = 500
+
+
+def _shares(left: int | None, buckets: int, batch: int) -> list[int]:
+    """How many rows to ask of each of ``buckets`` buckets in one round:
+    ``batch`` each, or ``left`` split as evenly as possible when that is
+    less (the sizes never add up to more than ``left``)."""
+    if left is None or left >= buckets * batch:
+        return [batch] * buckets
+    share, extra = divmod(left, buckets)
+    return [share + 1 if i < extra else share for i in range(buckets)]
 
 
 def _scope(scope: str) -> str:
@@ -96,15 +111,66 @@ class InboxCore:
             "expires_ms": expires,
         }
 
-    def purge_expired(self, limit: int) -> Op:
+    def count_expired(self) -> Op:
         layout = yield from self.state.ensure()
-        replies = yield Many(
+        seconds, micros = yield Cmd("TIME", ())
+        # Inclusive, as PURGE_INBOX reads the index (ZRANGEBYSCORE -inf now).
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        counts = yield Many(
             tuple(
-                Call("PURGE_INBOX", [layout.inbox_expiry(b)], [limit])
+                Cmd("ZCOUNT", (layout.inbox_expiry(b), "-inf", now_ms))
                 for b in range(layout.buckets)
             )
         )
-        return sum(int(r) for r in replies)
+        return sum(int(c) for c in counts)
+
+    def purge_expired(self, limit: int | None, batch: int) -> Op:
+        validate_limit(limit, optional=True)
+        validate_limit(batch, name="batch")
+        layout = yield from self.state.ensure()
+        active, removed = list(range(layout.buckets)), 0
+        while active and (limit is None or removed < limit):
+            sizes = _shares(None if limit is None else limit - removed, len(active), batch)
+            asked = [(b, n) for b, n in zip(active, sizes, strict=True) if n]
+            replies = yield Many(
+                tuple(Call("PURGE_INBOX", [layout.inbox_expiry(b)], [n]) for b, n in asked)
+            )
+            # A bucket that gave fewer than asked has no expired row left.
+            spent = {b for (b, n), got in zip(asked, replies, strict=True) if int(got) < n}
+            removed += sum(int(got) for got in replies)
+            active = [b for b in active if b not in spent]
+        return removed
+
+    def _instance_rows(self, instance_key: str) -> Op:
+        validate_key(instance_key)
+        layout = yield from self.state.ensure()
+        index = layout.inbox_expiry(layout.bucket(instance_key))
+        # Index members are "<inbox hash> NUL <instance key> NUL <idempotency
+        # key>" and no part holds a NUL, so the pattern pins the instance key.
+        pattern = f"*{SEP}{escape_glob(instance_key)}{SEP}*"
+        rows: dict[str, tuple[str, str]] = {}  # ZSCAN may repeat a member
+        cursor: Any = 0
+        while True:
+            cursor, page = yield Cmd("ZSCAN", (index, cursor, "MATCH", pattern, "COUNT", PAGE))
+            for raw, _score in ops.score_pairs(page):
+                member = b2s(raw)
+                hash_key, _, field = member.partition(SEP)
+                if field.partition(SEP)[0] == instance_key:
+                    rows[member] = (hash_key, field)
+            if int(cursor) == 0:
+                return index, rows
+
+    def count_for_instance(self, instance_key: str) -> Op:
+        _index, rows = yield from self._instance_rows(instance_key)
+        return len(rows)
+
+    def forget_instance(self, instance_key: str) -> Op:
+        index, rows = yield from self._instance_rows(instance_key)
+        requests: list[Cmd] = []
+        for member, (hash_key, field) in rows.items():
+            requests += [Cmd("HDEL", (hash_key, field)), Cmd("ZREM", (index, member))]
+        replies = yield Many(tuple(requests))  # no rows: no round trip
+        return sum(int(r) for r in replies[::2])
 
     def forget(self, scope: str) -> Op:
         layout = yield from self.state.ensure()
@@ -142,9 +208,48 @@ class RedisInbox:
     def get(self, scope: str, instance_key: str, idempotency_key: str) -> dict[str, Any] | None:
         return self.driver.run(self.core.get(scope, instance_key, idempotency_key), instance_key)  # type: ignore[no-any-return]
 
-    def purge_expired(self, *, limit: int = 1000) -> int:
-        """Remove up to ``limit`` expired rows per bucket; returns how many."""
-        return self.driver.run(self.core.purge_expired(limit))  # type: ignore[no-any-return]
+    def count_expired(self) -> int:
+        """Rows whose time is up by the Redis server's clock: what
+        ``purge_expired(limit=None)`` would remove now. Read-only; two round
+        trips (``TIME``, then one pipelined ``ZCOUNT`` per bucket), each
+        count O(log N): the rows kept cost nothing."""
+        return self.driver.run(self.core.count_expired())  # type: ignore[no-any-return]
+
+    def purge_expired(self, *, limit: int | None = 1000, batch: int = 1000) -> int:
+        """Remove expired rows, at most ``limit`` in total (None: every
+        expired row); returns how many.
+
+        A round is one pipeline of ``PURGE_INBOX`` calls, one per bucket
+        that may still hold expired rows, each removing at most ``batch``
+        rows (how long Redis is busy per call), sized so that a round never
+        removes more than what is left of ``limit``. Cost: the rows removed
+        plus one index read per bucket per round, in at most ``buckets +
+        ceil(removed / batch) + 1`` round trips; rows kept cost nothing.
+        Under a limit, rows go earliest-expired first within each bucket,
+        not across the namespace.
+
+        ``limit`` used to cap each bucket (a call removed up to ``limit``
+        rows per bucket); calling until it returns 0 removes the same rows
+        either way.
+        """
+        return self.driver.run(self.core.purge_expired(limit, batch))  # type: ignore[no-any-return]
+
+    def count_for_instance(self, instance_key: str) -> int:
+        """Rows used with instance ``instance_key`` in every scope (an
+        expired row counts until it is purged): what :meth:`forget_instance`
+        would delete. Read-only; walks the expiry index of the instance's
+        bucket with ``ZSCAN`` (about total rows / buckets members, one round
+        trip per 500)."""
+        return self.driver.run(self.core.count_for_instance(instance_key), instance_key)  # type: ignore[no-any-return]
+
+    def forget_instance(self, instance_key: str) -> int:
+        """Delete the rows used with instance ``instance_key`` in every
+        scope, expired ones included; returns how many. Rows of any other
+        instance stay, even one whose key starts with this one. Costs what
+        :meth:`count_for_instance` costs plus one pipelined round trip
+        (``HDEL`` and ``ZREM`` per row). Not atomic: a row claimed for the
+        instance while it runs may survive."""
+        return self.driver.run(self.core.forget_instance(instance_key), instance_key)  # type: ignore[no-any-return]
 
     def forget(self, scope: str) -> int:
         """Remove every row of ``scope`` (exactly that scope)."""
@@ -179,8 +284,19 @@ class AsyncRedisInbox:
             self.core.get(scope, instance_key, idempotency_key), instance_key
         )  # type: ignore[no-any-return]
 
-    async def purge_expired(self, *, limit: int = 1000) -> int:
-        return await self.driver.run(self.core.purge_expired(limit))  # type: ignore[no-any-return]
+    async def count_expired(self) -> int:
+        return await self.driver.run(self.core.count_expired())  # type: ignore[no-any-return]
+
+    async def purge_expired(self, *, limit: int | None = 1000, batch: int = 1000) -> int:
+        return await self.driver.run(self.core.purge_expired(limit, batch))  # type: ignore[no-any-return]
+
+    async def count_for_instance(self, instance_key: str) -> int:
+        op = self.core.count_for_instance(instance_key)
+        return await self.driver.run(op, instance_key)  # type: ignore[no-any-return]
+
+    async def forget_instance(self, instance_key: str) -> int:
+        op = self.core.forget_instance(instance_key)
+        return await self.driver.run(op, instance_key)  # type: ignore[no-any-return]
 
     async def forget(self, scope: str) -> int:
         return await self.driver.run(self.core.forget(scope))  # type: ignore[no-any-return]

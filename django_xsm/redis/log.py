@@ -3,13 +3,14 @@
 One stream per instance (``{p:b}:log:<key>``), entry id ``<seq>-0`` so
 ``XRANGE`` pages by seq; ``maxlen`` trims approximately (``MAXLEN ~``). A
 per-bucket index scores each stream by its oldest record, so
-``purge_older_than`` only visits streams that hold something to purge.
+``purge_older_than`` and ``count_older_than`` only visit streams that hold
+something to purge (``streams_older_than`` lists them).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
@@ -148,6 +149,80 @@ class LogCore:
                     break
         return total
 
+    def bucket_count(self) -> Op:
+        layout = yield from self.state.ensure()
+        return layout.buckets
+
+    def _old_streams(self, limit_ms: int, bucket: int | None) -> Op:
+        layout = yield from self.state.ensure()
+        if bucket is None:
+            buckets: Sequence[int] = range(layout.buckets)
+        elif isinstance(bucket, bool) or not isinstance(bucket, int):
+            raise InvalidConfigError(f"bucket must be an int, got {bucket!r}", path="bucket")
+        elif not 0 <= bucket < layout.buckets:
+            raise InvalidConfigError(
+                f"bucket {bucket} is out of range: this namespace has {layout.buckets}",
+                path="bucket",
+                hint="use bucket_count()",
+            )
+        else:
+            buckets = [bucket]
+        # The index orders streams by (oldest record, key), so the old ones
+        # are its first ZCOUNT ranks: pages by rank cost the page, where
+        # LIMIT offsets would cost every member before them.
+        counts = yield Many(
+            tuple(Cmd("ZCOUNT", (layout.log_index(b), "-inf", f"({limit_ms}")) for b in buckets)
+        )
+        pages = yield Many(
+            tuple(
+                Cmd("ZRANGE", (layout.log_index(b), start, min(start + PAGE, int(n)) - 1))
+                for b, n in zip(buckets, counts, strict=True)
+                for start in range(0, int(n), PAGE)
+            )
+        )
+        return list(dict.fromkeys(b2s(k) for page in pages for k in page))
+
+    def streams_older_than(self, cutoff: float | _dt.datetime, bucket: int | None) -> Op:
+        return (yield from self._old_streams(wall_to_ms(cutoff), bucket))
+
+    def _count_stream(self, key: str, cutoff: int) -> Op:
+        # What LOG_PURGE removes: records from the front up to the first one
+        # at or after the cutoff.
+        layout = yield from self.state.ensure()
+        count, start = 0, "-"
+        while True:
+            rows = yield Cmd("XRANGE", (layout.log(key), start, "+", "COUNT", PAGE))
+            page = ops.parse_stream_rows(key, rows)
+            for record in page:
+                if record.timestamp_ms >= cutoff:
+                    return count
+                count += 1
+            if len(page) < PAGE:
+                return count
+            start = f"({page[-1].seq}-0"
+
+    def count_older_than(
+        self,
+        cutoff: float | _dt.datetime,
+        key: str | None,
+        progress: Callable[[str, int], None] | None,
+    ) -> Op:
+        limit_ms = wall_to_ms(cutoff)
+        if key is not None:
+            n = yield from self._count_stream(validate_key(key), limit_ms)
+            if progress:
+                progress(key, n)
+            return n
+        layout = yield from self.state.ensure()
+        total = 0
+        for b in range(layout.buckets):  # one bucket's candidates in memory at a time
+            for k in (yield from self._old_streams(limit_ms, b)):
+                n = yield from self._count_stream(k, limit_ms)
+                total += n
+                if progress:
+                    progress(k, n)
+        return total
+
     def forget(self, key: str) -> Op:
         validate_key(key)
         layout = yield from self.state.ensure()
@@ -207,6 +282,39 @@ class RedisLog:
         called per stream. Returns the number removed."""
         return self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)  # type: ignore[no-any-return]
 
+    def count_older_than(
+        self,
+        cutoff: float | _dt.datetime,
+        *,
+        key: str | None = None,
+        progress: Callable[[str, int], None] | None = None,
+    ) -> int:
+        """How many records ``purge_older_than`` with the same arguments
+        would remove now (each stream's records from the oldest up to the
+        first at or after ``cutoff``); ``progress(key, records)`` is called
+        per stream. Read-only. Visits the streams :meth:`streams_older_than`
+        returns, one bucket at a time, reading each from its oldest record
+        (one ``XRANGE`` per 500 records counted)."""
+        op = self.core.count_older_than(cutoff, key, progress)
+        return self.driver.run(op, key)  # type: ignore[no-any-return]
+
+    def streams_older_than(
+        self, cutoff: float | _dt.datetime, *, bucket: int | None = None
+    ) -> list[str]:
+        """Keys of the streams whose oldest record is older than ``cutoff``
+        (seconds since the epoch or an aware datetime), oldest first per
+        bucket; only ``bucket`` (0 to ``bucket_count() - 1``) when given.
+        Read-only; two round trips (a pipelined ``ZCOUNT`` per bucket, then
+        ``ZRANGE`` by rank in pages of 500): O(buckets * log N + streams
+        returned). A stream whose instance expired or was deleted keeps its
+        place until purged."""
+        return self.driver.run(self.core.streams_older_than(cutoff, bucket))  # type: ignore[no-any-return]
+
+    def bucket_count(self) -> int:
+        """The namespace's bucket count (reads the schema marker on first
+        use only)."""
+        return self.driver.run(self.core.bucket_count())  # type: ignore[no-any-return]
+
     def forget(self, key: str) -> int:
         return self.driver.run(self.core.forget(key), key)  # type: ignore[no-any-return]
 
@@ -256,6 +364,24 @@ class AsyncRedisLog:
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
         return await self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)  # type: ignore[no-any-return]
+
+    async def count_older_than(
+        self,
+        cutoff: float | _dt.datetime,
+        *,
+        key: str | None = None,
+        progress: Callable[[str, int], None] | None = None,
+    ) -> int:
+        op = self.core.count_older_than(cutoff, key, progress)
+        return await self.driver.run(op, key)  # type: ignore[no-any-return]
+
+    async def streams_older_than(
+        self, cutoff: float | _dt.datetime, *, bucket: int | None = None
+    ) -> list[str]:
+        return await self.driver.run(self.core.streams_older_than(cutoff, bucket))  # type: ignore[no-any-return]
+
+    async def bucket_count(self) -> int:
+        return await self.driver.run(self.core.bucket_count())  # type: ignore[no-any-return]
 
     async def forget(self, key: str) -> int:
         return await self.driver.run(self.core.forget(key), key)  # type: ignore[no-any-return]

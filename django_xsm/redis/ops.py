@@ -9,6 +9,7 @@ which is what keeps them twins rather than copies.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,8 @@ from .keys import SEP, KeyLayout
 __all__ = [
     "Call",
     "b2s",
+    "check_commit_id",
+    "check_ttl",
     "claim_call",
     "commit_call",
     "open_call",
@@ -42,6 +45,7 @@ __all__ = [
     "parse_open",
     "parse_record",
     "parse_stream_rows",
+    "score_pairs",
 ]
 
 
@@ -65,6 +69,38 @@ def _dumps(value: Any) -> str:
 def _pairs(flat: Sequence[Any]) -> dict[bytes, Any]:
     it = iter(flat)
     return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in zip(it, it, strict=False)}
+
+
+def score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """(member, score) pairs from a WITHSCORES or ZSCAN reply, flat or already
+    paired (redis-py pairs them through its response callbacks, Lua replies
+    don't)."""
+    if reply and isinstance(reply[0], list | tuple):
+        return [(m, s) for m, s in reply]
+    return list(zip(reply[::2], reply[1::2], strict=True))
+
+
+def check_ttl(value: Any, name: str) -> None:
+    # SET ... PX 0 is an error reply, and OPEN would raise it after writing
+    # its claims: refuse before any I/O instead.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidConfigError(
+            f"{name} must be a positive number of milliseconds, got {value!r}", path=name
+        )
+
+
+_COMMIT_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def check_commit_id(commit_id: Any) -> None:
+    # The id is how a retried commit is recognised: an empty one would make
+    # every id-less commit a "replay" of the previous one.
+    if not isinstance(commit_id, str) or not _COMMIT_ID.fullmatch(commit_id):
+        raise InvalidConfigError(
+            f"commit_id must be 1-128 printable ASCII characters without spaces, got {commit_id!r}",
+            path="commit_id",
+            hint="use secrets.token_hex(12)",
+        )
 
 
 # --- records -------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, XsmError
@@ -241,6 +241,14 @@ class RedisStore(_StoreBase):
 
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
         return self.driver.run(self.core.dead_letters(limit))  # type: ignore[no-any-return]
+
+    def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
+        """Key -> machine id of its stored record, '' for a key with no
+        record (or an expired one). One pipelined round trip (``HGET`` of
+        the machine field per key; no snapshot is decoded), plus one more
+        when some record was committed with an empty machine id: those
+        snapshots are loaded to read theirs. No keys: no I/O."""
+        return self.driver.run(self.core.machine_ids(keys))  # type: ignore[no-any-return]
 
     def prune_expired(self, *, limit: int = 1000) -> int:
         """Drop index entries of instances whose ``ttl_s`` ran out; costs
