@@ -8,6 +8,7 @@ from tests.persistence.contract import (
     LogContract,
     StoreContract,
 )
+from tests.persistence.contract_maintenance import MaintenanceContract
 
 
 class TestMemoryStore(StoreContract):
@@ -23,4 +24,8 @@ class TestMemoryLog(LogContract):
 
 
 class TestMemoryCommit(CommitContract):
+    flavour = "memory"
+
+
+class TestMemoryMaintenance(MaintenanceContract):
     flavour = "memory"

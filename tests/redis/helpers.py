@@ -1,12 +1,20 @@
-"""Helpers for the Redis tests: namespace snapshots, raw script calls."""
+"""Helpers for the Redis tests: namespace snapshots, raw script calls,
+and what a blocking client sends."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
+from redis.connection import AbstractConnection
 
 from django_xsm.persistence.records import CommitUnit, LogEntry
 from django_xsm.redis import escape_glob, scripts
+from django_xsm.redis.client import SHAS, SOURCES
 from django_xsm.redis.keys import KeyLayout
 from tests.support import order_machine
 
@@ -89,3 +97,67 @@ def layout_of(store: Any) -> KeyLayout:
     layout = store.layout
     assert layout is not None, "the schema marker was not read"
     return layout  # type: ignore[no-any-return]
+
+
+_SCRIPT_OF = {**{sha: name for name, sha in SHAS.items()}, **{s: n for n, s in SOURCES.items()}}
+
+
+def _text(arg: Any) -> str:
+    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+
+
+@dataclass
+class Sent:
+    """What blocking clients sent: one list of commands per round trip,
+    each command as text with a script call named after its script."""
+
+    trips: list[list[list[str]]] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return [c[0] for trip in self.trips for c in trip]
+
+    def commands(self, name: str) -> list[list[str]]:
+        return [c for trip in self.trips for c in trip if c[0] == name]
+
+
+def _command(args: tuple[Any, ...]) -> list[str]:
+    words = [_text(a) for a in args]
+    if words and words[0].upper() in ("EVALSHA", "EVAL"):
+        return [_SCRIPT_OF.get(words[1], words[0].upper()), *words[2:]]
+    return [words[0].upper(), *words[1:]] if words else []
+
+
+@contextlib.contextmanager
+def sent(client: Any) -> Iterator[Sent]:
+    """Count the round trips (and their commands) blocking redis-py
+    connections send while active, on fakeredis and on a real server: a
+    command-counting connection, so nothing is reset on a shared server.
+    Scripts are loaded first, so no NOSCRIPT retry shows up."""
+    for source in SOURCES.values():
+        client.script_load(source)
+    record, pending = Sent(), []
+    real_send = AbstractConnection.send_packed_command
+    real_command = AbstractConnection.send_command
+    real_pack = AbstractConnection.pack_commands
+
+    def send_packed_command(self: Any, command: Any, check_health: bool = True) -> Any:
+        record.trips.append([_command(args) for args in pending])
+        pending.clear()
+        return real_send(self, command, check_health)
+
+    def send_command(self: Any, *args: Any, **kwargs: Any) -> Any:
+        pending[:] = [args]
+        return real_command(self, *args, **kwargs)
+
+    def pack_commands(self: Any, commands: Any) -> Any:
+        pending[:] = [tuple(c) for c in commands]
+        return real_pack(self, pending)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(AbstractConnection, "send_packed_command", send_packed_command)
+    patch.setattr(AbstractConnection, "send_command", send_command)
+    patch.setattr(AbstractConnection, "pack_commands", pack_commands)
+    try:
+        yield record
+    finally:
+        patch.undo()

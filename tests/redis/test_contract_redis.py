@@ -10,6 +10,7 @@ from tests.persistence.contract import (
     LogContract,
     StoreContract,
 )
+from tests.persistence.contract_maintenance import MaintenanceContract
 
 live = pytest.mark.live
 
@@ -47,4 +48,13 @@ class TestLiveRedisLog(LogContract):
 
 @live
 class TestLiveRedisCommit(CommitContract):
+    flavour = "live"
+
+
+class TestFakeRedisMaintenance(MaintenanceContract):
+    flavour = "fakeredis"
+
+
+@live
+class TestLiveRedisMaintenance(MaintenanceContract):
     flavour = "live"
