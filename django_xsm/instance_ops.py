@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from django_xsm import conf, maintenance, stores
+from django_xsm import conf, stores
 from django_xsm.engine import Deadline
 from django_xsm.exceptions import InstanceNotFoundError, SnapshotCorruptError, XsmError
 from django_xsm.persistence.audit import DEFAULT_REDACT, redact
@@ -170,7 +170,7 @@ def forget_preview(key: str) -> dict[str, Any]:
         has_log = bool(backend.log.read_last(key, count=1))
     except SnapshotCorruptError:
         has_log = True
-    rows = len(maintenance.inbox_rows_of(backend.inbox, key))
+    rows = backend.inbox.count_for_instance(key)
     return {
         "key": key,
         "record": described,
@@ -190,5 +190,5 @@ def forget_instance(key: str) -> dict[str, int]:
     validate_key(key)
     backend = stores.get_backend()
     counts = dict(backend.store.forget(key))
-    counts["idempotency"] = maintenance.forget_inbox_rows(backend.inbox, key)
+    counts["idempotency"] = backend.inbox.forget_instance(key)
     return counts

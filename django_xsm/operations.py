@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django_xsm import maintenance, stores
+from django_xsm import stores
 from django_xsm.exceptions import StoreError
 from django_xsm.persistence.records import ms_to_datetime
 from django_xsm.persistence.timers import DueTimerScanner, ScanResult
@@ -56,6 +56,8 @@ logger = logging.getLogger("django_xsm.commands")
 #: With ``machine=``, at most this many due keys are read to find ``limit``
 #: of that machine's (the due index is shared by every machine).
 MAX_DUE_FETCH = 10_000
+#: Keys whose machine ids are read in one round trip.
+CHUNK = 500
 
 
 def _entry(name: str | None) -> MachineEntry | None:
@@ -101,7 +103,7 @@ def _due(
     fetch = limit
     while True:
         rows = scanner.due(now, limit=fetch)
-        found = maintenance.machine_ids(scanner.store, [k for k, _ in rows]) if ids or entry else {}
+        found = scanner.store.machine_ids([k for k, _ in rows]) if ids or entry else {}
         if entry is None:
             return rows, found
         mine = [(k, d) for k, d in rows if found.get(k) == entry.machine.id]
@@ -129,7 +131,7 @@ def dead_letters(*, machine: str | None = None, limit: int = 100) -> list[tuple[
     entry = _entry(machine)
     store = stores.get_store()
     rows = store.dead_letters(limit=limit if entry is None else MAX_DUE_FETCH)
-    found = maintenance.machine_ids(store, [k for k, _ in rows])
+    found = store.machine_ids([k for k, _ in rows])
     if entry is not None:
         rows = [(k, t) for k, t in rows if found.get(k) == entry.machine.id][:limit]
     return [(k, machine_name(found.get(k, "")), t) for k, t in rows]
@@ -217,21 +219,6 @@ class PurgeReport:
     dry_run: bool
 
 
-def _count_older(log: Any, key: str, cutoff_ms: int) -> int:
-    # What LOG_PURGE removes: records from the front up to the first one at
-    # or after the cutoff.
-    count, after = 0, 0
-    while True:
-        page = log.read(key, after_seq=after, limit=maintenance.PAGE)
-        for record in page:
-            if record.timestamp_ms >= cutoff_ms:
-                return count
-            count += 1
-        if len(page) < maintenance.PAGE:
-            return count
-        after = page[-1].seq
-
-
 def purge_logs(
     older_than: _dt.timedelta,
     *,
@@ -265,20 +252,23 @@ def purge_logs(
         if progress is not None:
             progress(key, removed)
 
-    if entry is None and not dry_run:
-        log.purge_older_than(cutoff, progress=seen)
+    if entry is None:
+        if dry_run:
+            log.count_older_than(cutoff, progress=seen)
+        else:
+            log.purge_older_than(cutoff, progress=seen)
         return PurgeReport(records, streams, cutoff, dry_run)
-    for bucket in range(maintenance.layout_of(log).buckets):
+    for bucket in range(log.bucket_count()):
         # Collected before any removal: purging moves keys in the index.
-        candidates = maintenance.old_log_streams(log, cutoff_ms, bucket)
-        for chunk in maintenance.iter_chunks(candidates):
-            keys = chunk
-            if entry is not None:
-                owners = maintenance.machine_ids(store, chunk)
-                keys = [k for k in chunk if owners.get(k) == entry.machine.id]
-            for key in keys:
+        candidates = log.streams_older_than(cutoff, bucket=bucket)
+        for start in range(0, len(candidates), CHUNK):
+            chunk = candidates[start : start + CHUNK]
+            owners = store.machine_ids(chunk)
+            for key in chunk:
+                if owners.get(key) != entry.machine.id:
+                    continue
                 if dry_run:
-                    seen(key, _count_older(log, key, cutoff_ms))
+                    seen(key, log.count_older_than(cutoff, key=key))
                 else:
                     seen(key, log.purge_older_than(cutoff, key=key))
     return PurgeReport(records, streams, cutoff, dry_run)
@@ -290,6 +280,6 @@ def purge_inbox(*, dry_run: bool = False, limit: int | None = None) -> int:
     expired rows, not with the rows kept."""
     inbox = stores.get_inbox()
     if dry_run:
-        expired = maintenance.count_expired_inbox_rows(inbox)
+        expired = inbox.count_expired()
         return expired if limit is None else min(expired, limit)
-    return maintenance.purge_inbox_rows(inbox, limit)
+    return inbox.purge_expired(limit=limit)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 
-from django_xsm import maintenance, operations, stores
+from django_xsm import operations, stores
 from django_xsm.registry import machines
 from tests.django.commands.conftest import run
 
@@ -26,7 +26,7 @@ def stored(backend: Any) -> str:
 
 
 def rows(key: str) -> int:
-    return len(maintenance.inbox_rows_of(stores.get_inbox(), key))
+    return stores.get_inbox().count_for_instance(key)
 
 
 def test_yes_erases_everything_about_the_instance(stored: str):

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 
-from django_xsm import maintenance, operations, stores
+from django_xsm import operations, stores
 from django_xsm.registry import machines
 from tests.django.commands.conftest import arm, run
+from tests.redis.helpers import layout_of
 
 
 @pytest.fixture
@@ -135,7 +136,7 @@ def test_bad_arguments(alarm: str, args: list[str], fragment: str):
 
 def damage(key: str) -> None:
     store = stores.get_store()
-    layout = maintenance.layout_of(store)
+    layout = layout_of(store)
     store.client.hset(layout.snapshot(key), mapping={"d": b"{not json", "v": "1"})
 
 

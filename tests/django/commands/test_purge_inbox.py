@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 
-from django_xsm import maintenance, operations, stores
+from django_xsm import operations, stores
 from tests.django.commands.conftest import mark_rows, run, wait_for
+from tests.redis.helpers import layout_of
 
 HOUR_MS = 3_600_000
 
@@ -23,13 +24,13 @@ def rows(backend: Any) -> dict[str, Any]:
     expired = [("alice", "order:1", "old-1", 1), ("", "order:2", "old-2", 1), ("bob", "x", "o", 1)]
     mark_rows(live + expired)
     inbox = stores.get_inbox()
-    wait_for(lambda: maintenance.count_expired_inbox_rows(inbox) == 3, what="3 rows to expire")
+    wait_for(lambda: inbox.count_expired() == 3, what="3 rows to expire")
     return {"inbox": inbox, "live": live, "expired": expired}
 
 
 def present(inbox: Any, row: tuple[str, str, str, int]) -> bool:
     scope, key, idem, _ttl = row
-    layout = maintenance.layout_of(inbox)
+    layout = layout_of(stores.get_store())
     return bool(inbox.client.hexists(layout.inbox(scope, key), layout.inbox_field(key, idem)))
 
 
@@ -80,7 +81,7 @@ def test_verbosity_zero(rows: dict[str, Any]):
 
 
 def test_batches(rows: dict[str, Any]):
-    assert maintenance.purge_inbox_rows(rows["inbox"], batch=1) == 3
+    assert rows["inbox"].purge_expired(limit=None, batch=1) == 3
 
 
 @pytest.mark.parametrize(
