@@ -304,10 +304,10 @@ class RedisLog:
         """Keys of the streams whose oldest record is older than ``cutoff``
         (seconds since the epoch or an aware datetime), oldest first per
         bucket; only ``bucket`` (0 to ``bucket_count() - 1``) when given.
-        Read-only; two round trips (a pipelined ``ZCOUNT`` per bucket, then
-        ``ZRANGE`` by rank in pages of 500): O(buckets * log N + streams
-        returned). A stream whose instance expired or was deleted keeps its
-        place until purged."""
+        Read-only; at most two round trips (a pipelined ``ZCOUNT`` per
+        bucket, then ``ZRANGE`` by rank in pages of 500): O(buckets * log N
+        + streams returned). A stream whose instance expired or was deleted
+        keeps its place until purged."""
         return self.driver.run(self.core.streams_older_than(cutoff, bucket))  # type: ignore[no-any-return]
 
     def bucket_count(self) -> int:

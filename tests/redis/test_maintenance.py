@@ -25,7 +25,9 @@ BASE = 1_800_000_000_000  # ms; log timestamps
 HOUR = 3_600_000
 
 
-def claim(b: Backends, key: str, idem: str = "k", *, scope: str = "acct", lease: int = HOUR) -> Any:
+def claim(
+    b: Backends, key: str, idem: str = "k", *, scope: str = "acct", lease: int = HOUR
+) -> None:
     b.inbox.claim(ClaimRequest(scope, key, idem, "fp", "w", lease))
 
 
