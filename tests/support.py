@@ -182,3 +182,45 @@ def backend_factory(flavour: str) -> Iterator[BackendFactory]:
         yield factory
     finally:
         factory.cleanup()
+
+
+# --- record builders shared by the contract and the Redis tests -------------
+
+
+def snap(**context: Any) -> dict[str, Any]:
+    """A fresh order snapshot, with ``context`` when given."""
+    return order_machine().start(context or None).snapshot()
+
+
+def unit(key: str, expected: int, snapshot: Any = None, **kw: Any) -> Any:
+    """A CommitUnit for ``key`` at ``expected`` (machine 'order', fresh id)."""
+    from django_xsm.persistence.records import CommitUnit
+
+    kw.setdefault("machine_id", "order")
+    kw.setdefault("machine_version", "")
+    return CommitUnit(
+        key=key,
+        commit_id=kw.pop("commit_id", uuid.uuid4().hex),
+        expected_version=expected,
+        snapshot=snapshot,
+        **kw,
+    )
+
+
+def entry(event: str = "ADD", ts: int = 1_800_000_000_000, **kw: Any) -> Any:
+    """A LogEntry of an order event (fields overridable)."""
+    from django_xsm.persistence.records import LogEntry
+
+    fields: dict[str, Any] = {
+        "event_type": event,
+        "payload": {"n": 1},
+        "actor": "alice",
+        "reason": "",
+        "from_state": "cart",
+        "to_state": "cart",
+        "idempotency_key": "",
+        "correlation_id": "c-1",
+        "timestamp_ms": ts,
+    }
+    fields.update(kw)
+    return LogEntry(**fields)

@@ -23,48 +23,12 @@ from django_xsm.exceptions import (
 from django_xsm.persistence.records import (
     ClaimRequest,
     ClaimStatus,
-    CommitUnit,
     InboxMark,
     InboxRelease,
-    LogEntry,
     OpenRequest,
     TimerFailure,
 )
-from tests.support import Backends, backend_factory, order_machine
-
-
-def snap(**context: Any) -> dict[str, Any]:
-    m = order_machine()
-    s = m.start(context or None).snapshot()
-    return s
-
-
-def unit(key: str, expected: int, snapshot: Any = None, **kw: Any) -> CommitUnit:
-    kw.setdefault("machine_id", "order")
-    kw.setdefault("machine_version", "")
-    return CommitUnit(
-        key=key,
-        commit_id=kw.pop("commit_id", uuid.uuid4().hex),
-        expected_version=expected,
-        snapshot=snapshot,
-        **kw,
-    )
-
-
-def entry(event: str = "ADD", ts: int = 1_800_000_000_000, **kw: Any) -> LogEntry:
-    fields: dict[str, Any] = {
-        "event_type": event,
-        "payload": {"n": 1},
-        "actor": "alice",
-        "reason": "",
-        "from_state": "cart",
-        "to_state": "cart",
-        "idempotency_key": "",
-        "correlation_id": "c-1",
-        "timestamp_ms": ts,
-    }
-    fields.update(kw)
-    return LogEntry(**fields)
+from tests.support import Backends, backend_factory, entry, order_machine, snap, unit
 
 
 def claim(

@@ -4,7 +4,6 @@ and what a blocking client sends."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,11 +11,10 @@ from typing import Any
 import pytest
 from redis.connection import AbstractConnection
 
-from django_xsm.persistence.records import CommitUnit, LogEntry
 from django_xsm.redis import escape_glob, scripts
 from django_xsm.redis.client import SHAS, SOURCES
 from django_xsm.redis.keys import KeyLayout
-from tests.support import order_machine
+from tests.support import entry, snap, unit  # noqa: F401  (re-exported to the Redis tests)
 
 
 def namespace_keys(client: Any, prefix: str) -> list[bytes]:
@@ -59,38 +57,6 @@ def raw_script(client: Any, name: str) -> Any:
     """The script ``name`` of :mod:`django_xsm.redis.scripts`, registered on
     ``client`` so it can be called with ``(keys=, args=)``."""
     return client.register_script(getattr(scripts, name))
-
-
-def snap(**context: Any) -> dict[str, Any]:
-    return order_machine().start(context or None).snapshot()
-
-
-def unit(key: str, expected: int, snapshot: Any = None, **kw: Any) -> CommitUnit:
-    kw.setdefault("machine_id", "order")
-    kw.setdefault("machine_version", "")
-    return CommitUnit(
-        key=key,
-        commit_id=kw.pop("commit_id", uuid.uuid4().hex),
-        expected_version=expected,
-        snapshot=snapshot,
-        **kw,
-    )
-
-
-def entry(event: str = "ADD", ts: int = 1_800_000_000_000, **kw: Any) -> LogEntry:
-    fields: dict[str, Any] = {
-        "event_type": event,
-        "payload": {"n": 1},
-        "actor": "alice",
-        "reason": "",
-        "from_state": "cart",
-        "to_state": "cart",
-        "idempotency_key": "",
-        "correlation_id": "c-1",
-        "timestamp_ms": ts,
-    }
-    fields.update(kw)
-    return LogEntry(**fields)
 
 
 def layout_of(store: Any) -> KeyLayout:
