@@ -136,3 +136,53 @@ class Adapter:
         store = RedisStore(client, prefix=prefix)
         raw = client.hget(store.core.state.layout.snapshot(key), "d")
         return len(raw or b"")
+
+
+class AdapterKeyAtOpen(Adapter):
+    """The same work with the idempotency key passed when the block opens
+    (what ``@stateful_view`` does with the request's ``Idempotency-Key``):
+    the claim rides in the open script, so a keyed, audited request is two
+    round trips with either lock."""
+
+    name = "django-xsm (key at open)"
+
+    def make_sender(self, client: Any, prefix: str, plugins: bool, lock: str) -> Any:
+        from django_xsm.persistence import (
+            AuditPlugin,
+            IdempotencyPlugin,
+            OptimisticLock,
+            PessimisticLock,
+            persisted,
+        )
+        from django_xsm.persistence.idempotency import event_fingerprint
+        from django_xsm.redis import RedisInbox, RedisLog, RedisStore
+
+        machine = self._machine()
+        store = RedisStore(client, prefix=prefix)
+        plug: list[Any] = []
+        if plugins:
+            inbox = RedisInbox(client, prefix=prefix)
+            plug = [
+                IdempotencyPlugin(inbox, principal=lambda e: "tenant-1"),
+                AuditPlugin(RedisLog(client, prefix=prefix)),
+            ]
+        strategy = PessimisticLock() if lock == "pessimistic" else OptimisticLock()
+
+        def send(key: str, event_type: str, **payload: Any) -> Any:
+            idem = payload.pop("idempotency_key", None) if plugins else None
+            payload.pop("idempotency_key", None)
+            actor = payload.pop("actor", "")
+            with persisted(
+                store,
+                key,
+                machine,
+                lock=strategy,
+                plugins=plug,
+                actor=actor,
+                idempotency_key=idem,
+                fingerprint=event_fingerprint(event_type, payload) if idem else "",
+                principal="tenant-1",
+            ) as block:
+                return block.send(event_type, idempotency_key=idem, **payload)
+
+        return send
