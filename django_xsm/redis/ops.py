@@ -30,7 +30,7 @@ from django_xsm.persistence.records import (
     TransitionRecord,
 )
 
-from .keys import SEP, KeyLayout
+from .keys import KeyLayout
 
 __all__ = [
     "Call",
@@ -203,10 +203,20 @@ def _outcome(request: ClaimRequest, reply: Sequence[Any]) -> ClaimOutcome:
     return ClaimOutcome(status, request, receipt=stored, retry_after_ms=retry)
 
 
+#: The snapshot hash fields OPEN reads (HMGET order).
+RECORD_FIELDS = (b"d", b"v", b"mv", b"m", b"u", b"tf")
+
+
 def parse_open(request: OpenRequest, reply: Sequence[Any], codec: Codec) -> OpenResult:
-    busy, floor, claims, fields, locked = reply
+    busy, floor, claims, values, locked, exists = reply
     if int(busy):
         return OpenResult(record=None, lock_busy_ms=int(busy))
+    fields = {
+        name: value for name, value in zip(RECORD_FIELDS, values, strict=True) if value is not None
+    }
+    if int(exists) and not fields:
+        # a hash holding none of a record's fields: damaged, not absent
+        fields = {b"?": b""}
     return OpenResult(
         record=parse_record(request.key, fields, codec),
         floor=int(floor),
@@ -279,44 +289,45 @@ def commit_call(
         same_instance(key, claim)
     entries = unit.log_entries if with_log else ()
     failures = unit.timer_failures
-    args: list[Any] = [
+    header: list[Any] = [
         key,
         unit.commit_id,
         unit.expected_version,
         unit.floor,
         unit.lock_token,
-        "1" if unit.release_lock else "0",
-        "1" if data is not None else "0",
-        data if data is not None else b"",
+        1 if unit.release_lock else 0,
+        1 if data is not None else 0,
         unit.machine_id,
         unit.machine_version,
-        SEP.join(unit.state_ids),
+        list(unit.state_ids),
         "" if unit.next_due_ms is None else unit.next_due_ms,
         "-"
         if failures is None
         else (_dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""),
-        "1" if failures and any(f.dead for f in failures.values()) else "0",
+        1 if failures and any(f.dead for f in failures.values()) else 0,
         ttl_ms,
         log_maxlen,
-        len(marks),
-        len(releases),
-        len(entries),
+        [
+            [
+                slot(m.claim.scope),
+                layout.inbox_field(key, m.claim.idempotency_key),
+                m.claim.fingerprint,
+                m.claim.owner,
+                _dumps(m.receipt),
+                m.ttl_ms,
+            ]
+            for m in marks
+        ],
+        [
+            [slot(r.claim.scope), layout.inbox_field(key, r.claim.idempotency_key), r.claim.owner]
+            for r in releases
+        ],
+        [_entry_args(entry) for entry in entries],
     ]
-    for m in marks:
-        c = m.claim
-        args += [
-            slot(c.scope),
-            layout.inbox_field(key, c.idempotency_key),
-            c.fingerprint,
-            c.owner,
-            _dumps(m.receipt),
-            m.ttl_ms,
-        ]
-    for r in releases:
-        c = r.claim
-        args += [slot(c.scope), layout.inbox_field(key, c.idempotency_key), c.owner]
-    for entry in entries:
-        args += _entry_args(entry)
+    # Two arguments: the snapshot bytes (possibly binary: Fernet) and one
+    # JSON document for the rest, which redis-py packs far cheaper than
+    # dozens of separate arguments.
+    args: list[Any] = [data if data is not None else b"", _dumps(header)]
     return Call("COMMIT", keys, args)
 
 

@@ -78,30 +78,30 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         layout.inbox_expiry(bk),
         layout.inbox("acct", "order:1"),
     ]
-    a = call.args
-    assert a[:16] == [
+    data, header = call.args
+    assert data == b"DATA"
+    h = json.loads(header)
+    assert h[:15] == [
         "order:1",
         u.commit_id,
         3,
         2,
         "tok",
-        "1",
-        "1",
-        b"DATA",
+        1,
+        1,
         "order",
         "",
-        "order" + SEP + "order.cart",
+        ["order", "order.cart"],
         123,
         json.dumps({"x": TimerFailure(1, 5, dead=True).to_dict()}, separators=(",", ":")),
-        "1",
+        1,
         9,
         7,
     ]
-    assert a[16:19] == [1, 1, 2]  # M, R, L
     field = layout.inbox_field("order:1", "k1")
-    assert a[19:25] == [14, field, "fp", "o1", '{"ok":1}', 60_000]  # KEYS[14] is the inbox
-    assert a[25:28] == [14, layout.inbox_field("order:1", "k2"), "o1"]
-    assert a[28] == "ADD" and a[38] == "PAY" and len(a) == 48
+    assert h[15] == [[14, field, "fp", "o1", '{"ok":1}', 60_000]]  # KEYS[14] is the inbox
+    assert h[16] == [[14, layout.inbox_field("order:1", "k2"), "o1"]]
+    assert [e[0] for e in h[17]] == ["ADD", "PAY"] and len(h) == 18
 
 
 def test_every_script_of_the_module_has_a_header() -> None:
@@ -215,13 +215,13 @@ def test_open_replies(b: Backends) -> None:
     reply = open_(
         keys=_open_keys(b) + keys, args=["order:1", "tok", 5_000, 1, field, "fp", "me", 5_000]
     )
-    busy, floor, claims, fields, locked = reply
-    assert (busy, floor, locked) == (0, 1, 1)
+    busy, floor, claims, values, locked, exists = reply
+    assert (busy, floor, locked, exists) == (0, 1, 1, 1)
     assert [[s(x) for x in c] for c in claims] == [["claimed", "", "0"]]
-    h = dict(zip(fields[::2], fields[1::2], strict=True))
-    assert h[b"v"] == b"1" and h[b"m"] == b"order"
+    d, v, mv, m, u, tf = values  # HMGET d v mv m u tf
+    assert (v, mv, m, tf) == (b"1", b"", b"order", None) and d.startswith(b"{") and int(u) > 0
     busy_reply = open_(keys=_open_keys(b), args=["order:1", "other", 5_000, 0])
-    assert busy_reply[0] > 0 and busy_reply[1:] == [0, [], [], 0]
+    assert busy_reply[0] > 0 and busy_reply[1:] == [0, [], [], 0, 0]
 
 
 def test_open_with_a_busy_lock_or_a_claim_in_flight_writes_nothing(b: Backends) -> None:

@@ -24,8 +24,9 @@ return redis.call('HMGET', KEYS[1], 'layout', 'buckets')
 # then per claim i (0-based): KEYS[4+2i] inbox hash, KEYS[5+2i] inbox expiry
 # ARGV[1] instance key, ARGV[2] lock token ('' = no lock), ARGV[3] lock ttl ms,
 # ARGV[4] claim count N, then per claim: field, fingerprint, owner, lease ms
-# returns {busy_ms, floor, {{status, receipt, retry_after_ms}...}, hgetall,
-#          locked 0/1}
+# returns {busy_ms, floor, {{status, receipt, retry_after_ms}...},
+#          {d, v, mv, m, u, tf} (HMGET of the snapshot hash), locked 0/1,
+#          exists 0/1}
 # A busy lock claims nothing; the lock is taken only if every claim is ours.
 OPEN = (
     PRELUDE_INDEX
@@ -46,12 +47,14 @@ if token ~= '' then
   if holder and holder ~= token then
     local pttl = redis.call('PTTL', KEYS[2])
     if pttl < 1 then pttl = 1 end
-    return {pttl, 0, {}, {}, 0}
+    return {pttl, 0, {}, {}, 0, 0}
   end
 end
 -- read everything before the first write
 local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
-local fields = redis.call('HGETALL', KEYS[1])
+-- only the fields a record needs (the commit id history stays on the server)
+local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf')
+local exists = redis.call('EXISTS', KEYS[1])
 local replies, all_claimed = {}, true
 for i = 0, n - 1 do
   local b = 5 + 4 * i
@@ -69,24 +72,26 @@ if all_claimed then
 end
 local locked = 0
 if all_claimed and token ~= '' then locked = 1 end
-return {0, floor, replies, fields, locked}
+return {0, floor, replies, fields, locked, exists}
 """
 )
 
 # KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors, KEYS[4..10] index keys
 # (ix idx midx sidx due dead exp), KEYS[11] log stream, KEYS[12] log index,
 # KEYS[13] inbox expiry, KEYS[14..] inbox hashes referenced by marks/releases
-# ARGV[1] instance key, ARGV[2] commit id, ARGV[3] expected version,
-# ARGV[4] floor, ARGV[5] lock token, ARGV[6] release lock 0/1,
-# ARGV[7] write snapshot 0/1, ARGV[8] encoded snapshot, ARGV[9] machine id,
-# ARGV[10] machine version, ARGV[11] state ids joined by NUL,
-# ARGV[12] next due ms ('' = none), ARGV[13] timer failures ('-' = unchanged,
-# '' = none, else JSON), ARGV[14] any dead-lettered 0/1, ARGV[15] ttl ms (0: no expiry),
-# ARGV[16] log maxlen (0 = unbounded), ARGV[17] marks M, ARGV[18] releases R,
-# ARGV[19] log entries L, then M x (inbox KEYS index, field, fingerprint,
-# owner, receipt JSON, ttl ms), R x (inbox KEYS index, field, owner),
-# L x (event, payload, actor, reason, from, to, idem key, correlation id,
-# timestamp ms, accepted)
+# ARGV[1] encoded snapshot ('' when none is written; may be binary),
+# ARGV[2] the rest as one JSON array (one argument instead of dozens: packing
+# each one costs the client more than the script's cjson.decode):
+#   [1] instance key, [2] commit id, [3] expected version, [4] floor,
+#   [5] lock token, [6] release lock 0/1, [7] write snapshot 0/1,
+#   [8] machine id, [9] machine version, [10] active state ids (list),
+#   [11] next due ms ('' = none), [12] timer failures ('-' = unchanged,
+#   '' = none, else JSON), [13] any dead-lettered 0/1, [14] ttl ms (0: no
+#   expiry), [15] log maxlen (0 = unbounded),
+#   [16] marks: [[inbox KEYS index, field, fingerprint, owner, receipt JSON,
+#        ttl ms], ...], [17] releases: [[inbox KEYS index, field, owner], ...],
+#   [18] log entries: [[event, payload, actor, reason, from, to, idem key,
+#        correlation id, timestamp ms, accepted], ...]
 # returns {'ok', version, first_seq, now} | {'dup', version, 0, updated}
 #       (dup: the commit id is one of the recent ones; version is what it made)
 #       | {'conflict', actual or -1} | {'lock', actual or -1}
@@ -99,7 +104,8 @@ COMMIT = (
     + PRELUDE_LOG
     + PRELUDE_COMMIT_IDS
     + r"""
-local key = ARGV[1]
+local a = cjson.decode(ARGV[2])
+local key, cid, token = a[1], a[2], a[5]
 local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash', KEYS[11], 'stream',
   KEYS[12], 'zset', KEYS[13], 'zset'}
 index_types({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, spec)
@@ -109,73 +115,65 @@ if err then return err end
 local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u')
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
-local seen = applied_version(cur[2], ARGV[2])
+local seen = applied_version(cur[2], cid)
 if seen then return {'dup', seen, 0, tonumber(cur[3])} end
 local now = now_ms()
-local expected = tonumber(ARGV[3])
+local expected, floor_seen = a[3], a[4]
 local actual = -1
 if cur[1] then actual = tonumber(cur[1]) end
 if expected == 0 then
   local floor = tonumber(redis.call('HGET', KEYS[3], key) or '0')
-  if cur[1] or floor ~= tonumber(ARGV[4]) then return {'conflict', actual} end
+  if cur[1] or floor ~= floor_seen then return {'conflict', actual} end
 elseif actual ~= expected then
   return {'conflict', actual}
 end
 local holder = redis.call('GET', KEYS[2])
-if (holder and holder ~= ARGV[5]) or (not holder and ARGV[5] ~= '') then
+if (holder and holder ~= token) or (not holder and token ~= '') then
   return {'lock', actual}
 end
-local M, R, L = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])
-local mb, rb, lb = 20, 20 + 6 * M, 20 + 6 * M + 3 * R
-for i = 0, M - 1 do
-  local b = mb + 6 * i
-  if not owned_or_free(KEYS[tonumber(ARGV[b])], ARGV[b + 1], ARGV[b + 3], now) then
-    return {'claim', actual}
-  end
+local marks, releases, entries = a[16], a[17], a[18]
+for _, m in ipairs(marks) do
+  if not owned_or_free(KEYS[m[1]], m[2], m[4], now) then return {'claim', actual} end
 end
 -- every check passed: write
 local I = {KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
 local version = actual
-if ARGV[7] == '1' then
-  version = math.max(expected, tonumber(ARGV[4])) + 1
-  redis.call('HSET', KEYS[1], 'd', ARGV[8], 'v', version, 'm', ARGV[9],
-    'mv', ARGV[10], 'u', string.format('%.0f', now), 'cid', remember(cur[2], ARGV[2], version))
+if a[7] == 1 then
+  version = math.max(expected, floor_seen) + 1
+  redis.call('HSET', KEYS[1], 'd', ARGV[1], 'v', version, 'm', a[8],
+    'mv', a[9], 'u', string.format('%.0f', now), 'cid', remember(cur[2], cid, version))
   redis.call('HSET', KEYS[3], key, version)
-  reindex(I, key, ARGV[9], ARGV[11])
-  if ARGV[12] == '' then redis.call('ZREM', I[5], key)
-  else redis.call('ZADD', I[5], ARGV[12], key) end
+  reindex(I, key, a[8], table.concat(a[10], '\0'))
+  if a[11] == '' then redis.call('ZREM', I[5], key)
+  else redis.call('ZADD', I[5], a[11], key) end
   exists = true
 elseif exists then
-  redis.call('HSET', KEYS[1], 'cid', remember(cur[2], ARGV[2], version))
+  redis.call('HSET', KEYS[1], 'cid', remember(cur[2], cid, version))
 else
   version = 0
 end
-if ARGV[13] ~= '-' and exists then
-  if ARGV[13] == '' then redis.call('HDEL', KEYS[1], 'tf')
-  else redis.call('HSET', KEYS[1], 'tf', ARGV[13]) end
-  if ARGV[14] == '1' then redis.call('ZADD', I[6], 'NX', now, key)
+if a[12] ~= '-' and exists then
+  if a[12] == '' then redis.call('HDEL', KEYS[1], 'tf')
+  else redis.call('HSET', KEYS[1], 'tf', a[12]) end
+  if a[13] == 1 then redis.call('ZADD', I[6], 'NX', now, key)
   else redis.call('ZREM', I[6], key) end
 end
-for i = 0, M - 1 do
-  local b = mb + 6 * i
-  put_row(KEYS[tonumber(ARGV[b])], KEYS[13], ARGV[b + 1],
-    {s = 'd', fp = ARGV[b + 2], o = ARGV[b + 3], r = ARGV[b + 4]}, now + tonumber(ARGV[b + 5]))
+for _, m in ipairs(marks) do
+  put_row(KEYS[m[1]], KEYS[13], m[2], {s = 'd', fp = m[3], o = m[4], r = m[5]}, now + m[6])
 end
-for i = 0, R - 1 do
-  local b = rb + 3 * i
-  release_row(KEYS[tonumber(ARGV[b])], KEYS[13], ARGV[b + 1], ARGV[b + 2])
+for _, r in ipairs(releases) do
+  release_row(KEYS[r[1]], KEYS[13], r[2], r[3])
 end
 local first = 0
-if L > 0 then
+if #entries > 0 then
   local seq = last_seq(KEYS[11])
-  local maxlen = tonumber(ARGV[16])
-  for i = 0, L - 1 do
+  for _, e in ipairs(entries) do
     seq = seq + 1
     if first == 0 then first = seq end
-    log_add(KEYS[11], KEYS[12], key, seq, maxlen, version, ARGV, lb + 10 * i)
+    log_add(KEYS[11], KEYS[12], key, seq, a[15], version, e, 1)
   end
 end
-local ttl = tonumber(ARGV[15])
+local ttl = a[14]
 if ttl > 0 and exists then
   redis.call('PEXPIRE', KEYS[1], ttl)
   if redis.call('EXISTS', KEYS[11]) == 1 then redis.call('PEXPIRE', KEYS[11], ttl) end
@@ -186,7 +184,7 @@ elseif exists and redis.call('PERSIST', KEYS[1]) == 1 then
   redis.call('PERSIST', KEYS[11])
   redis.call('ZREM', I[7], key)
 end
-if ARGV[6] == '1' and ARGV[5] ~= '' then redis.call('DEL', KEYS[2]) end
+if a[6] == 1 and token ~= '' then redis.call('DEL', KEYS[2]) end
 return {'ok', version, first, now}
 """
 )
