@@ -27,6 +27,7 @@ __all__ = [
     "LockTimeoutError",
     "MicrostepLimitError",
     "MigrationError",
+    "PartialCommitError",
     "ReentrantSendError",
     "ReplayDivergenceError",
     "SnapshotCorruptError",
@@ -234,6 +235,31 @@ class LockTimeoutError(StoreError):
             f"Lock for {key!r} is held by another worker (waited {timeout:g} s)",
             key=key,
             hint="retry later, or raise PessimisticLock(timeout=...)",
+        )
+
+
+class PartialCommitError(StoreError):
+    """The snapshot was committed (``version``), but the idempotency marks
+    or log records bound for an inbox or log that does not share the
+    store's commit could not be written (``part`` is ``"inbox"`` or
+    ``"log"``).
+
+    The change is durable. Its idempotency claims are left to their lease
+    (a retry within it is refused as in flight, not run twice); the missing
+    log records are lost. Build the inbox and log on the store's client and
+    prefix to make this impossible: then all of it is one script.
+    """
+
+    def __init__(self, key: str, *, version: int, part: str, cause: str = "") -> None:
+        self.version = version
+        self.part = part
+        self.cause = cause
+        super().__init__(
+            f"{key!r} was committed at version {version}, but its {part} records "
+            f"could not be written ({cause or 'error'})",
+            key=key,
+            hint="share the inbox and log with the store (same Redis client and "
+            "prefix) so that one script commits everything",
         )
 
 

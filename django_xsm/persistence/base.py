@@ -12,13 +12,14 @@ block's :class:`~django_xsm.persistence.records.CommitUnit`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, PartialCommitError
 
 from .records import (
     ClaimOutcome,
@@ -44,6 +45,7 @@ __all__ = [
     "InboxStore",
     "StateStore",
     "TransitionLogStore",
+    "after_save",
     "validate_key",
     "validate_limit",
     "validate_prefix",
@@ -57,6 +59,18 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A namespace prefix becomes part of a Redis Cluster hash tag and of glob
 # patterns, so it is restricted to a conservative alphabet.
 _PREFIX = re.compile(r"^[A-Za-z0-9_.\-:/]{1,64}$")
+
+
+@contextlib.contextmanager
+def after_save(key: str, version: int, part: str) -> Iterator[None]:
+    """Wrap the writes a store makes after the snapshot landed (marks or log
+    records bound for an unshared inbox or log): a failure there is a
+    :class:`PartialCommitError`, so the caller knows the change is durable
+    and does not release its claims as if nothing happened."""
+    try:
+        yield
+    except Exception as exc:
+        raise PartialCommitError(key, version=version, part=part, cause=type(exc).__name__) from exc
 
 
 def validate_key(value: object, *, what: str = "key") -> str:

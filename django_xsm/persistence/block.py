@@ -150,10 +150,13 @@ class PersistedInstance(InstanceReads):
             self.on_block_claim(outcome)
         self.record = result.record
         self.floor = result.floor
+        if result.record is None and not self.create:
+            # Before resolving the machine: a resolver keyed by the record's
+            # machine (the scanner's) has nothing to resolve from.
+            given = self._machine_or_resolver
+            raise InstanceNotFoundError(self.key, machine=str(getattr(given, "id", "") or ""))
         self.machine = self._resolve_machine(result.record)
         if result.record is None:
-            if not self.create:
-                raise InstanceNotFoundError(self.key, machine=getattr(self.machine, "id", ""))
             self.instance = self.machine.start(
                 dict(self._initial_context) if self._initial_context is not None else None,
                 clock=self.clock,

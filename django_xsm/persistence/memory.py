@@ -21,7 +21,7 @@ from typing import Any
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
 
-from .base import Codec, validate_key, wall_to_ms
+from .base import Codec, after_save, validate_key, wall_to_ms
 from .codecs import JsonCodec
 from .locks import StoreLock
 from .memory_inbox import MemoryInbox
@@ -202,10 +202,13 @@ class MemoryStore:
             first_seq = self._apply_log(unit, log, version) if shared_log else 0
             if unit.release_lock and unit.lock_token:
                 self._release(unit.key, unit.lock_token)
-        if not shared_inbox and inbox is not None:
-            self._apply_inbox(unit, inbox)
-        if not shared_log and log is not None:
-            first_seq = self._apply_log(unit, log, version)
+        # Unshared inbox / log: after the snapshot, in the documented order.
+        with after_save(unit.key, version, "inbox"):
+            if not shared_inbox and inbox is not None:
+                self._apply_inbox(unit, inbox)
+        with after_save(unit.key, version, "log"):
+            if not shared_log and log is not None:
+                first_seq = self._apply_log(unit, log, version)
         return CommitResult(version=version, first_seq=first_seq, updated_ms=now)
 
     @staticmethod
@@ -398,7 +401,10 @@ class MemoryStore:
         until = wall_to_ms(until_wall)
         with self._lock:
             now = self.clock()
-            due = sorted((d, k) for k, d in self._due.items() if d <= until and self._live(k, now))
+            # list(): _live() drops expired rows from _due while we look
+            due = sorted(
+                (d, k) for k, d in list(self._due.items()) if d <= until and self._live(k, now)
+            )
         return [(k, d) for d, k in due[:limit]]
 
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:

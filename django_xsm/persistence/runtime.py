@@ -23,13 +23,18 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, LockTimeoutError, XsmError
+from django_xsm.exceptions import (
+    InvalidConfigError,
+    LockTimeoutError,
+    PartialCommitError,
+    XsmError,
+)
 
 from .block import PersistedInstance
 from .claims import SendClaim
 from .idempotency import ReplayedReceipt
 from .locks import LockStrategy
-from .records import ClaimOutcome, ClaimRequest, CommitUnit, InboxRelease, OpenResult
+from .records import ClaimOutcome, ClaimRequest, CommitResult, CommitUnit, InboxRelease, OpenResult
 
 __all__ = ["apersisted", "persisted"]
 
@@ -183,7 +188,9 @@ class persisted(_Common):
             unit = self.block.build_commit()
             self._commit(unit)
         except BaseException:
-            self._abort()
+            # A partial commit is a commit: its claims stay leased.
+            if self.block.committed is None:
+                self._abort()
             raise
 
     def _commit(self, unit: CommitUnit) -> None:
@@ -198,7 +205,11 @@ class persisted(_Common):
             if unit.release_lock:
                 self.store.release_lock(block.key, unit.lock_token)
             return
-        result = self.store.commit(unit, inbox=self.inbox, log=self.log)
+        try:
+            result = self.store.commit(unit, inbox=self.inbox, log=self.log)
+        except PartialCommitError as exc:
+            block.on_committed(CommitResult(version=exc.version))
+            raise
         block.on_committed(result)
 
     def _claim(self, request: ClaimRequest) -> ClaimOutcome:
@@ -350,7 +361,8 @@ class apersisted(_Common):
             unit = self.block.build_commit()
             await self._commit(unit)
         except BaseException:
-            await self._abort()
+            if self.block.committed is None:
+                await self._abort()
             raise
 
     async def _commit(self, unit: CommitUnit) -> None:
@@ -365,7 +377,11 @@ class apersisted(_Common):
             if unit.release_lock:
                 await self.store.release_lock(block.key, unit.lock_token)
             return
-        result = await self.store.commit(unit, inbox=self.inbox, log=self.log)
+        try:
+            result = await self.store.commit(unit, inbox=self.inbox, log=self.log)
+        except PartialCommitError as exc:
+            block.on_committed(CommitResult(version=exc.version))
+            raise
         block.on_committed(result)
 
     async def _claim(self, request: ClaimRequest) -> ClaimOutcome:

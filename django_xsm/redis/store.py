@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, XsmError
-from django_xsm.persistence.base import Codec
+from django_xsm.persistence.base import Codec, after_save
 from django_xsm.persistence.locks import StoreLock
 from django_xsm.persistence.records import (
     CommitResult,
@@ -161,15 +161,17 @@ class RedisStore(_StoreBase):
             return result
         # Separate inbox / log: documented order snapshot, marks, log.
         if not with_inbox:
-            for mark in unit.marks:
-                inbox.mark(mark)
-            for release in unit.releases:
-                inbox.release(release)
+            with after_save(unit.key, result.version, "inbox"):
+                for mark in unit.marks:
+                    inbox.mark(mark)
+                for release in unit.releases:
+                    inbox.release(release)
         if not with_log and unit.log_entries:
             first = 0
-            for entry in unit.log_entries:
-                seq = log.append_next(unit.key, entry, version=result.version)
-                first = first or seq
+            with after_save(unit.key, result.version, "log"):
+                for entry in unit.log_entries:
+                    seq = log.append_next(unit.key, entry, version=result.version)
+                    first = first or seq
             result = CommitResult(result.version, first, result.updated_ms)
         return result
 

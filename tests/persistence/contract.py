@@ -293,6 +293,14 @@ class StoreContract(_Base):
         assert b.store.load("k") is None
         assert list(b.store.list_keys()) == [] and b.store.due_keys(10) == []
 
+    def test_due_keys_skip_instances_that_expired_with_ttl(self, make: Any) -> None:
+        b = make(ttl_s=0.1)
+        for i in range(3):
+            b.store.commit(unit(f"k{i}", 0, snap(), next_due_ms=5 + i))
+        b.pass_time(150)
+        assert b.store.due_keys(10) == []  # first thing after expiry: no crash, no ghosts
+        assert list(b.store.list_keys()) == []
+
     def test_health_reports_ok(self, b: Backends) -> None:
         health = b.store.health()
         assert health["ok"] is True

@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-from django_xsm.exceptions import StoreUnavailableError
+from django_xsm.exceptions import (
+    IdempotencyInFlightError,
+    PartialCommitError,
+    StoreUnavailableError,
+)
 from django_xsm.persistence import (
     AuditPlugin,
     IdempotencyPlugin,
@@ -132,18 +136,18 @@ def _seed(b: Backends) -> None:
         order.send("ADD")
 
 
-def _run_block(b: Backends, point: str, *, block_key: bool) -> Faults:
+def _run_block(b: Backends, point: str, *, block_key: bool, lease_s: float | None = None) -> Faults:
     wrap_inbox, wrap_log, _ = POINTS[point]
     faults = Faults(point)
     inbox = FaultyInbox(b.inbox, faults) if wrap_inbox else b.inbox
     log = FaultyLog(b.log, faults) if wrap_log else b.log
-    plugins = [IdempotencyPlugin(inbox), AuditPlugin(log), FailingHook(faults)]
+    plugins = [IdempotencyPlugin(inbox, lease_s=lease_s), AuditPlugin(log), FailingHook(faults)]
     kw: dict[str, Any] = {"idempotency_key": "req-1"} if block_key else {}
     # A failing after_commit hook is logged, not raised: the commit is durable.
     raises = (
         contextlib.nullcontext()
         if point == "after_commit"
-        else pytest.raises((Injected, TypeError, RuntimeError))
+        else pytest.raises((Injected, PartialCommitError, TypeError, RuntimeError))
     )
     with raises:
         with persisted(
@@ -175,10 +179,15 @@ def test_a_fault_at_any_point_leaves_the_key_consistent_and_usable(
     assert (record.version, record.snapshot["context"]["items"]) == ((2, 11) if lands else (1, 1))
     # Usable: the lock is free at once (timeout=0) ...
     assert b.store.lock_holder("o:1") is None
-    # ... the claim is released, or done when the commit landed with its mark.
+    # ... the claim is released, or done when the commit landed with its
+    # mark; a partial commit (the unshared inbox failed after the snapshot
+    # landed) leaves it leased, so a retry is refused rather than run twice.
     idem = "req-1" if block_key else "evt-1"
     row = b.inbox.get("", "o:1", idem)
-    assert row is None or (lands and row["state"] == "done")
+    if point == "mark:before":
+        assert row is not None and row["state"] == "in_flight"
+    else:
+        assert row is None or (lands and row["state"] == "done")
     # ... and the next block commits normally.
     with persisted(b.store, "o:1", M, lock=PessimisticLock(timeout=0)) as order:
         order.send("ADD")
@@ -197,16 +206,37 @@ def test_a_retry_after_a_lost_commit_reply_is_a_duplicate_not_a_second_effect(
     assert b.store.load("o:1").snapshot["context"]["items"] == 11
 
 
-def test_a_mark_lost_with_an_unshared_inbox_lets_a_retry_run_again(b: Backends) -> None:
+def test_a_mark_lost_with_an_unshared_inbox_refuses_retries_until_the_lease_ends(
+    b: Backends,
+) -> None:
     """The documented limit of an inbox that does not share the store's
-    commit: the snapshot landed, its mark did not, so the key is free again.
-    Share the inbox with the store (same Redis and prefix) to avoid it."""
+    commit: the snapshot landed, its mark did not (PartialCommitError). The
+    claim stays leased, so a retry within the lease is refused as in flight;
+    once the lease ends the key is free and a retry runs again. Share the
+    inbox with the store (same Redis and prefix) to avoid it."""
     _seed(b)
-    _run_block(b, "mark:before", block_key=False)
-    with persisted(b.store, "o:1", M, plugins=[IdempotencyPlugin(b.inbox)]) as order:
+    _run_block(b, "mark:before", block_key=False, lease_s=0.2)
+    plugins = [IdempotencyPlugin(b.inbox)]
+    with pytest.raises(IdempotencyInFlightError):
+        with persisted(b.store, "o:1", M, plugins=plugins) as order:
+            order.send("ADD", n=10, idempotency_key="evt-1")
+    assert b.store.load("o:1").snapshot["context"]["items"] == 11
+    b.pass_time(300)
+    with persisted(b.store, "o:1", M, plugins=plugins) as order:
         receipt = order.send("ADD", n=10, idempotency_key="evt-1")
     assert not isinstance(receipt, ReplayedReceipt)
     assert b.store.load("o:1").snapshot["context"]["items"] == 21
+
+
+def test_a_partial_commit_reports_the_durable_version(b: Backends) -> None:
+    _seed(b)
+    faults = Faults("log:before")
+    plugins = [AuditPlugin(FaultyLog(b.log, faults))]
+    with pytest.raises(PartialCommitError) as err:
+        with persisted(b.store, "o:1", M, plugins=plugins) as order:
+            order.send("ADD")
+    assert (err.value.version, err.value.part) == (2, "log")
+    assert b.store.load("o:1").version == 2
 
 
 def test_a_log_failure_with_an_unshared_log_keeps_seqs_gapless(b: Backends) -> None:

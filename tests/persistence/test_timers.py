@@ -390,3 +390,11 @@ def test_run_forever_waits_after_a_full_page_of_locked_keys_instead_of_spinning(
     # two passes, each a full page (limit=1) of a locked key, each followed by a wait
     assert CountingStop.waits == 2 and total.scanned == 2 and total.locked == 2
     assert total.fired == 0
+
+
+def test_a_key_gone_between_due_keys_and_open_counts_as_stale(b: Backends) -> None:
+    clock = block_clock(b)
+    due = create(b, "t:gone")
+    b.store.forget("t:gone")
+    result = scanner(b, clock).fire("t:gone", now=due)
+    assert (result.stale, result.errors, result.fired) == (1, 0, 0)
