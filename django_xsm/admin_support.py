@@ -27,7 +27,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from django_xsm import conf
-from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, UnknownMachineError
+from django_xsm.exceptions import (
+    InvalidConfigError,
+    SnapshotCorruptError,
+    StoreUnavailableError,
+    UnknownMachineError,
+)
 from django_xsm.persistence.audit import DEFAULT_REDACT, redact
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.records import ms_to_datetime
@@ -72,6 +77,17 @@ def store_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
             )
             response["Retry-After"] = str(max(1, int(exc.retry_after_s)))
             return response
+        except SnapshotCorruptError as exc:
+            # a damaged record met outside the instance page (a list row, an
+            # action): say which, plainly, instead of a traceback
+            return self.render(
+                request,
+                "missing.html",
+                "Unreadable instance",
+                status=500,
+                key=exc.key or request.GET.get("key", ""),
+                error=exc,
+            )
         except UnknownMachineError:
             raise Http404("No such machine") from None
         except ImproperlyConfigured as exc:

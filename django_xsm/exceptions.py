@@ -195,6 +195,9 @@ class ConflictError(StoreError):
 
     ``expected`` is the version this writer loaded, ``actual`` the version
     found (``None`` when the instance is gone).
+    ``reason`` says which fence failed: ``"version"``, ``"lock"`` (the
+    writer does not hold the instance's lock) or ``"claim"`` (an
+    idempotency claim it meant to mark was taken over after its lease).
     """
 
     def __init__(
@@ -210,7 +213,12 @@ class ConflictError(StoreError):
         self.actual = actual
         self.reason = reason
         self.retry_after_s = retry_after_s
-        if reason == "lock":
+        if reason == "claim":
+            text = (
+                f"An idempotency claim of {key!r} was taken over by another worker "
+                f"before commit (its lease ended; version {actual})"
+            )
+        elif reason == "lock":
             text = (
                 f"Lock for {key!r} was lost before commit (expected version "
                 f"{expected}, found {actual})"

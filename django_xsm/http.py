@@ -11,6 +11,7 @@ same key, different request                422     ``idempotency-mismatch``
 event not accepted / guard refused         409     ``event-not-accepted``
 version conflict after retries             409     ``Retry-After``, ``conflict``
 pessimistic lock busy                      409     ``Retry-After``, ``locked``
+finished duplicate with nothing stored      409     ``replay-unavailable``
 instance required but absent               404     ``not-found``
 store unavailable                          503     ``Retry-After``, ``unavailable``
 any other XsmError (DEBUG=False)           500     ``internal``

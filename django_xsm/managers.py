@@ -324,12 +324,16 @@ class InstanceManager:
 
         return retry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
 
+    def _not_ours(self, record: StoredRecord | None) -> bool:
+        """True when ``record`` belongs to another machine."""
+        if record is None:
+            return False
+        owner = record.machine_id or str(record.snapshot.get("machine_id", ""))
+        return bool(owner) and owner != self.entry.machine.id
+
     def _view(self, key: str, record: StoredRecord | None) -> InstanceView:
         machine = self.entry.machine
-        if record is None:
-            raise InstanceDoesNotExist(key, machine=self.entry.name)
-        owner = record.machine_id or str(record.snapshot.get("machine_id", ""))
-        if owner and owner != machine.id:
+        if record is None or self._not_ours(record):
             raise InstanceDoesNotExist(key, machine=self.entry.name)
         instance = machine.restore(record.snapshot)
         return InstanceView(
@@ -369,9 +373,18 @@ class InstanceManager:
             return False
         return True
 
+    def _check_owner(self, key: str) -> None:
+        # Like get(): another machine's instance is not this manager's to
+        # erase or read (one round trip; a missing record passes, so the
+        # log of a deleted instance stays reachable).
+        if self._not_ours(stores.get_store().load(key)):
+            raise InstanceDoesNotExist(key, machine=self.entry.name)
+
     def forget(self, key: str) -> dict[str, int]:
         """Erase the instance's record, deadlines, lock and transition log
-        (counts per kind). Idempotency receipts expire on their own."""
+        (counts per kind). Idempotency receipts expire on their own.
+        Raises :class:`InstanceDoesNotExist` for another machine's instance."""
+        self._check_owner(key)
         return stores.get_store().forget(key)
 
     def keys(self, prefix: str = "") -> Iterator[str]:
@@ -392,11 +405,15 @@ class InstanceManager:
     def history(
         self, key: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[TransitionRecord]:
-        """Transition-log records of ``key`` after ``after_seq``, oldest first."""
+        """Transition-log records of ``key`` after ``after_seq``, oldest first
+        (:class:`InstanceDoesNotExist` for another machine's instance)."""
+        self._check_owner(key)
         return stores.get_log().read(key, after_seq=after_seq, limit=limit)
 
     def latest(self, key: str, count: int = 20) -> list[TransitionRecord]:
-        """The newest ``count`` transition-log records, oldest first."""
+        """The newest ``count`` transition-log records, oldest first
+        (:class:`InstanceDoesNotExist` for another machine's instance)."""
+        self._check_owner(key)
         return stores.get_log().read_last(key, count=count)
 
     def __repr__(self) -> str:

@@ -2,7 +2,8 @@
 
 ``/_xsm/health`` answers 200 while the process can serve requests; it does
 no I/O, so a slow or absent Redis never gets a healthy worker restarted.
-``/_xsm/ready`` answers 200 when the store answers a PING and every
+``/_xsm/ready`` answers 200 when the store takes a small expiring write (so
+a read-only replica or a full server is not ready either) and every
 configured machine loaded, else 503 with ``Retry-After``. Neither body ever
 names a host, port or credential.
 """
@@ -15,6 +16,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from django_xsm import stores
+from django_xsm.exceptions import StoreUnavailableError, XsmError
 from django_xsm.registry import machines
 
 __all__ = ["READY_RETRY_AFTER_S", "health", "ready"]
@@ -44,7 +46,11 @@ def ready(request: HttpRequest) -> JsonResponse:
     try:
         backend = stores.get_backend()
         problems = machines.problems
-    except ImproperlyConfigured:
+    except StoreUnavailableError:
+        return _not_ready("store")
+    except (ImproperlyConfigured, XsmError):
+        # a namespace with a newer layout, another bucket count, an
+        # unreadable schema marker...: a deployment problem, not an outage
         return _not_ready("configuration")
     if problems:
         return _not_ready("configuration")

@@ -417,6 +417,21 @@ def test_readiness_503_and_liveness_200_when_store_down(client: Any, dead_store:
     assert client.get("/_xsm/health").status_code == 200
 
 
+def test_readiness_503_when_the_namespace_cannot_be_used(
+    client: Any, backend: Any, monkeypatch: Any
+):
+    from django_xsm import stores
+    from django_xsm.exceptions import StoreError
+
+    def newer_layout() -> Any:
+        raise StoreError("Namespace 'x' uses key layout 9", hint="upgrade")
+
+    monkeypatch.setattr(stores, "get_backend", newer_layout)
+    ready = client.get("/_xsm/ready")
+    assert ready.status_code == 503 and ready["Retry-After"] == "5"
+    assert ready.json() == {"status": "unavailable", "reason": "configuration"}
+
+
 def test_html_clients_get_plain_text_problems(client: Any, backend: Any):
     response = client.post("/t/h1/bump", HTTP_ACCEPT="text/html,application/xhtml+xml")
     assert response.status_code == 400

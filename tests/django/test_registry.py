@@ -194,6 +194,19 @@ def test_get_returns_a_read_only_view(backend: Any):
     assert data["updated_at"].endswith("+00:00")
 
 
+def test_a_manager_never_erases_or_reads_another_machines_instance(backend: Any):
+    with machines["ticket"].objects.open("shared:1", actor="alice") as block:
+        block.send("BUMP")
+    orders = machines["order"].objects
+    for call in (orders.forget, orders.history, orders.latest, orders.get):
+        with pytest.raises(orders.DoesNotExist):
+            call("shared:1")
+    # still there, log included, for its own machine
+    assert machines["ticket"].objects.get("shared:1").version == 1
+    assert [r.event_type for r in machines["ticket"].objects.history("shared:1")] == ["BUMP"]
+    assert machines["ticket"].objects.forget("shared:1")["snapshot"] == 1
+
+
 def test_does_not_exist(backend: Any):
     objects = machines["ticket"].objects
     for error in (

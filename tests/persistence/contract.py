@@ -498,6 +498,7 @@ class CommitContract(_Base):
         with pytest.raises(ConflictError) as err:
             b.store.commit(u, inbox=b.inbox, log=b.log)
         assert (err.value.reason, err.value.actual) == ("claim", None)  # no record yet
+        assert "taken over by another worker" in str(err.value)
         assert b.store.load("order:1") is None
 
     def test_log_order_is_commit_order(self, b: Backends) -> None:

@@ -234,3 +234,19 @@ def test_breadcrumbs_lead_back_through_machine_and_instance(backend: Any, client
     for href in ("/admin/", "/admin/django_xsm/", ADMIN, LIST, f"{LIST}instance/?key=b%3A1"):
         assert f'href="{href}"' in crumbs
     assert "Send an event" in crumbs
+
+
+def test_a_damaged_record_is_shown_plainly_never_as_a_traceback(reader: Any) -> None:
+    from django_xsm.stores import get_store
+
+    seed_ticket("t:bad")
+    seed_ticket("t:good")
+    store = get_store()
+    store.client.hset(store.layout.snapshot("t:bad"), "d", b"{not json")
+    listing = reader.get(LIST)  # the row says so; the others still show
+    assert listing.status_code == 200 and listed_keys(listing) == ["t:bad", "t:good"]
+    assert "not valid JSON" in listing.content.decode()
+    found = reader.get(f"{ADMIN}find/", {"key": "t:bad"})
+    html = found.content.decode()
+    assert found.status_code == 500 and "cannot be read" in html and "t:bad" in html
+    assert "Traceback" not in html
