@@ -5,7 +5,6 @@ Re-exported by :mod:`django_xsm.operations`, the commands' library.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +14,7 @@ from django_xsm import conf, stores
 from django_xsm.engine import Deadline
 from django_xsm.exceptions import InstanceNotFoundError, SnapshotCorruptError, XsmError
 from django_xsm.persistence.audit import DEFAULT_REDACT, redact
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.base import system_clock_ms, validate_key
 from django_xsm.persistence.records import TimerFailure, ms_to_datetime
 from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
 from django_xsm.registry import machines
@@ -32,10 +31,6 @@ def machine_name(machine_id: str) -> str:
     """The registry name of a stored machine id (the id itself when no
     configured machine has it)."""
     return machines.name_for_machine_id(machine_id) or machine_id
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _redactor() -> Callable[[Any], Any]:
@@ -70,7 +65,7 @@ def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> d
     record = backend.store.load(key)
     if record is None:
         raise InstanceNotFoundError(key)
-    now = _wall_ms() if now_ms is None else now_ms
+    now = system_clock_ms() if now_ms is None else now_ms
     snap = record.snapshot
     machine_id = record.machine_id or str(snap.get("machine_id", ""))
     name = machines.name_for_machine_id(machine_id)

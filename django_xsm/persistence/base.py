@@ -16,6 +16,7 @@ import contextlib
 import datetime as _dt
 import math
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -46,6 +47,8 @@ __all__ = [
     "StateStore",
     "TransitionLogStore",
     "after_save",
+    "retry_after_seconds",
+    "system_clock_ms",
     "validate_key",
     "validate_limit",
     "validate_prefix",
@@ -59,6 +62,17 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A namespace prefix becomes part of a Redis Cluster hash tag and of glob
 # patterns, so it is restricted to a conservative alphabet.
 _PREFIX = re.compile(r"^[A-Za-z0-9_.\-:/]{1,64}$")
+
+
+def system_clock_ms() -> int:
+    """The wall clock in epoch milliseconds: the default clock of stores,
+    blocks and scanners (the engine never reads a clock itself)."""
+    return time.time_ns() // 1_000_000
+
+
+def retry_after_seconds(ms: int) -> int:
+    """A ``Retry-After`` in whole seconds for a wait of ``ms`` (at least 1)."""
+    return max(1, -(-int(ms) // 1000))
 
 
 @contextlib.contextmanager

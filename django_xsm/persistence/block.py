@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,7 +20,7 @@ from django_xsm.exceptions import (
     XsmError,
 )
 
-from .base import validate_key
+from .base import system_clock_ms, validate_key
 from .claims import ClaimBook, SendClaim
 from .codecs import to_json_ready
 from .idempotency import ReplayedReceipt
@@ -90,7 +89,7 @@ class PersistedInstance(InstanceReads):
         self.correlation_id = correlation_id
         self._initial_context = context
         self._is_async = is_async
-        self.clock: Callable[[], int] = clock or getattr(store, "clock", None) or _wall_ms
+        self.clock: Callable[[], int] = clock or getattr(store, "clock", None) or system_clock_ms
         self.idempotency, self.audit, self.hooks = sort_plugins(plugins)
         self.token = self.lock.new_token()
         self.owner = secrets.token_hex(12)
@@ -395,7 +394,3 @@ class PersistedInstance(InstanceReads):
     def __repr__(self) -> str:
         state = self.instance.value if self.instance is not None else "<not open>"
         return f"<PersistedInstance {self.key!r} v{self.version} {state!r}>"
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -29,6 +29,7 @@ from django_xsm.exceptions import (
     InvalidConfigError,
 )
 
+from .base import retry_after_seconds
 from .codecs import to_json_ready
 from .records import ClaimOutcome, ClaimStatus
 
@@ -119,7 +120,7 @@ def raise_for_outcome(outcome: ClaimOutcome) -> None:
         raise IdempotencyInFlightError(
             request.idempotency_key,
             scope=request.scope,
-            retry_after_s=max(1, -(-outcome.retry_after_ms // 1000)),
+            retry_after_s=retry_after_seconds(outcome.retry_after_ms),
         )
     if outcome.status == ClaimStatus.MISMATCH:
         raise IdempotencyMismatchError(request.idempotency_key, scope=request.scope)

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError
 
+from .base import retry_after_seconds
+
 __all__ = [
     "LockStrategy",
     "OptimisticLock",
@@ -165,7 +167,7 @@ class StoreLock:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise LockTimeoutError(
-                    self.key, timeout=self.timeout, retry_after_s=max(1, -(-busy_ms // 1000))
+                    self.key, timeout=self.timeout, retry_after_s=retry_after_seconds(busy_ms)
                 )
             time.sleep(min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000))
 

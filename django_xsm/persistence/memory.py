@@ -15,13 +15,12 @@ import datetime as _dt
 import itertools
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
 
-from .base import Codec, after_save, validate_key, wall_to_ms
+from .base import Codec, after_save, system_clock_ms, validate_key, wall_to_ms
 from .codecs import JsonCodec
 from .locks import StoreLock
 from .memory_inbox import MemoryInbox
@@ -40,10 +39,6 @@ from .records import (
 __all__ = ["MemoryInbox", "MemoryLog", "MemoryStore"]
 
 Clock = Callable[[], int]
-
-
-def system_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class MemoryStore:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import heapq
 import json
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django_xsm.exceptions import ConflictError
 
-from .base import validate_key, validate_limit
+from .base import system_clock_ms, validate_key, validate_limit
 from .codecs import loads_tagged
 from .records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
 
@@ -38,7 +37,7 @@ class MemoryInbox:
     """Thread-safe in-process :class:`~django_xsm.persistence.base.InboxStore`."""
 
     def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
-        self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self.clock = clock or system_clock_ms
         self._lock = threading.RLock()
         self._rows: dict[_RowId, _InboxRow] = {}
         # (expires_ms, row id); entries whose row changed are skipped lazily,

@@ -30,6 +30,7 @@ from django_xsm.exceptions import (
     XsmError,
 )
 
+from .base import retry_after_seconds
 from .block import PersistedInstance
 from .claims import SendClaim
 from .idempotency import ReplayedReceipt
@@ -50,7 +51,7 @@ def _require_async(obj: Any, method: str, what: str, wanted: str) -> None:
 
 def _lock_timeout(block: PersistedInstance, busy_ms: int) -> LockTimeoutError:
     return LockTimeoutError(
-        block.key, timeout=block.lock.timeout, retry_after_s=max(1, -(-busy_ms // 1000))
+        block.key, timeout=block.lock.timeout, retry_after_s=retry_after_seconds(busy_ms)
     )
 
 

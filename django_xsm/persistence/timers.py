@@ -34,6 +34,7 @@ from django_xsm.exceptions import (
     UnknownMachineError,
 )
 
+from .base import system_clock_ms
 from .locks import LockStrategy
 from .records import StoredRecord, TimerFailure
 from .runtime import persisted
@@ -110,7 +111,7 @@ class DueTimerScanner:
         self.machines = dict(machines)
         self.plugins = tuple(plugins or ())
         self.lock = lock
-        self.clock: Callable[[], int] = now or getattr(store, "clock", None) or _wall_ms
+        self.clock: Callable[[], int] = now or getattr(store, "clock", None) or system_clock_ms
         self.max_attempts = max_attempts
         self.backoff_ms = int(backoff_s * 1000)
         self.max_backoff_ms = int(max_backoff_s * 1000)
@@ -316,7 +317,3 @@ class DueTimerScanner:
             else:
                 time.sleep(interval)
         return total
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000

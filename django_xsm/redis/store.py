@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, XsmError
-from django_xsm.persistence.base import Codec, after_save
+from django_xsm.persistence.base import Codec, after_save, system_clock_ms
 from django_xsm.persistence.locks import StoreLock
 from django_xsm.persistence.records import (
     CommitResult,
@@ -34,10 +34,6 @@ from .core import StoreCore
 __all__ = ["RedisStore", "health_failure", "with_latency"]
 
 DEFAULT_MAX_SNAPSHOT_BYTES = 1024 * 1024
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def health_failure(exc: BaseException) -> dict[str, Any]:
@@ -80,7 +76,7 @@ class _StoreBase:
         self.max_snapshot_bytes = max_snapshot_bytes
         self.ttl_s = ttl_s
         self.lock_ttl_ms = lock_ttl_ms
-        self.clock = _wall_ms
+        self.clock = system_clock_ms
 
     @property
     def layout(self) -> Any:
