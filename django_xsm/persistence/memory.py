@@ -26,7 +26,6 @@ from .locks import StoreLock
 from .memory_inbox import MemoryInbox
 from .memory_log import MemoryLog
 from .memory_rows import Row as _Row
-from .memory_rows import check_commit_id
 from .records import (
     CommitResult,
     CommitUnit,
@@ -34,6 +33,7 @@ from .records import (
     OpenResult,
     StoredRecord,
     TimerFailure,
+    check_commit_id,
 )
 
 __all__ = ["MemoryInbox", "MemoryLog", "MemoryStore"]

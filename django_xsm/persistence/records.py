@@ -8,11 +8,15 @@ what a backend returns cannot be mutated by the caller.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django_xsm.exceptions import InvalidConfigError
+
 __all__ = [
+    "COMMIT_HISTORY",
     "ClaimOutcome",
     "ClaimRequest",
     "ClaimStatus",
@@ -26,8 +30,28 @@ __all__ = [
     "StoredRecord",
     "TimerFailure",
     "TransitionRecord",
+    "check_commit_id",
     "ms_to_datetime",
 ]
+
+
+#: Recent commit ids a stored record remembers (with the version each made),
+#: so a client retry is recognised even after other writers committed on
+#: top of it. Every backend keeps the same number.
+COMMIT_HISTORY = 8
+_COMMIT_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def check_commit_id(commit_id: object) -> None:
+    """A commit id is 1-128 printable ASCII characters without spaces."""
+    # The id is how a retried commit is recognised: an empty one would make
+    # every id-less commit a "replay" of the previous one.
+    if not isinstance(commit_id, str) or not _COMMIT_ID.fullmatch(commit_id):
+        raise InvalidConfigError(
+            f"commit_id must be 1-128 printable ASCII characters without spaces, got {commit_id!r}",
+            path="commit_id",
+            hint="use secrets.token_hex(12)",
+        )
 
 
 def ms_to_datetime(ms: int) -> _dt.datetime:

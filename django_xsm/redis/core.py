@@ -25,6 +25,7 @@ from django_xsm.persistence.records import (
     CommitUnit,
     OpenRequest,
     TimerFailure,
+    check_commit_id,
 )
 
 from . import ops
@@ -158,7 +159,7 @@ class StoreCore:
 
     def commit(self, unit: CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int) -> Op:
         validate_key(unit.key)
-        ops.check_commit_id(unit.commit_id)
+        check_commit_id(unit.commit_id)
         data = self.encode(unit)  # raises before any I/O
         layout = yield from self.state.ensure()
         call = ops.commit_call(

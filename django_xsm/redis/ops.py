@@ -9,7 +9,6 @@ which is what keeps them twins rather than copies.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +34,6 @@ from .keys import KeyLayout
 __all__ = [
     "Call",
     "b2s",
-    "check_commit_id",
     "check_ttl",
     "claim_call",
     "commit_call",
@@ -86,20 +84,6 @@ def check_ttl(value: Any, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidConfigError(
             f"{name} must be a positive number of milliseconds, got {value!r}", path=name
-        )
-
-
-_COMMIT_ID = re.compile(r"[\x21-\x7e]{1,128}")
-
-
-def check_commit_id(commit_id: Any) -> None:
-    # The id is how a retried commit is recognised: an empty one would make
-    # every id-less commit a "replay" of the previous one.
-    if not isinstance(commit_id, str) or not _COMMIT_ID.fullmatch(commit_id):
-        raise InvalidConfigError(
-            f"commit_id must be 1-128 printable ASCII characters without spaces, got {commit_id!r}",
-            path="commit_id",
-            hint="use secrets.token_hex(12)",
         )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django_xsm.persistence.records import COMMIT_HISTORY
+
 __all__ = [
     "COMMIT_HISTORY",
     "PRELUDE_COMMIT_IDS",
@@ -161,9 +163,8 @@ end
 # with the version each produced, newest first ('id/version id/version ...').
 # A client retry can arrive after other writers committed on top of the
 # commit it repeats; it must still be recognised, or the caller would see a
-# conflict, reload and apply its event a second time.
-COMMIT_HISTORY = 8
-
+# conflict, reload and apply its event a second time. COMMIT_HISTORY is the
+# contract's number (django_xsm.persistence.records), shared with memory.
 PRELUDE_COMMIT_IDS = (
     r"""
 local function applied_version(history, id)
