@@ -96,19 +96,16 @@ class Adapter:
 
         return send_event, close
 
-    def make_sender(self, client: Any, prefix: str, plugins: bool, lock: str) -> Any:
-        """One ``persisted()`` block with one ``send()`` per call."""
+    def _setup(self, client: Any, prefix: str, plugins: bool, lock: str) -> Any:
+        """(machine, store, plugins, lock strategy) on one client and prefix."""
         from django_xsm.persistence import (
             AuditPlugin,
             IdempotencyPlugin,
             OptimisticLock,
             PessimisticLock,
-            persisted,
         )
         from django_xsm.redis import RedisInbox, RedisLog, RedisStore
 
-        machine = self._machine()
-        store = RedisStore(client, prefix=prefix)
         plug: list[Any] = []
         if plugins:
             inbox = RedisInbox(client, prefix=prefix)
@@ -119,6 +116,13 @@ class Adapter:
         # django-xsm has no lock-free mode: "none" maps to the optimistic
         # fence (still one compare-and-set, no extra round trip).
         strategy = PessimisticLock() if lock == "pessimistic" else OptimisticLock()
+        return self._machine(), RedisStore(client, prefix=prefix), plug, strategy
+
+    def make_sender(self, client: Any, prefix: str, plugins: bool, lock: str) -> Any:
+        """One ``persisted()`` block with one ``send()`` per call."""
+        from django_xsm.persistence import persisted
+
+        machine, store, plug, strategy = self._setup(client, prefix, plugins, lock)
 
         def send(key: str, event_type: str, **payload: Any) -> Any:
             if not plugins:
@@ -147,26 +151,10 @@ class AdapterKeyAtOpen(Adapter):
     name = "django-xsm (key at open)"
 
     def make_sender(self, client: Any, prefix: str, plugins: bool, lock: str) -> Any:
-        from django_xsm.persistence import (
-            AuditPlugin,
-            IdempotencyPlugin,
-            OptimisticLock,
-            PessimisticLock,
-            persisted,
-        )
+        from django_xsm.persistence import persisted
         from django_xsm.persistence.idempotency import event_fingerprint
-        from django_xsm.redis import RedisInbox, RedisLog, RedisStore
 
-        machine = self._machine()
-        store = RedisStore(client, prefix=prefix)
-        plug: list[Any] = []
-        if plugins:
-            inbox = RedisInbox(client, prefix=prefix)
-            plug = [
-                IdempotencyPlugin(inbox, principal=lambda e: "tenant-1"),
-                AuditPlugin(RedisLog(client, prefix=prefix)),
-            ]
-        strategy = PessimisticLock() if lock == "pessimistic" else OptimisticLock()
+        machine, store, plug, strategy = self._setup(client, prefix, plugins, lock)
 
         def send(key: str, event_type: str, **payload: Any) -> Any:
             idem = payload.pop("idempotency_key", None) if plugins else None

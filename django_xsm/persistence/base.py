@@ -17,7 +17,7 @@ import datetime as _dt
 import math
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from django_xsm.exceptions import InvalidConfigError, PartialCommitError
@@ -47,6 +47,7 @@ __all__ = [
     "StateStore",
     "TransitionLogStore",
     "after_save",
+    "iter_pages",
     "retry_after_seconds",
     "system_clock_ms",
     "validate_key",
@@ -62,6 +63,19 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A namespace prefix becomes part of a Redis Cluster hash tag and of glob
 # patterns, so it is restricted to a conservative alphabet.
 _PREFIX = re.compile(r"^[A-Za-z0-9_.\-:/]{1,64}$")
+
+
+def iter_pages(
+    list_page: Callable[..., tuple[list[str], str]], prefix: str, machine: str | None
+) -> Iterator[str]:
+    """Every key ``list_page`` yields for ``prefix`` (and ``machine``),
+    following its cursor 500 keys at a time: ``StateStore.list_keys``."""
+    after = ""
+    while True:
+        page, after = list_page(prefix, after=after, limit=500, machine=machine)
+        yield from page
+        if not after:
+            return
 
 
 def system_clock_ms() -> int:

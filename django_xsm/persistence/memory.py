@@ -20,7 +20,7 @@ from typing import Any
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
 
-from .base import Codec, after_save, system_clock_ms, validate_key, wall_to_ms
+from .base import Codec, after_save, iter_pages, system_clock_ms, validate_key, wall_to_ms
 from .codecs import JsonCodec
 from .locks import StoreLock
 from .memory_inbox import MemoryInbox
@@ -383,12 +383,7 @@ class MemoryStore:
         return page, (page[-1] if len(matching) > limit and page else "")
 
     def list_keys(self, prefix: str = "", *, machine: str | None = None) -> Iterator[str]:
-        after = ""
-        while True:
-            page, after = self.list_page(prefix, after=after, limit=500, machine=machine)
-            yield from page
-            if not after:
-                return
+        return iter_pages(self.list_page, prefix, machine)
 
     def due_keys(
         self, until_wall: float | _dt.datetime, *, limit: int = 100

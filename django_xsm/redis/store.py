@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, XsmError
-from django_xsm.persistence.base import Codec, after_save, system_clock_ms
+from django_xsm.persistence.base import Codec, after_save, iter_pages, system_clock_ms
 from django_xsm.persistence.locks import StoreLock
 from django_xsm.persistence.records import (
     CommitResult,
@@ -214,12 +214,7 @@ class RedisStore(_StoreBase):
         return self.driver.run(self.core.list_page(prefix, after, limit, machine, state))  # type: ignore[no-any-return]
 
     def list_keys(self, prefix: str = "", *, machine: str | None = None) -> Iterator[str]:
-        after = ""
-        while True:
-            page, after = self.list_page(prefix, after=after, limit=500, machine=machine)
-            yield from page
-            if not after:
-                return
+        return iter_pages(self.list_page, prefix, machine)
 
     def due_keys(
         self, until_wall: float | _dt.datetime, *, limit: int = 100
