@@ -118,36 +118,42 @@ class LogCore:
             if not int(more):
                 return removed
 
+    def _each_old_stream(
+        self,
+        cutoff: float | _dt.datetime,
+        key: str | None,
+        progress: Callable[[str, int], None] | None,
+        per_stream: Callable[[str, int], Op],
+    ) -> Op:
+        """Run ``per_stream(key, cutoff_ms)`` on ``key``, or on every stream
+        holding a record older than the cutoff (one bucket's candidates in
+        memory at a time); report each to ``progress``; sum the results."""
+        limit_ms = wall_to_ms(cutoff)
+        if key is not None:
+            groups: Sequence[Any] = [[validate_key(key)]]
+        else:
+            layout = yield from self.state.ensure()
+            groups = range(layout.buckets)
+        total = 0
+        for group in groups:
+            if isinstance(group, list):
+                keys = group
+            else:
+                keys = yield from self._old_streams(limit_ms, group)
+            for k in keys:
+                n = yield from per_stream(k, limit_ms)
+                total += n
+                if progress:
+                    progress(k, n)
+        return total
+
     def purge_older_than(
         self,
         cutoff: float | _dt.datetime,
         key: str | None,
         progress: Callable[[str, int], None] | None,
     ) -> Op:
-        limit_ms = wall_to_ms(cutoff)
-        if key is not None:
-            removed = yield from self._purge_stream(validate_key(key), limit_ms)
-            if progress:
-                progress(key, removed)
-            return removed
-        layout = yield from self.state.ensure()
-        total = 0
-        for b in range(layout.buckets):
-            while True:
-                keys = yield Cmd(
-                    "ZRANGEBYSCORE", (layout.log_index(b), "-inf", f"({limit_ms}", "LIMIT", 0, PAGE)
-                )
-                if not keys:
-                    break
-                for raw in keys:
-                    k = b2s(raw)
-                    removed = yield from self._purge_stream(k, limit_ms)
-                    total += removed
-                    if progress:
-                        progress(k, removed)
-                if len(keys) < PAGE:
-                    break
-        return total
+        return (yield from self._each_old_stream(cutoff, key, progress, self._purge_stream))
 
     def bucket_count(self) -> Op:
         layout = yield from self.state.ensure()
@@ -207,21 +213,7 @@ class LogCore:
         key: str | None,
         progress: Callable[[str, int], None] | None,
     ) -> Op:
-        limit_ms = wall_to_ms(cutoff)
-        if key is not None:
-            n = yield from self._count_stream(validate_key(key), limit_ms)
-            if progress:
-                progress(key, n)
-            return n
-        layout = yield from self.state.ensure()
-        total = 0
-        for b in range(layout.buckets):  # one bucket's candidates in memory at a time
-            for k in (yield from self._old_streams(limit_ms, b)):
-                n = yield from self._count_stream(k, limit_ms)
-                total += n
-                if progress:
-                    progress(k, n)
-        return total
+        return (yield from self._each_old_stream(cutoff, key, progress, self._count_stream))
 
     def forget(self, key: str) -> Op:
         validate_key(key)
