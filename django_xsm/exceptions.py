@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ArgumentTypeError",
     "ConflictError",
     "EventNotAcceptedError",
     "IdempotencyInFlightError",
@@ -76,6 +77,23 @@ class InvalidConfigError(XsmError, ValueError):
         self.problems = problems
         text = f"{message} at {path}" if path else message
         super().__init__(text, hint=hint)
+
+
+class ArgumentTypeError(InvalidConfigError, TypeError):
+    """An argument has the wrong type (``actor=None``, ``reason=[]``...).
+
+    An :class:`InvalidConfigError` (so existing handlers keep catching it)
+    that is also a ``TypeError``. ``path`` names the argument; ``expected``
+    the type it needs. Raised before any I/O: nothing was written.
+    """
+
+    def __init__(self, path: str, value: object, *, expected: str, hint: str = "") -> None:
+        self.path = path
+        self.problems = ()
+        self.expected = expected
+        # XsmError's constructor, not InvalidConfigError's: the message
+        # already starts with the argument's name (no "... at <path>").
+        XsmError.__init__(self, f"{path} must be {expected}, not {type(value).__name__}", hint=hint)
 
 
 class InvalidEventError(XsmError, TypeError):

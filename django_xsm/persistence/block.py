@@ -37,6 +37,7 @@ from .records import (
     OpenResult,
     StoredRecord,
     TimerFailure,
+    require_text,
 )
 from .timer_state import next_due_ms, prune_failures
 from .view import InstanceReads
@@ -47,6 +48,17 @@ logger = logging.getLogger("django_xsm.persistence")
 __all__ = ["PersistedInstance", "Plugin", "normalize_event"]
 
 _UNSET: Any = object()
+_NO_ACTOR_HINT = "pass the user name or id as a str, or '' for none"
+
+
+def _check_send_metadata(actor: object, reason: object, correlation_id: object) -> None:
+    """A send's audit metadata, checked before its claim round trip and
+    before the engine runs (``None`` means "the block's value")."""
+    if actor is not None:
+        require_text(actor, "actor", hint=_NO_ACTOR_HINT)
+    require_text(reason, "reason")
+    if correlation_id is not None:
+        require_text(correlation_id, "correlation_id")
 
 
 class PersistedInstance(InstanceReads):
@@ -85,8 +97,9 @@ class PersistedInstance(InstanceReads):
         self.lock = lock or OptimisticLock()
         self.create = create
         self.strict = strict
-        self.actor = actor
-        self.correlation_id = correlation_id
+        # Checked here, before any I/O: the commit stores them in the log.
+        self.actor = require_text(actor, "actor", hint=_NO_ACTOR_HINT)
+        self.correlation_id = require_text(correlation_id, "correlation_id")
         self._initial_context = context
         self._is_async = is_async
         self.clock: Callable[[], int] = clock or getattr(store, "clock", None) or system_clock_ms
@@ -209,6 +222,7 @@ class PersistedInstance(InstanceReads):
         """
         if self.driver is None:
             raise XsmError(f"{self.key!r} is not open", hint="use it inside 'with persisted(...)'")
+        _check_send_metadata(actor, reason, correlation_id)
         return self.driver.send(
             event,
             idempotency_key=idempotency_key,
@@ -226,6 +240,9 @@ class PersistedInstance(InstanceReads):
             raise XsmError(
                 f"{self.key!r} is not open", hint="use it inside 'async with apersisted(...)'"
             )
+        _check_send_metadata(
+            kwargs.get("actor"), kwargs.get("reason", ""), kwargs.get("correlation_id")
+        )
         return await self.driver.asend(event, **kwargs)
 
     def prepare_send(

@@ -169,6 +169,13 @@ class MemoryStore:
             version = row.version if row is not None else 0
             if data is not None:
                 version = unit.new_version
+            # Stage what can still fail (log payloads, receipts) before the
+            # first write: a commit lands whole or not at all.
+            staged_marks = [inbox.stage_mark(m, now) for m in unit.marks] if shared_inbox else []
+            staged_log = (
+                log.stage(unit.key, unit.log_entries, version=version) if shared_log else []
+            )
+            if data is not None:
                 row = _Row(
                     data=data,
                     version=version,
@@ -193,8 +200,10 @@ class MemoryStore:
                 if self.ttl_s is not None:
                     row.expires_ms = now + int(self.ttl_s * 1000)
             if shared_inbox:
-                self._apply_inbox(unit, inbox)
-            first_seq = self._apply_log(unit, log, version) if shared_log else 0
+                inbox.put_staged(staged_marks)
+                for release in unit.releases:
+                    inbox.release(release)
+            first_seq = log.add_staged(staged_log) if shared_log else 0
             if unit.release_lock and unit.lock_token:
                 self._release(unit.key, unit.lock_token)
         # Unshared inbox / log: after the snapshot, in the documented order.

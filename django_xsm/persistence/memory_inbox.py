@@ -109,14 +109,23 @@ class MemoryInbox:
             row = self._live(_row_id(c), now)
             if row is not None and (row.done or row.owner != c.owner):
                 return False
-            # Keep what Redis would: a private, JSON-decoded copy (tagged
-            # values such as Decimal come back as Python values).
-            receipt = loads_tagged(json.dumps(mark.receipt, separators=(",", ":")))
-            self._put(
-                _row_id(c),
-                _InboxRow(c.fingerprint, c.owner, True, now + mark.ttl_ms, receipt),
-            )
+            self._put(*self.stage_mark(mark, now))
             return True
+
+    def stage_mark(self, mark: InboxMark, now: int) -> tuple[_RowId, _InboxRow]:
+        """The finished row ``mark`` would write, without writing it: the
+        receipt is encoded here, so a MemoryStore commit fails before its
+        first write on a receipt that is not JSON-ready. Write it with
+        :meth:`put_staged`, ownership checked (``check_owned``)."""
+        c = mark.claim
+        # Keep what Redis would: a private, JSON-decoded copy (tagged
+        # values such as Decimal come back as Python values).
+        receipt = loads_tagged(json.dumps(mark.receipt, separators=(",", ":")))
+        return _row_id(c), _InboxRow(c.fingerprint, c.owner, True, now + mark.ttl_ms, receipt)
+
+    def put_staged(self, staged: list[tuple[_RowId, _InboxRow]]) -> None:
+        for rid, row in staged:
+            self._put(rid, row)
 
     def release(self, release: InboxRelease) -> bool:
         with self._lock:

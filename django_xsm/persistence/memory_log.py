@@ -29,10 +29,29 @@ class MemoryLog:
         self._records: dict[str, list[TransitionRecord]] = {}
         self._last: dict[str, int] = {}
 
+    def stage(
+        self, key: str, entries: tuple[LogEntry, ...], *, version: int
+    ) -> list[TransitionRecord]:
+        """The records ``entries`` would become, numbered after the last
+        seq, without writing: everything that can fail (encoding a payload)
+        fails here, so a MemoryStore commit can check it before its first
+        write. Call with the log's lock held, then :meth:`add_staged`."""
+        last = self._last.get(key, 0)
+        return [
+            _private(entry.to_record(key, last + i, version))
+            for i, entry in enumerate(entries, start=1)
+        ]
+
+    def add_staged(self, records: list[TransitionRecord]) -> int:
+        """Append what :meth:`stage` returned; the first seq (0: none)."""
+        for record in records:
+            self._append(record)
+        return records[0].seq if records else 0
+
     def _add(self, record: TransitionRecord) -> int:
-        # Store what Redis would hand back: a private copy whose tagged
-        # values (Decimal, datetime...) read back as Python values.
-        record = dataclasses.replace(record, payload=_round_trip(record.payload))
+        return self._append(_private(record))
+
+    def _append(self, record: TransitionRecord) -> int:
         rows = self._records.setdefault(record.key, [])
         rows.append(record)
         self._last[record.key] = record.seq
@@ -104,6 +123,12 @@ class MemoryLog:
         """Records held per key (for tests and inspection)."""
         with self._lock:
             return {k: len(v) for k, v in self._records.items()}
+
+
+def _private(record: TransitionRecord) -> TransitionRecord:
+    """Store what Redis would hand back: a private copy whose tagged values
+    (Decimal, datetime...) read back as Python values."""
+    return dataclasses.replace(record, payload=_round_trip(record.payload))
 
 
 def _round_trip(payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
 __all__ = [
     "COMMIT_HISTORY",
@@ -32,7 +32,20 @@ __all__ = [
     "TransitionRecord",
     "check_commit_id",
     "ms_to_datetime",
+    "require_text",
 ]
+
+
+def require_text(value: object, what: str, *, hint: str = "") -> str:
+    """Return ``value`` if it is a ``str``, else raise :class:`ArgumentTypeError`.
+
+    Audit metadata (actor, reason, correlation id) lands in the transition
+    log next to the snapshot in one commit; a value the log cannot store
+    must be refused before any I/O, never half way through that commit.
+    """
+    if not isinstance(value, str):
+        raise ArgumentTypeError(what, value, expected="a str", hint=hint)
+    return value
 
 
 #: Recent commit ids a stored record remembers (with the version each made),
@@ -178,6 +191,19 @@ class LogEntry:
     correlation_id: str
     timestamp_ms: int
     accepted: bool = True
+
+    def __post_init__(self) -> None:
+        # Every backend stores these fields as text next to the snapshot in
+        # one commit: a wrong type must fail here, before any write.
+        require_text(self.event_type, "event_type")
+        require_text(self.actor, "actor", hint="pass the user name or id as a str")
+        require_text(self.reason, "reason")
+        require_text(self.idempotency_key, "idempotency_key")
+        require_text(self.correlation_id, "correlation_id")
+        if not isinstance(self.timestamp_ms, int) or isinstance(self.timestamp_ms, bool):
+            raise ArgumentTypeError("timestamp_ms", self.timestamp_ms, expected="an int")
+        if not isinstance(self.accepted, bool):
+            raise ArgumentTypeError("accepted", self.accepted, expected="a bool")
 
     def to_record(self, key: str, seq: int, version: int) -> TransitionRecord:
         return TransitionRecord(

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from django_xsm.exceptions import (
+    ArgumentTypeError,
     ConflictError,
     EventNotAcceptedError,
     IdempotencyInFlightError,
@@ -220,3 +221,20 @@ async def test_sync_backends_are_refused_before_any_io(ab: AsyncBackends) -> Non
     with pytest.raises(InvalidConfigError, match="async log"):
         apersisted(ab.store, "o:1", m, plugins=[AuditPlugin(MemoryLog())])
     assert await ab.store.load("o:1") is None
+
+
+async def test_bad_audit_metadata_is_refused_before_any_write(ab: AsyncBackends) -> None:
+    """The async twin of tests/persistence/test_argument_types.py."""
+    c = Counted()
+    with pytest.raises(ArgumentTypeError):
+        async with apersisted(ab.store, "o:1", c.machine, plugins=ab.plugins(), actor=None):
+            pytest.fail("the block must not open")
+    with pytest.raises(ArgumentTypeError) as err:
+        async with apersisted(ab.store, "o:1", c.machine, plugins=ab.plugins()) as order:
+            await order.asend("ADD", idempotency_key="evt-1", actor=["mallory"])
+    assert err.value.path == "actor"
+    with pytest.raises(ArgumentTypeError):
+        async with apersisted(ab.store, "o:1", c.machine, plugins=ab.plugins()) as order:
+            order.send("ADD", reason=None)
+    assert await ab.store.load("o:1") is None and await ab.log.read("o:1") == []
+    assert c.runs == 0

@@ -4,9 +4,11 @@ foreign key type, damaged version) leaving the namespace byte-identical."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+import redis
 
 from django_xsm.exceptions import ConflictError, SnapshotCorruptError, StoreError
 from django_xsm.persistence.records import (
@@ -185,4 +187,46 @@ def test_open_with_a_lock_ttl_of_zero_is_refused_before_any_write(b: Backends) -
     before = namespace_state(b.client, b.store.prefix)
     with pytest.raises((StoreError, ValueError)):
         b.store.open(OpenRequest("order:1", "tok", 0, (claim_req(),)), inbox=b.inbox)
+    assert namespace_state(b.client, b.store.prefix) == before
+
+
+def _with_header(call: Any, edit: Any) -> list[Any]:
+    """The COMMIT call's arguments with its JSON document edited by ``edit``
+    (bypassing the client-side checks, as another client or a bug could)."""
+    doc = json.loads(call.args[1])
+    edit(doc)
+    return [call.args[0], json.dumps(doc)]
+
+
+@pytest.mark.parametrize(
+    ("where", "edit"),
+    [
+        pytest.param("[18][2][3]", lambda d: d[17][1].__setitem__(2, None), id="null-actor"),
+        pytest.param("[18][1][3]", lambda d: d[17][0].__setitem__(2, True), id="bool-actor"),
+        pytest.param("[18][1][8]", lambda d: d[17][0].__setitem__(7, []), id="list-correlation"),
+        pytest.param("[18][1][9]", lambda d: d[17][0].__setitem__(8, "x"), id="text-timestamp"),
+        pytest.param("[16][1][5]", lambda d: d[15][0].__setitem__(4, None), id="null-receipt"),
+        pytest.param("[16][1][1]", lambda d: d[15][0].__setitem__(0, 2), id="mark-not-inbox"),
+        pytest.param("[17][1][3]", lambda d: d[16][0].__setitem__(2, 7), id="number-owner"),
+        pytest.param("[10]", lambda d: d.__setitem__(9, ["order", None]), id="null-state-id"),
+        pytest.param("[8]", lambda d: d.__setitem__(7, None), id="null-machine"),
+        pytest.param("[18]", lambda d: d.__setitem__(17, "entries"), id="entries-not-a-list"),
+    ],
+)
+def test_a_wrong_argument_type_fails_the_commit_before_any_write(
+    b: Backends, where: str, edit: Any
+) -> None:
+    """Redis keeps the writes a script made before it failed: the COMMIT
+    script checks every argument's type first, so a null actor (which
+    XADD refuses) can no longer leave a saved snapshot without its log."""
+    _prepared(b)
+    b.inbox.claim(claim_req("k4"))
+    u = _full_unit(b, 1, claim=claim_req("k4"))
+    call = ops.commit_call(
+        layout_of(b.store), u, b"{}", ttl_ms=0, log_maxlen=0, with_inbox=True, with_log=True
+    )
+    before = namespace_state(b.client, b.store.prefix)
+    with pytest.raises(redis.exceptions.ResponseError) as err:
+        raw_script(b.client, "COMMIT")(keys=call.keys, args=_with_header(call, edit))
+    assert f"COMMIT argument {where}" in str(err.value)
     assert namespace_state(b.client, b.store.prefix) == before

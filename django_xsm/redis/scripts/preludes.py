@@ -6,6 +6,7 @@ from django_xsm.persistence.records import COMMIT_HISTORY
 
 __all__ = [
     "COMMIT_HISTORY",
+    "PRELUDE_COMMIT_ARGS",
     "PRELUDE_COMMIT_IDS",
     "PRELUDE_INBOX",
     "PRELUDE_INDEX",
@@ -189,3 +190,50 @@ local function remember(history, id, version)
 end
 """
 )
+
+# The COMMIT script's decoded argument document, checked field by field
+# before its first write: 's' a string, 'n' a number, 'x' a string or a
+# number, 'S' a list of strings. Returns nil, or the position and what was
+# wanted ("[18][1][3] must be a string") for the error reply.
+PRELUDE_COMMIT_ARGS = r"""
+local COMMIT_HEADER = {'s', 's', 'n', 'n', 's', 'n', 'n', 's', 's', 'S', 'x', 's', 'n', 'n', 'n'}
+local COMMIT_ROWS = {
+  [16] = {'n', 's', 's', 's', 's', 'n'},
+  [17] = {'n', 's', 's'},
+  [18] = {'s', 's', 's', 's', 's', 's', 's', 's', 'n', 's'},
+}
+local WANTED = {s = 'a string', n = 'a number', x = 'a string or a number',
+  S = 'a list of strings', t = 'a list'}
+local function arg_ok(v, kind)
+  local t = type(v)
+  if kind == 's' then return t == 'string' end
+  if kind == 'n' then return t == 'number' end
+  if kind == 'x' then return t == 'string' or t == 'number' end
+  if kind == 't' then return t == 'table' end
+  if t ~= 'table' then return false end
+  for _, item in ipairs(v) do if type(item) ~= 'string' then return false end end
+  return true
+end
+local function commit_arg_error(a, nkeys)
+  if type(a) ~= 'table' then return 'document must be a list' end
+  for i, kind in ipairs(COMMIT_HEADER) do
+    if not arg_ok(a[i], kind) then return '[' .. i .. '] must be ' .. WANTED[kind] end
+  end
+  for i = 16, 18 do
+    if not arg_ok(a[i], 't') then return '[' .. i .. '] must be a list' end
+    for j, row in ipairs(a[i]) do
+      if type(row) ~= 'table' then return '[' .. i .. '][' .. j .. '] must be a list' end
+      for k, kind in ipairs(COMMIT_ROWS[i]) do
+        if not arg_ok(row[k], kind) then
+          return '[' .. i .. '][' .. j .. '][' .. k .. '] must be ' .. WANTED[kind]
+        end
+      end
+      -- marks and releases name their inbox hash by its KEYS index
+      if i < 18 and (row[1] < 14 or row[1] > nkeys) then
+        return '[' .. i .. '][' .. j .. '][1] is not an inbox KEYS index'
+      end
+    end
+  end
+  return nil
+end
+"""

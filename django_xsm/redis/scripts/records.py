@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from .preludes import PRELUDE_COMMIT_IDS, PRELUDE_INBOX, PRELUDE_INDEX, PRELUDE_LOG
+from .preludes import (
+    PRELUDE_COMMIT_ARGS,
+    PRELUDE_COMMIT_IDS,
+    PRELUDE_INBOX,
+    PRELUDE_INDEX,
+    PRELUDE_LOG,
+)
 
 __all__ = ["ACQUIRE_LOCK", "COMMIT", "DELETE", "FORGET", "OPEN", "RELEASE_LOCK", "SCHEMA"]
 
@@ -103,8 +109,13 @@ COMMIT = (
     + PRELUDE_INBOX
     + PRELUDE_LOG
     + PRELUDE_COMMIT_IDS
+    + PRELUDE_COMMIT_ARGS
     + r"""
 local a = cjson.decode(ARGV[2])
+-- Argument types first: a wrong type found by a redis.call half way
+-- (XADD refuses a null actor) would leave the first writes in place.
+local arg_err = commit_arg_error(a, #KEYS)
+if arg_err then return redis.error_reply('ERR COMMIT argument ' .. arg_err) end
 local key, cid, token = a[1], a[2], a[5]
 local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash', KEYS[11], 'stream',
   KEYS[12], 'zset', KEYS[13], 'zset'}
