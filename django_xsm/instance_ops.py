@@ -67,7 +67,7 @@ def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> d
         raise InstanceNotFoundError(key)
     now = system_clock_ms() if now_ms is None else now_ms
     snap = record.snapshot
-    machine_id = record.machine_id or str(snap.get("machine_id", ""))
+    machine_id = record.owner
     name = machines.name_for_machine_id(machine_id)
     value, status = snap.get("value"), str(snap.get("status", ""))
     context, state_ids = snap.get("context") or {}, []
@@ -154,7 +154,7 @@ def forget_preview(key: str) -> dict[str, Any]:
     except SnapshotCorruptError as exc:  # a damaged record can still be erased
         record, described = None, {"damaged": exc.message}
     if record is not None:
-        machine_id = record.machine_id or str(record.snapshot.get("machine_id", ""))
+        machine_id = record.owner
         described = {
             "machine": machine_name(machine_id),
             "version": record.version,

@@ -328,7 +328,7 @@ class InstanceManager:
         """True when ``record`` belongs to another machine."""
         if record is None:
             return False
-        owner = record.machine_id or str(record.snapshot.get("machine_id", ""))
+        owner = record.owner
         return bool(owner) and owner != self.entry.machine.id
 
     def _view(self, key: str, record: StoredRecord | None) -> InstanceView:

@@ -18,7 +18,7 @@ snapshot format.
 from __future__ import annotations
 
 from .deadlines import Deadline
-from .events import Event
+from .events import Event, to_event
 from .instance import Instance
 from .machine import Machine, MachineLogic, create_machine
 from .model import Action, Guard, StateNode, Transition
@@ -38,4 +38,5 @@ __all__ = [
     "Transition",
     "TransitionResult",
     "create_machine",
+    "to_event",
 ]

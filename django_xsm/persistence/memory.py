@@ -34,6 +34,7 @@ from .records import (
     StoredRecord,
     TimerFailure,
     check_commit_id,
+    owner_machine_id,
 )
 
 __all__ = ["MemoryInbox", "MemoryLog", "MemoryStore"]
@@ -273,7 +274,7 @@ class MemoryStore:
                 key=key,
                 commit_id=secrets.token_hex(12),
                 expected_version=expected_version,
-                machine_id=machine_id or str(snapshot.get("machine_id", "")),
+                machine_id=owner_machine_id(machine_id, snapshot),
                 machine_version=machine_version,
                 snapshot=snapshot,
                 floor=floor,

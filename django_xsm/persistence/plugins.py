@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from django_xsm.exceptions import InvalidConfigError, InvalidEventError
+from django_xsm.engine import to_event
+from django_xsm.exceptions import InvalidConfigError
 
 from .audit import AuditPlugin
 from .idempotency import IdempotencyPlugin
@@ -65,26 +66,11 @@ def sort_plugins(
 
 
 def normalize_event(event: object, payload: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """``(type, payload)`` from a type string or a mapping with ``type``."""
-    if isinstance(event, str):
-        if not event:
-            raise InvalidEventError("Event type is empty", event=event)
-        return event, dict(payload)
-    if isinstance(event, Mapping):
-        etype = event.get("type")
-        if not isinstance(etype, str) or not etype:
-            raise InvalidEventError(
-                "Event mapping needs a non-empty string 'type'",
-                event=event,
-                hint="send {'type': 'PAY', ...} or send('PAY', ...)",
-            )
-        data = {k: v for k, v in event.items() if k != "type"}
-        data.update(payload)
-        return etype, data
-    raise InvalidEventError(
-        f"Event must be a string or a mapping with 'type', not {type(event).__name__}",
-        event=event,
-    )
+    """``(type, payload)`` of a ``send()``: the engine's one contract
+    (:func:`django_xsm.engine.to_event`: a non-empty string, a mapping with
+    a string ``type``, or an ``Event``; ``InvalidEventError`` otherwise)."""
+    normalized = to_event(event, payload)
+    return normalized.type, normalized.data
 
 
 class EventView:

@@ -32,6 +32,7 @@ __all__ = [
     "TransitionRecord",
     "check_commit_id",
     "ms_to_datetime",
+    "owner_machine_id",
     "require_text",
 ]
 
@@ -104,6 +105,12 @@ class TimerFailure:
         )
 
 
+def owner_machine_id(machine_id: str, snapshot: Mapping[str, Any]) -> str:
+    """The machine that owns a record: its stored machine id, else (a record
+    saved without one) the id its snapshot names; ``""`` when neither does."""
+    return machine_id or str(snapshot.get("machine_id", "") or "")
+
+
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
     """One persisted instance as a store returns it.
@@ -121,6 +128,11 @@ class StoredRecord:
     updated_ms: int
     machine_id: str = ""
     timer_failures: Mapping[str, TimerFailure] = field(default_factory=dict)
+
+    @property
+    def owner(self) -> str:
+        """The id of the machine this record belongs to (see :func:`owner_machine_id`)."""
+        return owner_machine_id(self.machine_id, self.snapshot)
 
     @property
     def updated_at(self) -> _dt.datetime:

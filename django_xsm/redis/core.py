@@ -26,6 +26,7 @@ from django_xsm.persistence.records import (
     OpenRequest,
     TimerFailure,
     check_commit_id,
+    owner_machine_id,
 )
 
 from . import ops
@@ -192,7 +193,7 @@ class StoreCore:
             key=key,
             commit_id=secrets.token_hex(12),
             expected_version=expected_version,
-            machine_id=machine_id or str(snapshot.get("machine_id", "")),
+            machine_id=owner_machine_id(machine_id, snapshot),
             machine_version=machine_version,
             snapshot=snapshot,
             floor=floor,

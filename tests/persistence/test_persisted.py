@@ -289,3 +289,20 @@ def test_plugins_see_every_send_and_may_refuse_one_before_it_runs(b: Backends) -
         order.send("SHIP")
     assert seen == [("ADD", True), ("SHIP", False), ("commit", 1)]
     assert b.store.load("o:1").snapshot["context"] == {"items": 2}
+
+
+def test_send_takes_every_event_form_the_engine_takes(b: Backends) -> None:
+    """One event contract everywhere: a type string, a mapping with 'type',
+    or an engine Event (the persisted block once refused the last)."""
+    from django_xsm.engine import Event
+    from django_xsm.exceptions import InvalidEventError
+
+    with persisted(b.store, "order:1", order_machine()) as order:
+        assert order.send("ADD", n=1).accepted
+        assert order.send({"type": "ADD", "n": 2}).accepted
+        assert order.send(Event("ADD", {"n": 3})).accepted
+        with pytest.raises(InvalidEventError, match="'type'"):
+            order.send("ADD", type="PAY")
+        with pytest.raises(InvalidEventError):
+            order.send(42)
+    assert b.store.load("order:1").snapshot["context"]["items"] == 6
