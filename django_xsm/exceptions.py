@@ -13,6 +13,7 @@ This module imports nothing from the project or from Django: every layer
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 __all__ = [
@@ -33,9 +34,11 @@ __all__ = [
     "ReplayDivergenceError",
     "SnapshotCorruptError",
     "SnapshotTooLargeError",
+    "StateAssignmentError",
     "StoreError",
     "StoreUnavailableError",
     "UnknownMachineError",
+    "UnsavedInstanceError",
     "XsmError",
 ]
 
@@ -408,3 +411,42 @@ class ReplayDivergenceError(XsmError):
             hint="actions or guards depend on something outside the events "
             "(time, I/O), or the chart changed since the log was written",
         )
+
+
+# --- model fields (Django glue) ------------------------------------------------
+
+
+class StateAssignmentError(XsmError, AttributeError):
+    """Code assigned a state to a ``StatechartField`` (``order.status =
+    "paid"``). The row's state is a projection of its statechart: it
+    changes only through events. Nothing was changed."""
+
+    def __init__(self, model: str, field: str, value: object) -> None:
+        self.model = model
+        self.field = field
+        super().__init__(
+            f"{model}.{field} cannot be assigned ({_short(value)}): the state changes only "
+            "through events",
+            hint=f"send an event instead, e.g. order.{field}.send('PAY')",
+        )
+
+
+class UnsavedInstanceError(XsmError, ValueError):
+    """A row has no instance key yet: its primary key (or another field the
+    key template uses) is empty. Raised before any Redis I/O."""
+
+    def __init__(self, model: str, field: str, *, placeholder: str = "pk") -> None:
+        self.model = model
+        self.field = field
+        self.placeholder = placeholder
+        super().__init__(
+            f"{model}.{field} has no statechart key: {{{placeholder}}} is empty",
+            hint="save the row first, or fill the field the key template uses",
+        )
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """A bounded repr for messages (a huge value must not make a huge error)."""
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = limit
+    return short.repr(value)

@@ -8,7 +8,13 @@
 
 ``post_transition``
     Sent once per accepted event, in order, only after the block's commit
-    is durable, with the version the commit produced. Receivers may be sync
+    is durable, with the version the commit produced. Sync blocks send it
+    through ``transaction.on_commit`` of the database in
+    :data:`signal_database` (``"default"``; a model field's row's
+    database): inside ``transaction.atomic()`` receivers run when the
+    transaction commits and never when it rolls back; outside one, right
+    away. Async blocks await them after the commit (Django runs no
+    transaction around async code). Receivers may be sync
     or async (async blocks await them after the commit). An exception in a
     receiver is logged by Django (logger ``django.dispatch``) and does not
     undo or fail the request: the change is already stored.
@@ -24,9 +30,16 @@ the receiver (``if machine == "order"``) rather than with ``sender=``.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
+from django.db import DEFAULT_DB_ALIAS
 from django.dispatch import Signal
 
-__all__ = ["post_transition", "pre_transition"]
+__all__ = ["post_transition", "pre_transition", "signal_database"]
+
+#: The database whose transaction ``post_transition`` waits for. A
+#: ``StatechartField`` sets it to its row's database around its blocks.
+signal_database: ContextVar[str] = ContextVar("xsm_signal_database", default=DEFAULT_DB_ALIAS)
 
 pre_transition = Signal()
 post_transition = Signal()

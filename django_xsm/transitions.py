@@ -8,7 +8,8 @@ it:
   to refuse it);
 * after the commit is durable, writes one log line per accepted event to
   the ``django_xsm.transitions`` logger (INFO) and sends
-  ``post_transition``;
+  ``post_transition`` once the database transaction commits
+  (``transaction.on_commit``; right away outside a transaction);
 * logs an event the current state did not take (``send()`` without
   ``strict``) at INFO with ``accepted: false`` right away, since nothing
   will be committed for it. Strict refusals raise
@@ -23,6 +24,7 @@ prints them as one JSON object per line.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import logging
 import threading
@@ -31,11 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
 from django_xsm.persistence import Plugin, apersisted
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.records import CommitResult
 
-from .signals import post_transition, pre_transition
+from .signals import post_transition, pre_transition, signal_database
 
 __all__ = ["JsonFormatter", "TransitionPlugin", "log_refused", "send_deferred"]
 
@@ -210,8 +214,13 @@ class TransitionPlugin(Plugin):
             else:
                 # send_robust: the change is durable; a failing receiver is
                 # logged by Django (logger "django.dispatch") and must not
-                # turn a stored transition into an error response.
-                post_transition.send_robust(sender=fields["machine"], **kwargs)
+                # turn a stored transition into an error response. Through
+                # on_commit: inside a database transaction that later rolls
+                # back, receivers must not have acted on a ghost state.
+                transaction.on_commit(
+                    functools.partial(post_transition.send_robust, fields["machine"], **kwargs),
+                    using=signal_database.get(),
+                )
 
     async def send_deferred(self, block: PersistedInstance) -> None:
         """Send the ``post_transition`` signals an async block committed."""

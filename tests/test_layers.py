@@ -1,4 +1,4 @@
-"""Layer rules beyond import-linter's contracts (DESIGN.md §1).
+"""Layer rules beyond import-linter's contracts (docs/architecture.md).
 
 import-linter (run by .ci/run) keeps the layers pointing down; this test
 adds that the Django glue uses only the public names of the layers below:

@@ -9,6 +9,9 @@ its views and machine are tested too.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from tests.django.databases import postgres_settings
 
 BASE_DIR = Path(__file__).resolve().parent
 SECRET_KEY = "django-xsm-tests"
@@ -25,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django_xsm",
     "testproject.orders",
+    "tests.fieldapp",
 ]
 
 MIDDLEWARE = [
@@ -36,7 +40,15 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "tests.django.urls"
 SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+DATABASES: dict[str, dict[str, Any]] = {
+    "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+}
+# The model-field tests also run on a real PostgreSQL when one answers
+# (XSM_PG_HOST / XSM_PG_PORT, default 127.0.0.1:5432, user postgres);
+# they skip cleanly without one, except under CI where it is required.
+POSTGRES = postgres_settings()
+if POSTGRES is not None:
+    DATABASES["postgres"] = POSTGRES
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 TEMPLATES = [
     {
@@ -60,6 +72,8 @@ XSM = {
     "MACHINES": {
         "ticket": "tests.django.machines.ticket",
         "order": "testproject.orders.machines.order",
+        "shop": "tests.fieldapp.machines.shop_order",
+        "parcel": "tests.fieldapp.machines.parcel",
     },
     "LOCK_TIMEOUT_S": 0.2,
     "CONFLICT_RETRIES": 2,

@@ -1,0 +1,272 @@
+"""``order.status``: a row's statechart, bound to the row (like ``FieldFile``).
+
+It compares equal to the state column's string and reads and sends through
+the Redis-held instance::
+
+    order.status == "cart"; str(order.status)               # the column, no I/O
+    order.status.value, .context, .matches("cart"), .can("PAY")   # one load each
+    order.status.send("ADD", actor="alice")                  # one persisted() block
+    with order.status.open(actor="alice") as block:          # several events, one commit
+        block.send("ADD"); block.send("PAY")
+
+Every commit moves the row's projection forward (one fenced SQL UPDATE in
+the caller's transaction); every read that finds Redis ahead of the row
+repairs the row the same way. Hold the bound value (``s = order.status``)
+to read several things from one load; :meth:`BoundStatechart.refresh`
+loads again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from django.db import DEFAULT_DB_ALIAS, models
+
+from django_xsm import conf
+from django_xsm.engine import to_event
+from django_xsm.exceptions import InstanceNotFoundError
+from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
+from django_xsm.persistence.idempotency import event_fingerprint
+from django_xsm.registry import machines
+from django_xsm.signals import signal_database
+
+from .events import AvailableEvent, available_events
+from .keys import instance_key
+from .projection import aadvance_row, advance_row, project_value
+
+if TYPE_CHECKING:
+    from django_xsm.managers import InstanceView
+    from django_xsm.registry import MachineEntry
+
+    from .field import StatechartField
+
+__all__ = ["AvailableEvent", "BoundStatechart", "initial_column"]
+
+_UNLOADED: Any = object()
+
+
+def initial_column(machine_name: str) -> str:
+    """The state column of a row whose statechart has no commit yet: the
+    machine's initial state (computed purely: no action runs)."""
+    entry = machines.get(machine_name)
+    if entry is None:
+        return ""  # the system check reports the unknown machine
+    return project_value(entry.machine.initial_snapshot(now=0).snapshot["value"])
+
+
+class BoundStatechart:
+    """The statechart of one row (see the module docstring)."""
+
+    __slots__ = ("_view", "field", "row")
+
+    def __init__(self, row: models.Model, field: StatechartField) -> None:
+        self.row = row
+        self.field = field
+        self._view: Any = _UNLOADED
+
+    # --- the column: no I/O --------------------------------------------------------
+
+    @property
+    def column(self) -> str:
+        """The projected state the row holds (``"cart"``, ``"shipping.packed"``)."""
+        return str(self.row.__dict__.get(self.field.attname, ""))
+
+    @property
+    def row_version(self) -> int:
+        """The Redis version the row's column was projected from."""
+        return int(self.row.__dict__.get(self.field.version_attname, 0) or 0)
+
+    def __str__(self) -> str:
+        return self.column
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BoundStatechart):
+            return self.column == other.column
+        if isinstance(other, str):
+            return self.column == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.column)
+
+    def __bool__(self) -> bool:
+        return bool(self.column)
+
+    def __repr__(self) -> str:
+        return f"<BoundStatechart {self.field.machine_name} {self.column!r} v{self.row_version}>"
+
+    # --- the Redis instance ------------------------------------------------------
+
+    @property
+    def key(self) -> str:
+        """The instance key (``UnsavedInstanceError`` for a row without one)."""
+        return instance_key(self.row, self.field)
+
+    @property
+    def entry(self) -> MachineEntry:
+        return machines[self.field.machine_name]
+
+    def view(self) -> InstanceView | None:
+        """The stored instance (None before its first commit), loaded once
+        per bound value; repairs a row that lags behind it."""
+        if self._view is _UNLOADED:
+            self.refresh()
+        return self._view  # type: ignore[no-any-return]
+
+    def refresh(self) -> BoundStatechart:
+        """Load the instance again (one round trip) and repair the row."""
+        key = self.key
+        try:
+            self._view = self.entry.objects.get(key)
+        except InstanceNotFoundError:
+            self._view = None
+        if self._view is not None:
+            self._advance(project_value(self._view.value), self._view.version)
+        return self
+
+    def _instance(self) -> Any:
+        view = self.view()
+        if view is not None:
+            return view._instance
+        return self.entry.machine.start()
+
+    @property
+    def value(self) -> Any:
+        """The XState state value (``"cart"``, ``{"shipping": "packed"}``)."""
+        return self._instance().value
+
+    @property
+    def state_ids(self) -> tuple[str, ...]:
+        return tuple(self._instance().state_ids)
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """A copy of the context: changing it changes nothing stored."""
+        view = self.view()
+        return view.context if view is not None else dict(self._instance().context)
+
+    @property
+    def version(self) -> int:
+        """The Redis version (0 before the first commit)."""
+        view = self.view()
+        return view.version if view is not None else 0
+
+    def matches(self, state_id: str) -> bool:
+        return bool(self._instance().matches(state_id))
+
+    def can(self, event: Any, /, **payload: Any) -> bool:
+        """Would this event be accepted now (guards evaluated, nothing runs)?"""
+        return bool(self._instance().can(event, **payload))
+
+    def events(self, *, user: Any = None) -> list[AvailableEvent]:
+        """Event types the current state accepts, in the machine's order;
+        ``.conditional`` marks those a guard refuses without a payload.
+        With ``user``, only those the user may send (``PERMISSIONS``)."""
+        return available_events(self.entry, self._instance(), user=user)
+
+    def history(self, *, after_seq: int = 0, limit: int | None = None) -> list[Any]:
+        """The transition log of this row's instance, oldest first."""
+        return list(self.entry.objects.history(self.key, after_seq=after_seq, limit=limit))
+
+    # --- sending -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def open(self, **options: Any) -> Iterator[Any]:
+        """``with order.status.open(actor=...) as block:`` — one ``persisted()``
+        block (options as ``machines[...].objects.open``); the row moves
+        forward once the block committed."""
+        key = self.key  # before any I/O: an unsaved row has no key
+        # post_transition waits for the commit of the row's database.
+        token = signal_database.set(self._database)
+        try:
+            with self.entry.objects.open(key, **options) as block:
+                yield block
+        finally:
+            signal_database.reset(token)
+        self._view = _UNLOADED  # the next read loads what was committed
+        self._advance(project_value(block.value), block.version)
+
+    @contextlib.asynccontextmanager
+    async def aopen(self, **options: Any) -> AsyncIterator[Any]:
+        """The asyncio twin of :meth:`open`."""
+        key = self.key
+        async with self.entry.objects.aopen(key, **options) as block:
+            yield block
+        self._view = _UNLOADED
+        await self._aadvance(project_value(block.value), block.version)
+
+    def send(self, event: Any, /, **kwargs: Any) -> Any:
+        """Send one event in its own block; returns the receipt. Options as
+        ``machines[...].objects.send`` (``actor``, ``idempotency_key``,
+        ``reason``, ``strict``, ``lock``...); conflicts are retried."""
+        opts, send_kwargs = self._split(event, kwargs)
+
+        def attempt() -> Any:
+            with self.open(**opts) as block:
+                return block.send(event, **send_kwargs)
+
+        return retry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
+
+    async def asend(self, event: Any, /, **kwargs: Any) -> Any:
+        """The asyncio twin of :meth:`send`."""
+        opts, send_kwargs = self._split(event, kwargs)
+
+        async def attempt() -> Any:
+            async with self.aopen(**opts) as block:
+                return await block.asend(event, **send_kwargs)
+
+        return await aretry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
+
+    _BLOCK_OPTIONS = ("actor", "idempotency_key", "principal", "strict", "lock", "correlation_id")
+
+    def _split(self, event: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Block options vs. the send's own arguments; an idempotency key is
+        claimed at open (same round trip as the load) with the event's
+        fingerprint, as ``objects.send`` does."""
+        opts = {k: kwargs.pop(k) for k in self._BLOCK_OPTIONS if k in kwargs}
+        opts.setdefault("create", True)
+        if opts.get("idempotency_key"):
+            etype, data = _event_parts(event, kwargs)
+            opts["fingerprint"] = event_fingerprint(etype, data)
+        return opts, kwargs
+
+    # --- the projection ------------------------------------------------------------
+
+    def _fenced(self, version: int) -> bool:
+        return version > self.row_version
+
+    def _set_row(self, state: str, version: int) -> None:
+        self.row.__dict__[self.field.attname] = state
+        self.row.__dict__[self.field.version_attname] = version
+
+    def _advance(self, state: str, version: int) -> None:
+        if not self._fenced(version):
+            return
+        advance_row(type(self.row), self.row.pk, **self._columns(state, version))
+        self._set_row(state, version)
+
+    async def _aadvance(self, state: str, version: int) -> None:
+        if not self._fenced(version):
+            return
+        await aadvance_row(type(self.row), self.row.pk, **self._columns(state, version))
+        self._set_row(state, version)
+
+    def _columns(self, state: str, version: int) -> dict[str, Any]:
+        return {
+            "state_column": self.field.attname,
+            "version_column": self.field.version_attname,
+            "state": state,
+            "version": version,
+            "using": self._database,
+        }
+
+    @property
+    def _database(self) -> str:
+        return self.row._state.db or DEFAULT_DB_ALIAS
+
+
+def _event_parts(event: Any, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    normalized = to_event(event, payload)
+    return normalized.type, normalized.data

@@ -1,0 +1,247 @@
+"""``StatechartField``: a model column that projects a Redis-held statechart.
+
+::
+
+    class Order(models.Model):
+        status = StatechartField(machine="order")     # key "order:<pk>"
+
+The field is a ``CharField`` holding the projected state (see
+:mod:`django_xsm.fields.projection`) and adds its companion
+``<name>_version`` column itself, as django-money's ``MoneyField`` adds
+``<name>_currency``. Reading ``order.status`` gives a
+:class:`~django_xsm.fields.bound.BoundStatechart`: it compares equal to the
+column's string and sends events through ``persisted()``. Assigning a state
+(``order.status = "paid"``) raises: state changes only through events.
+"""
+
+from __future__ import annotations
+
+import string
+import sys
+from typing import Any
+
+from django.core import checks
+from django.db import models
+from django.db.models.query_utils import DeferredAttribute
+from django.db.models.signals import post_delete
+
+from django_xsm.exceptions import StateAssignmentError
+
+from .bound import BoundStatechart, initial_column
+from .lifecycle import forget_on_delete
+
+__all__ = ["ON_DELETE_CHOICES", "StatechartField", "StatechartVersionField"]
+
+#: What deleting a row does to its statechart: ``"forget"`` erases the Redis
+#: instance and its transition log once the deletion commits; ``"keep"``
+#: leaves both (an orphan ``xsm_sync_models`` reports).
+ON_DELETE_CHOICES = ("forget", "keep")
+
+
+class StatechartVersionField(models.PositiveBigIntegerField):
+    """The companion ``<name>_version`` column: the Redis version the state
+    column was projected from (0: nothing committed yet).
+
+    Added by :class:`StatechartField`; a migration names it explicitly, so
+    when the model is rebuilt from migrations the field that is already
+    there is kept and this one steps aside.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("default", 0)
+        kwargs["editable"] = False
+        super().__init__(*args, **kwargs)
+
+    def contribute_to_class(self, cls: type[models.Model], name: str, **kwargs: Any) -> None:
+        if any(f.name == name for f in cls._meta.local_fields):
+            return
+        super().contribute_to_class(cls, name, **kwargs)
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        # An ordinary save() must not write a stale projection over a newer
+        # one another worker wrote: on UPDATE the column keeps its value.
+        if add:
+            return super().pre_save(model_instance, add)
+        return models.F(self.attname)
+
+
+class _StatechartAttribute(DeferredAttribute):
+    """``order.status``: the bound statechart; loading and refreshing rows
+    may set the column, code may not."""
+
+    field: StatechartField
+
+    def __get__(self, instance: models.Model | None, cls: Any = None) -> Any:
+        if instance is None:
+            return self
+        super().__get__(instance, cls)  # loads a deferred column
+        return BoundStatechart(instance, self.field)
+
+    def __set__(self, instance: models.Model, value: Any) -> None:
+        attname = self.field.attname
+        if isinstance(value, BoundStatechart):
+            # refresh_from_db() passes the bound value of the row it read.
+            value = value.column
+        elif (
+            attname in instance.__dict__
+            and value != instance.__dict__[attname]
+            and not _set_by_django_model(sys._getframe(1))
+        ):
+            raise StateAssignmentError(type(instance).__name__, self.field.name, value)
+        instance.__dict__[attname] = "" if value is None else str(value)
+
+
+def _set_by_django_model(frame: Any) -> bool:
+    """True when Django's model machinery sets the column: ``Model.__init__``
+    (rows loaded, fixtures), ``refresh_from_db()`` and the values a save
+    reads back (Django 6 refreshes columns saved as expressions). Those
+    copy what the database holds; only code outside them is refused (the
+    first assignment of a new instance is always allowed)."""
+    return bool(frame is not None and frame.f_globals.get("__name__") == "django.db.models.base")
+
+
+class StatechartField(models.CharField):  # type: ignore[type-arg]
+    """A row's state, projected from its statechart in Redis.
+
+    ``machine``: the registered machine name (``XSM["MACHINES"]``).
+    ``key``: the instance key template; ``{pk}`` and the model's field
+    names are replaced (default ``"<machine>:{pk}"``). ``on_delete``:
+    ``"forget"`` (default) erases the Redis instance and its log when the
+    row's deletion commits, ``"keep"`` leaves them. The column is indexed,
+    not editable in forms, and at most ``max_length`` (255) characters.
+    """
+
+    descriptor_class = _StatechartAttribute
+    description = "State of a statechart held in Redis (a projection)"
+
+    def __init__(
+        self,
+        *args: Any,
+        machine: str = "",
+        key: str | None = None,
+        on_delete: str = "forget",
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(machine, str) or not machine:
+            raise TypeError(
+                "StatechartField needs machine='<name registered in XSM[\"MACHINES\"]>'"
+            )
+        if key is not None and (not isinstance(key, str) or not key):
+            raise TypeError(
+                "StatechartField(key=...) must be a non-empty template such as 'order:{pk}'"
+            )
+        if on_delete not in ON_DELETE_CHOICES:
+            raise ValueError(
+                f"StatechartField(on_delete={on_delete!r}) must be one of {ON_DELETE_CHOICES}"
+            )
+        self.machine_name = machine
+        self.key_template = key if key is not None else f"{machine}:{{pk}}"
+        self.on_delete = on_delete
+        kwargs.setdefault("max_length", 255)
+        kwargs.setdefault("db_index", True)
+        kwargs["editable"] = False
+        kwargs.setdefault("default", "")
+        super().__init__(*args, **kwargs)
+
+    @property
+    def version_attname(self) -> str:
+        return f"{self.name}_version"
+
+    def deconstruct(self) -> tuple[str, str, list[Any], dict[str, Any]]:
+        name, _path, args, kwargs = super().deconstruct()
+        kwargs.pop("editable", None)
+        if kwargs.get("max_length") == 255:
+            kwargs.pop("max_length")
+        if kwargs.get("db_index") is True:
+            kwargs.pop("db_index")
+        if kwargs.get("default") == "":
+            kwargs.pop("default")
+        kwargs["machine"] = self.machine_name
+        if self.key_template != f"{self.machine_name}:{{pk}}":
+            kwargs["key"] = self.key_template
+        if self.on_delete != "forget":
+            kwargs["on_delete"] = self.on_delete
+        return name, "django_xsm.fields.StatechartField", args, kwargs
+
+    def contribute_to_class(self, cls: type[models.Model], name: str, **kwargs: Any) -> None:
+        super().contribute_to_class(cls, name, **kwargs)
+        if cls._meta.abstract:
+            return
+        if not any(f.name == self.version_attname for f in cls._meta.local_fields):
+            companion = StatechartVersionField()
+            # Right after this field in field order (forms, admin, dumpdata).
+            companion.creation_counter = self.creation_counter + 0.5  # type: ignore[assignment]
+            cls.add_to_class(self.version_attname, companion)
+        if self.on_delete == "forget":
+            post_delete.connect(forget_on_delete(self), sender=cls, weak=False)
+
+    def get_default(self) -> Any:
+        # A new row shows the machine's initial state until its first event.
+        return initial_column(self.machine_name)
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        # See StatechartVersionField.pre_save: save() never moves the
+        # projection (neither back nor forward); only events do.
+        if add:
+            return model_instance.__dict__.get(self.attname, "")
+        return models.F(self.attname)
+
+    def get_prep_value(self, value: Any) -> Any:
+        if isinstance(value, BoundStatechart):
+            value = value.column
+        return super().get_prep_value(value)
+
+    def value_from_object(self, obj: models.Model) -> Any:
+        # Forms, model_to_dict() and serializers (dumpdata) see the string.
+        return obj.__dict__.get(self.attname, "")
+
+    def formfield(self, **kwargs: Any) -> Any:
+        return None  # never editable in a form: state changes through events
+
+    # --- system checks -----------------------------------------------------------
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        return [*super().check(**kwargs), *self._check_machine(), *self._check_key_template()]
+
+    def _where(self) -> str:
+        return f"{self.model._meta.label}.{self.name}"
+
+    def _check_machine(self) -> list[checks.CheckMessage]:
+        from django_xsm.registry import machines
+
+        if self.machine_name in machines:
+            return []
+        known = ", ".join(sorted(machines.names())) or "none"
+        return [
+            checks.Error(
+                f"{self._where()} names machine {self.machine_name!r}, which is not registered",
+                hint=f"add it to XSM['MACHINES'] (registered: {known})",
+                obj=self,
+                id="xsm.E101",
+            )
+        ]
+
+    def _check_key_template(self) -> list[checks.CheckMessage]:
+        names = {"pk"} | {f.name for f in self.model._meta.concrete_fields}
+        names |= {f.attname for f in self.model._meta.concrete_fields}
+        try:
+            parts = [field for _, field, spec, conv in string.Formatter().parse(self.key_template)]
+        except ValueError as exc:
+            return [self._key_error(f"is not a valid template ({exc})")]
+        used = [p for p in parts if p is not None]
+        if "" in used or any(not p.isidentifier() for p in used):
+            return [self._key_error("may use only {pk} and {field_name} placeholders")]
+        unknown = sorted(set(used) - names)
+        if unknown:
+            return [self._key_error(f"names {unknown} which the model does not have")]
+        if not used:
+            return [self._key_error("has no placeholder: every row would share one statechart")]
+        return []
+
+    def _key_error(self, problem: str) -> checks.CheckMessage:
+        return checks.Error(
+            f"{self._where()} key template {self.key_template!r} {problem}",
+            hint="use e.g. key='order:{pk}' (placeholders: pk and the model's field names)",
+            obj=self,
+            id="xsm.E102",
+        )

@@ -1,0 +1,126 @@
+"""The projection and the caller's database transaction: it moves forward
+only, signals fire only once the transaction commits, a rolled-back row
+converges, and deleting a row forgets its statechart after the commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+from django_xsm.fields.projection import advance_row
+from django_xsm.registry import machines
+from django_xsm.signals import post_transition
+from tests.django.fields.conftest import DB_ALIASES
+from tests.django.fields.test_field import row_in_db
+from tests.fieldapp.models import Order, SlugOrder
+
+# Real commits (TransactionTestCase style): on_commit callbacks only run
+# when the outermost transaction commits, which a test transaction never does.
+pytestmark = pytest.mark.django_db(databases=DB_ALIASES, transaction=True)
+
+
+class _Heard:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, int]] = []
+
+    def __call__(self, sender: Any, **kw: Any) -> None:
+        self.events.append((kw["key"], kw["event"], kw["version"]))
+
+
+@pytest.fixture
+def heard() -> Any:
+    receiver = _Heard()
+    post_transition.connect(receiver, weak=False)
+    yield receiver
+    post_transition.disconnect(receiver)
+
+
+class _Rollback(Exception):
+    pass
+
+
+def test_the_projection_only_moves_forward_whatever_the_order(alias: str) -> None:
+    order = Order.objects.using(alias).create()
+    columns = {"state_column": "status", "version_column": "status_version", "using": alias}
+    assert advance_row(Order, order.pk, state="shipped", version=3, **columns)
+    # a slower worker's older update lands afterwards: it changes nothing
+    assert not advance_row(Order, order.pk, state="paid", version=2, **columns)
+    assert not advance_row(Order, order.pk, state="paid", version=3, **columns)
+    assert row_in_db(Order, order.pk, alias) == ("shipped", 3)
+
+
+def test_a_rolled_back_transaction_fires_nothing_and_leaves_no_row(
+    alias: str, backend: Any, heard: Any
+) -> None:
+    with pytest.raises(_Rollback), transaction.atomic(using=alias):
+        order = Order.objects.using(alias).create()
+        order.status.send("ADD")
+        order.status.send("PAY_ANYWAY")
+        assert heard.events == []  # not before the transaction commits
+        raise _Rollback
+    assert not Order.objects.using(alias).filter(pk=order.pk).exists()
+    assert heard.events == []
+    # Redis is the source of truth: the commit stands, as an orphan row-less
+    # instance that xsm_sync_models reports.
+    assert backend.store.load(f"shop:{order.pk}").version == 2
+
+
+def test_signals_fire_after_the_commit_in_order(alias: str, backend: Any, heard: Any) -> None:
+    with transaction.atomic(using=alias):
+        order = Order.objects.using(alias).create()
+        order.status.send("ADD")
+        order.status.send("PAY_ANYWAY")
+        assert heard.events == []
+    key = f"shop:{order.pk}"
+    assert heard.events == [(key, "ADD", 1), (key, "PAY_ANYWAY", 2)]
+    order.status.send("SHIP")  # outside a transaction: right after the commit
+    assert heard.events[-1] == (key, "SHIP", 3)
+
+
+def test_a_row_rolled_back_behind_redis_converges_on_the_next_read(
+    alias: str, backend: Any
+) -> None:
+    order = Order.objects.using(alias).create()
+    with pytest.raises(_Rollback), transaction.atomic(using=alias):
+        order.status.send("PAY_ANYWAY")
+        raise _Rollback
+    assert row_in_db(Order, order.pk, alias) == ("cart", 0)  # the row lags Redis
+    lagging = Order.objects.using(alias).get(pk=order.pk)
+    assert lagging.status == "cart"  # the column, no I/O
+    assert lagging.status.value == "paid"  # a read loads Redis and repairs the row
+    assert row_in_db(Order, order.pk, alias) == ("paid", 1)
+    assert lagging.status == "paid" and lagging.status_version == 1
+
+
+def test_a_send_on_a_lagging_row_repairs_it_too(alias: str, backend: Any) -> None:
+    order = Order.objects.using(alias).create()
+    with pytest.raises(_Rollback), transaction.atomic(using=alias):
+        order.status.send("PAY_ANYWAY")
+        raise _Rollback
+    lagging = Order.objects.using(alias).get(pk=order.pk)
+    assert not lagging.status.send("PAY_ANYWAY").accepted  # Redis says: paid already
+    assert row_in_db(Order, order.pk, alias) == ("paid", 1)
+
+
+def test_deleting_a_row_forgets_its_statechart_once_the_delete_commits(
+    alias: str, backend: Any
+) -> None:
+    order = Order.objects.using(alias).create()
+    order.status.send("ADD")
+    key = order.status.key
+    with pytest.raises(_Rollback), transaction.atomic(using=alias):
+        Order.objects.using(alias).filter(pk=order.pk).delete()
+        raise _Rollback
+    assert machines["shop"].objects.exists(key)  # a rolled-back delete erases nothing
+    order.delete()
+    assert not machines["shop"].objects.exists(key)
+    assert machines["shop"].objects.history(key) == []
+
+
+def test_on_delete_keep_leaves_the_statechart(alias: str, backend: Any) -> None:
+    row = SlugOrder.objects.using(alias).create(slug="kept")
+    row.status.send("ADD")
+    row.delete()
+    assert machines["shop"].objects.exists("slug-order:kept")

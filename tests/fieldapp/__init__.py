@@ -1,0 +1,1 @@
+"""A test app whose models hold statecharts (``StatechartField``)."""

@@ -1,0 +1,66 @@
+"""Charts of the model-field tests.
+
+``shop_order``: cart -> paid -> shipped (-> refunded), ADD counts items,
+PAY is guarded by the payload's amount (so it is *conditional* without
+one), REFUND needs a permission (``PERMISSIONS`` in the settings).
+``parcel``: a compound state and a parallel one, for the projection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_xsm.engine import MachineLogic, create_machine
+
+SHOP_ORDER: dict[str, Any] = {
+    "id": "shop",
+    "initial": "cart",
+    "context": {"items": 0},
+    "states": {
+        "cart": {
+            "on": {
+                "ADD": {"actions": "add"},
+                "PAY": {"target": "paid", "guard": "paysEnough"},
+                "PAY_ANYWAY": "paid",
+            }
+        },
+        "paid": {"on": {"SHIP": "shipped", "REFUND": "refunded"}},
+        "shipped": {"type": "final"},
+        "refunded": {"type": "final"},
+    },
+}
+
+
+def _add(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+    ctx["items"] += int(event.get("n", 1))
+
+
+def _pays_enough(ctx: dict[str, Any], event: Any) -> bool:
+    return int(event["amount"]) >= 10
+
+
+shop_order = create_machine(
+    SHOP_ORDER, logic=MachineLogic(actions={"add": _add}, guards={"paysEnough": _pays_enough})
+)
+
+PARCEL: dict[str, Any] = {
+    "id": "parcel",
+    "initial": "packing",
+    "states": {
+        "packing": {"on": {"PACKED": "shipping"}},
+        "shipping": {
+            "initial": "picked",
+            "states": {"picked": {"on": {"LOADED": "loaded"}}, "loaded": {}},
+            "on": {"SPLIT": "tracking"},
+        },
+        "tracking": {
+            "type": "parallel",
+            "states": {
+                "road": {"initial": "moving", "states": {"moving": {}, "stopped": {}}},
+                "customs": {"initial": "pending", "states": {"pending": {}, "cleared": {}}},
+            },
+        },
+    },
+}
+
+parcel = create_machine(PARCEL)

@@ -1,0 +1,32 @@
+"""Models of the model-field tests: integer, UUID and string primary keys,
+another key template, and ``on_delete="keep"``."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from django_xsm.fields import StatechartField
+
+
+class Order(models.Model):
+    total = models.PositiveIntegerField(default=0)
+    status = StatechartField(machine="shop")
+
+    def __str__(self) -> str:
+        return f"Order {self.pk}"
+
+
+class UuidOrder(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4)
+    status = StatechartField(machine="shop", key="uuid-order:{pk}")
+
+
+class SlugOrder(models.Model):
+    slug = models.SlugField(primary_key=True)
+    status = StatechartField(machine="shop", key="slug-order:{slug}", on_delete="keep")
+
+
+class Parcel(models.Model):
+    state = StatechartField(machine="parcel")
