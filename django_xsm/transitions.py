@@ -217,9 +217,8 @@ class TransitionPlugin(Plugin):
                 # turn a stored transition into an error response. Through
                 # on_commit: inside a database transaction that later rolls
                 # back, receivers must not have acted on a ghost state.
-                transaction.on_commit(
-                    functools.partial(post_transition.send_robust, fields["machine"], **kwargs),
-                    using=signal_database.get(),
+                _when_committed(
+                    functools.partial(post_transition.send_robust, fields["machine"], **kwargs)
                 )
 
     async def send_deferred(self, block: PersistedInstance) -> None:
@@ -228,6 +227,18 @@ class TransitionPlugin(Plugin):
             items = self._deferred.pop(block, [])
         for kwargs in items:
             await post_transition.asend_robust(sender=kwargs["machine"], **kwargs)
+
+
+def _when_committed(send: Any) -> None:
+    """Run ``send`` once the open database transaction commits, or now when
+    none is open. Outside a transaction the connection is not touched (an
+    app without a database, or code where database access is not allowed,
+    still gets its signals)."""
+    using = signal_database.get()
+    if transaction.get_connection(using).in_atomic_block:
+        transaction.on_commit(send, using=using)
+    else:
+        send()
 
 
 async def send_deferred(block: PersistedInstance) -> None:

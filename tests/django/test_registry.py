@@ -129,7 +129,14 @@ def test_bad_names(xsm: Any):
     assert "machine names" in problem.message
 
 
+TWO_MACHINES = {
+    "ticket": "tests.django.machines.ticket",
+    "order": "testproject.orders.machines.order",
+}
+
+
 def test_unknown_name(xsm: Any):
+    xsm(MACHINES=TWO_MACHINES)
     with pytest.raises(UnknownMachineError, match="Unknown machine 'nope'") as info:
         machines["nope"]
     assert set(info.value.known) == {"ticket", "order"}
@@ -152,6 +159,7 @@ def test_machines_compile_once(xsm: Any):
 
 
 def test_registry_listing(xsm: Any):
+    xsm(MACHINES=TWO_MACHINES)
     assert machines.names() == ["ticket", "order"]
     assert list(machines) == ["ticket", "order"]
     assert len(machines) == 2
