@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from django_xsm.exceptions import EventNotAcceptedError, InvalidConfigError, ReentrantSendError
 
-from .context import copy_data
-from .deadlines import Deadline, delay_ms
+from .chart.model import Action, Guard, StateNode
 from .events import AFTER_PREFIX, Event, to_event
-from .model import Action, Guard, StateNode
-from .results import ActionCall, Receipt
-from .selection import Guarded, select_transitions, uses_history
-from .steps import MicroPlan, compute_plan, macrostep, plan_for
-from .values import Configuration
+from .run.configuration import Configuration
+from .run.context import copy_data
+from .run.deadlines import Deadline, delay_ms
+from .run.results import ActionCall, Receipt
+from .run.selection import Guarded, select_transitions, uses_history
+from .run.steps import MicroPlan, compute_plan, macrostep, plan_for
 
 if TYPE_CHECKING:
     from .machine import Machine
@@ -245,7 +245,7 @@ class Instance(Core):
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready dict (see ``snapshot_of``); shares nothing mutable."""
-        from .snapshot import snapshot_of
+        from .run.snapshot import snapshot_of
 
         return snapshot_of(self)
 

@@ -7,17 +7,17 @@ from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
 
-from .build import compile_chart
-from .config import parse_config
-from .context import copy_context
+from .chart.build import compile_chart
+from .chart.config import parse_config
+from .chart.model import StateNode, Transition
+from .chart.problems import suggest
 from .events import INIT_EVENT_TYPE, Event, to_event
 from .instance import ACTIVE, Instance
-from .model import StateNode, Transition
-from .problems import suggest
-from .results import ActionCall, TransitionResult
-from .snapshot import load_state, snapshot_of, structure_hash
-from .steps import MicroPlan, compute_plan, macrostep
-from .values import ConfigurationCache, build_match_index
+from .run.configuration import ConfigurationCache, build_match_index
+from .run.context import copy_context
+from .run.results import ActionCall, TransitionResult
+from .run.snapshot import load_state, snapshot_of, structure_hash
+from .run.steps import MicroPlan, compute_plan, macrostep
 
 __all__ = ["Machine", "MachineLogic", "create_machine"]
 

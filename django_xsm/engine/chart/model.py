@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .events import descriptor_matches
+from django_xsm.engine.events import descriptor_matches
 
 __all__ = [
     "ATOMIC",

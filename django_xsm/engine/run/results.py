@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .events import Event
-    from .model import Transition
-    from .values import Configuration
+    from django_xsm.engine.chart.model import Transition
+    from django_xsm.engine.events import Event
+
+    from .configuration import Configuration
 
 __all__ = ["ActionCall", "Receipt", "TransitionResult"]
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django_xsm.engine.events import Event
 from django_xsm.exceptions import InvalidConfigError
-
-from .events import Event
 
 __all__ = ["Deadline", "delay_ms"]
 

@@ -28,16 +28,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from django_xsm.engine.chart.model import ATOMIC, FINAL, HISTORY, StateNode
 from django_xsm.exceptions import MigrationError, SnapshotCorruptError
 
+from .configuration import mask_from_value
 from .context import copy_data
 from .deadlines import Deadline
-from .model import ATOMIC, FINAL, HISTORY, StateNode
-from .values import mask_from_value
 
 if TYPE_CHECKING:
-    from .instance import Instance
-    from .machine import Machine
+    from django_xsm.engine.instance import Instance
+    from django_xsm.engine.machine import Machine
 
 __all__ = ["SCHEMA", "SNAPSHOT_KEYS", "load_state", "snapshot_of", "structure_hash"]
 

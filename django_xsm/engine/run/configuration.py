@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .model import ATOMIC, COMPOUND, FINAL, PARALLEL, StateNode
+from django_xsm.engine.chart.model import ATOMIC, COMPOUND, FINAL, PARALLEL, StateNode
 
 __all__ = [
     "Configuration",

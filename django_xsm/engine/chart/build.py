@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from django_xsm.engine.events import WILDCARD, after_event_type, done_event_type
 from django_xsm.exceptions import InvalidConfigError
 
-from .events import WILDCARD, after_event_type, done_event_type
+from .config_transitions import RAISE
 from .model import (
     HISTORY,
     PARALLEL,
@@ -27,7 +28,6 @@ from .model import (
 )
 from .problems import path_join, raise_problems, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
-from .transitions import RAISE
 
 __all__ = ["Compiled", "compile_chart"]
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
 
+from .config_transitions import parse_actions, parse_transitions
 from .problems import check_json_depth, freeze, raise_problems, suggest
 from .problems import path_join as _join
 from .specs import ActionSpec, Problems, StateSpec
-from .transitions import parse_actions, parse_transitions
 
 __all__ = [
     "DEFAULT_MACHINE_ID",

@@ -19,10 +19,19 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from django_xsm.engine.chart.model import (
+    COMPOUND,
+    FINAL,
+    HISTORY,
+    PARALLEL,
+    Action,
+    StateNode,
+    Transition,
+)
+from django_xsm.engine.events import AFTER_PREFIX, Event, done_event_type
 from django_xsm.exceptions import MicrostepLimitError
 
-from .events import AFTER_PREFIX, Event, done_event_type
-from .model import COMPOUND, FINAL, HISTORY, PARALLEL, Action, StateNode, Transition
+from .configuration import Configuration
 from .results import Receipt
 from .selection import (
     History,
@@ -35,10 +44,9 @@ from .selection import (
     transition_domain,
     uses_history,
 )
-from .values import Configuration
 
 if TYPE_CHECKING:
-    from .instance import Core
+    from django_xsm.engine.instance import Core
 
 __all__ = [
     "OP_ARM",
