@@ -17,10 +17,10 @@ snapshot format.
 
 from __future__ import annotations
 
+from .chart.logic import MachineLogic
 from .chart.model import Action, Guard, StateNode, Transition
 from .events import Event, to_event
-from .instance import Instance
-from .machine import Machine, MachineLogic, create_machine
+from .machine import Instance, Machine, create_machine
 from .run.deadlines import Deadline
 from .run.results import ActionCall, Receipt, TransitionResult
 
