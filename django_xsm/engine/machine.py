@@ -17,18 +17,18 @@ from .chart.build import compile_chart
 from .chart.compiled import Chart
 from .chart.config import parse_config
 from .chart.logic import MachineLogic
-from .chart.model import Frozen, StateNode, Transition
+from .chart.model import StateNode, Transition
 from .events import INIT_EVENT_TYPE, Event, to_event
-from .run.configuration import ConfigurationCache
 from .run.context import copy_context
 from .run.deadlines import Deadline
 from .run.microstep import MicroPlan, compute_plan
+from .run.program import Migrations, Program
 from .run.results import ActionCall, TransitionResult
 from .run.runner import Runner
-from .run.snapshot import Migrations, SnapshotFormat
+from .run.snapshot import dump_snapshot, load_snapshot
 from .run.state import RunState
 
-__all__ = ["Instance", "Machine", "MachineLogic", "create_machine"]
+__all__ = ["Instance", "Machine", "create_machine"]
 
 
 def create_machine(
@@ -87,41 +87,20 @@ def create_machine(
     )
 
 
-class Machine(Frozen):
+class Machine(Program):
     """A compiled chart bound to its logic, version and migrations
     (immutable). Build with :func:`create_machine`."""
 
-    __slots__ = (
-        "_context",
-        "_initial",
-        "_snapshots",
-        "chart",
-        "config",
-        "configurations",
-        "events",
-        "id",
-        "logic",
-        "max_microsteps",
-        "migrations",
-        "nodes",
-        "root",
-        "version",
-    )
+    __slots__ = ("_context", "_initial", "config", "events", "id", "logic", "nodes", "root")
 
-    chart: Chart
     id: str
-    version: str
     config: Mapping[str, Any]
     root: StateNode
     nodes: tuple[StateNode, ...]
     events: tuple[str, ...]
     logic: MachineLogic
-    migrations: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]
-    max_microsteps: int
-    configurations: ConfigurationCache
     _context: dict[str, Any]
     _initial: MicroPlan | None
-    _snapshots: SnapshotFormat
 
     def __init__(
         self,
@@ -134,22 +113,18 @@ class Machine(Frozen):
         migrations: Migrations,
         max_microsteps: int,
     ) -> None:
-        configurations = ConfigurationCache(chart.nodes)
+        super().__init__(
+            chart, version=version, migrations=migrations, max_microsteps=max_microsteps
+        )
         self._init_fields(
-            chart=chart,
             id=chart.id,
             root=chart.root,
             nodes=chart.nodes,
             events=chart.events,
-            version=version,
             config=config,
             logic=logic,
-            migrations=dict(migrations),
-            max_microsteps=max_microsteps,
-            configurations=configurations,
             _context=context,
             _initial=None,
-            _snapshots=SnapshotFormat(chart, version, migrations, configurations),
         )
 
     @property
@@ -172,7 +147,7 @@ class Machine(Frozen):
     def _initial_plan(self) -> MicroPlan:
         plan = self._initial
         if plan is None:
-            plan = compute_plan(self.chart, self.configurations, None, [], {})
+            plan = compute_plan(self, None, [], {})
             self._init_fields(_initial=plan)
         return plan
 
@@ -208,7 +183,7 @@ class Machine(Frozen):
         """Inverse of ``Instance.snapshot()``: runs no actions, keeps
         deadlines verbatim. Migrates older versions; raises
         ``SnapshotCorruptError`` / ``MigrationError``."""
-        state, _ = self._snapshots.load(snapshot, now=0)
+        state, _ = load_snapshot(self, snapshot, now=0)
         return Instance(self, state, clock=clock)
 
     # -- pure API ------------------------------------------------------------
@@ -232,7 +207,7 @@ class Machine(Frozen):
         not visible to later guards of the same macrostep)."""
         _check_now(now)
         ev = to_event(event)
-        state, migrated = self._snapshots.load(snapshot, now=now)
+        state, migrated = load_snapshot(self, snapshot, now=now)
         collected: list[ActionCall] = []
         inst = Instance(self, state, collect=collected)
         receipt = inst.send(ev)
@@ -262,29 +237,13 @@ class Instance(Runner):
     ``machine.restore(snapshot)``; see the module docs of
     :mod:`django_xsm.engine` for the semantics."""
 
-    __slots__ = ("_machine",)
+    __slots__ = ()
 
-    def __init__(
-        self,
-        machine: Machine,
-        state: RunState,
-        *,
-        clock: Callable[[], int] | None = None,
-        collect: list[ActionCall] | None = None,
-    ) -> None:
-        super().__init__(
-            machine.chart,
-            machine.configurations,
-            machine.max_microsteps,
-            state,
-            clock=clock,
-            collect=collect,
-        )
-        self._machine = machine
+    _program: Machine  # an instance is built by its machine only
 
     @property
     def machine(self) -> Machine:
-        return self._machine
+        return self._program
 
     @property
     def value(self) -> Any:
@@ -319,12 +278,12 @@ class Instance(Runner):
         """Is this state active? Accepts ``"paid"``, ``"order.paid"``,
         nested ``"a.b"`` relative to the root, full ids and ``"#id"``;
         unknown names are simply not active."""
-        node = self._chart.match_index.get(state_id)
+        node = self._program.chart.match_index.get(state_id)
         return node is not None and bool(self._state.cfg.mask & node.bit)
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready dict (see :mod:`.run.snapshot`); shares nothing mutable."""
-        return self._machine._snapshots.dump(self._state)
+        return dump_snapshot(self._program, self._state)
 
     def __repr__(self) -> str:
-        return f"<Instance {self._machine.id!r} value={self.value!r} status={self.status!r}>"
+        return f"<Instance {self._program.id!r} value={self.value!r} status={self.status!r}>"

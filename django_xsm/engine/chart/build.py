@@ -134,7 +134,7 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
         _finish_node(node, spec, transitions, hist_target, binder)
     raise_problems(problems)
     binder.check()
-    return Chart(machine_id, nodes[0], tuple(nodes), by_id)
+    return Chart(tuple(nodes), by_id)
 
 
 def _finish_node(

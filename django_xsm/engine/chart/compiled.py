@@ -34,15 +34,10 @@ class Chart(Frozen):
     events: tuple[str, ...]
     _hash: str | None
 
-    def __init__(
-        self,
-        machine_id: str,
-        root: StateNode,
-        nodes: tuple[StateNode, ...],
-        by_id: dict[str, StateNode],
-    ) -> None:
+    def __init__(self, nodes: tuple[StateNode, ...], by_id: dict[str, StateNode]) -> None:
+        root = nodes[0]  # its id is the machine id: the root has no explicit id
         self._init_fields(
-            id=machine_id,
+            id=root.id,
             root=root,
             nodes=nodes,
             by_id=by_id,

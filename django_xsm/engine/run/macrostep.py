@@ -17,15 +17,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from django_xsm.engine.chart.compiled import Chart
 from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
 from django_xsm.engine.events import AFTER_PREFIX, Event
 from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError
 
-from .configuration import ConfigurationCache
 from .context import copy_data
 from .deadlines import delay_ms
 from .microstep import OP_ARM, OP_CALL, OP_RAISE, MicroPlan, compute_plan
+from .program import Program
 from .results import ActionCall
 from .selection import select_eventless, select_transitions
 from .state import ACTIVE, RunState
@@ -51,7 +50,7 @@ UNCHANGED: Any = Marker("UNCHANGED")  # no context copy taken: nothing to compar
 
 
 class Stepper:
-    """Executes plans of one chart against one :class:`RunState`.
+    """Executes plans of one :class:`Program` against one :class:`RunState`.
 
     ``clock()`` (int ms) is read at most once per step, and only when a
     deadline is armed; ``collect`` is the list the pure API gathers action
@@ -60,28 +59,22 @@ class Stepper:
 
     __slots__ = (
         "_busy",
-        "_chart",
         "_clock",
         "_collect",
-        "_configurations",
-        "_limit",
+        "_program",
         "_state",
         "_step_now",
     )
 
     def __init__(
         self,
-        chart: Chart,
-        configurations: ConfigurationCache,
-        max_microsteps: int,
+        program: Program,
         state: RunState,
         *,
         clock: Callable[[], int] | None = None,
         collect: list[ActionCall] | None = None,
     ) -> None:
-        self._chart = chart
-        self._configurations = configurations
-        self._limit = max_microsteps
+        self._program = program
         self._state = state
         self._clock = clock
         self._collect = collect
@@ -148,7 +141,7 @@ class Stepper:
         key = tuple(transitions)
         plan: MicroPlan | None = cfg.plans.get(key)
         if plan is None:
-            plan = compute_plan(self._chart, self._configurations, cfg, transitions, state.history)
+            plan = compute_plan(self._program, cfg, transitions, state.history)
             if not plan.uses_history and len(cfg.plans) < _PLAN_LIMIT:
                 cfg.plans[key] = plan
         return plan
@@ -177,8 +170,8 @@ class Stepper:
         """Run ``first`` and then everything it triggers; returns the
         transitions taken, in order."""
         state = self._state
-        root = self._chart.root
-        limit = self._limit
+        root = self._program.chart.root
+        limit = self._program.max_microsteps
         queue: deque[Event] = deque()
         self._run_plan(first, event, queue)
         taken = list(first.transitions)

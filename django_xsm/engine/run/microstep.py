@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_xsm.engine.chart.compiled import Chart
 from django_xsm.engine.chart.model import (
     COMPOUND,
     FINAL,
@@ -24,7 +23,8 @@ from django_xsm.engine.chart.model import (
 )
 from django_xsm.engine.events import done_event_type
 
-from .configuration import Configuration, ConfigurationCache
+from .configuration import Configuration
+from .program import Program
 from .results import Receipt
 from .selection import (
     History,
@@ -181,16 +181,12 @@ def _in_final(mask: int, node: StateNode) -> bool:
 
 
 def compute_plan(
-    chart: Chart,
-    configurations: ConfigurationCache,
-    cfg: Configuration | None,
-    transitions: list[Transition],
-    history: History,
+    program: Program, cfg: Configuration | None, transitions: list[Transition], history: History
 ) -> MicroPlan:
     """The microstep for ``transitions`` from ``cfg`` (``None``: the initial
     microstep, which enters the root and its initial states)."""
-    root = chart.root
-    all_nodes = chart.nodes
+    root = program.chart.root
+    all_nodes = program.chart.nodes
     ops: list[Op] = []
     updates: dict[str, tuple[StateNode, ...]] = {}
     entry = _EntrySet(history)
@@ -251,7 +247,7 @@ def compute_plan(
         for node in reversed(all_nodes):
             if cur & node.bit:
                 ops += _action_ops(node.exit)
-    new_cfg = configurations.get(cur)
+    new_cfg = program.configurations.get(cur)
     cancel = frozenset(n.id for n in all_nodes if xmask & n.bit and n.delays)
     hist_dep = entry.used_history or any(uses_history(t) for t in filtered)
     return MicroPlan(

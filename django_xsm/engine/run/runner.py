@@ -45,7 +45,7 @@ class Runner(Stepper):
             entry = _DYNAMIC
         else:
             try:
-                found = select_transitions(self._chart.root, cfg.mask, event_type, None)
+                found = select_transitions(self._program.chart.root, cfg.mask, event_type, None)
             except Guarded:
                 entry = _DYNAMIC
             else:
@@ -54,9 +54,7 @@ class Runner(Stepper):
                 elif any(uses_history(t) for t in found):
                     entry = tuple(found)
                 else:
-                    plan = compute_plan(
-                        self._chart, self._configurations, cfg, found, self._state.history
-                    )
+                    plan = compute_plan(self._program, cfg, found, self._state.history)
                     entry = tuple(found) if plan.uses_history else plan
                     if plan.simple:
                         taken = plan.transitions
@@ -74,7 +72,9 @@ class Runner(Stepper):
             return entry
         if type(entry) is tuple:
             return self._plan_for(list(entry))
-        found = select_transitions(self._chart.root, cfg.mask, event.type, self._checker(event))
+        found = select_transitions(
+            self._program.chart.root, cfg.mask, event.type, self._checker(event)
+        )
         if not found:
             return None
         return self._plan_for(found)
@@ -91,7 +91,9 @@ class Runner(Stepper):
         etype = event.type
         if etype.startswith(AFTER_PREFIX) and state.held(etype) is None:
             return False
-        found = select_transitions(self._chart.root, state.cfg.mask, etype, self._checker(event))
+        found = select_transitions(
+            self._program.chart.root, state.cfg.mask, etype, self._checker(event)
+        )
         return bool(found)
 
     def send(self, event_or_type: object, /, *, strict: bool = False, **payload: Any) -> Receipt:

@@ -25,19 +25,20 @@ a ``MigrationError`` (the chart changed without a version bump).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.engine.chart.compiled import Chart
 from django_xsm.engine.chart.model import ATOMIC, FINAL, HISTORY, StateNode
 from django_xsm.exceptions import MigrationError, SnapshotCorruptError
 
-from .configuration import ConfigurationCache, mask_from_value
+from .configuration import mask_from_value
 from .context import copy_data
 from .deadlines import Deadline
+from .program import Program
 from .state import ACTIVE, DONE, STATUSES, RunState
 
-__all__ = ["SCHEMA", "SNAPSHOT_KEYS", "SnapshotFormat"]
+__all__ = ["SCHEMA", "SNAPSHOT_KEYS", "dump_snapshot", "load_snapshot"]
 
 SCHEMA = 1
 SNAPSHOT_KEYS = (
@@ -53,150 +54,137 @@ SNAPSHOT_KEYS = (
     "entry_seq",
 )
 
-Migrations = Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]
+
+def dump_snapshot(program: Program, state: RunState) -> dict[str, Any]:
+    """The snapshot dict of ``state``; shares nothing mutable with it."""
+    chart = program.chart
+    return {
+        "schema": SCHEMA,
+        "machine_id": chart.id,
+        "machine_version": program.version,
+        "structure": chart.structure_hash,
+        "value": state.cfg.value(),
+        "context": copy_data(state.context),
+        "status": state.status,
+        "history": {h: [n.id for n in nodes] for h, nodes in state.history.items()},
+        "deadlines": [d.to_dict() for d in state.deadlines],
+        "entry_seq": state.seq,
+    }
 
 
-class SnapshotFormat:
-    """The snapshots of one machine version: :meth:`dump` writes the runtime
-    state as a dict, :meth:`load` validates (and migrates) one back."""
-
-    __slots__ = ("chart", "configurations", "migrations", "version")
-
-    def __init__(
-        self,
-        chart: Chart,
-        version: str,
-        migrations: Migrations,
-        configurations: ConfigurationCache,
-    ) -> None:
-        self.chart = chart
-        self.version = version
-        self.migrations = migrations
-        self.configurations = configurations
-
-    def dump(self, state: RunState) -> dict[str, Any]:
-        """JSON-ready dict; shares nothing mutable with ``state``."""
-        chart = self.chart
-        return {
-            "schema": SCHEMA,
-            "machine_id": chart.id,
-            "machine_version": self.version,
-            "structure": chart.structure_hash,
-            "value": state.cfg.value(),
-            "context": copy_data(state.context),
-            "status": state.status,
-            "history": {h: [n.id for n in nodes] for h, nodes in state.history.items()},
-            "deadlines": [d.to_dict() for d in state.deadlines],
-            "entry_seq": state.seq,
-        }
-
-    def load(self, data: object, *, now: int) -> tuple[RunState, bool]:
-        """Validate ``data`` (migrating it if needed) into a new
-        :class:`RunState`; also says whether a migration ran."""
-        chart = self.chart
-        if not isinstance(data, Mapping):
-            raise _corrupt(f"expected a dict, got {type(data).__name__}")
-        missing = [k for k in SNAPSHOT_KEYS if k not in data]
-        if missing:
-            raise _corrupt(f"missing key(s) {', '.join(missing)}")
-        if data["schema"] != SCHEMA or isinstance(data["schema"], bool):
-            raise _corrupt(f"unknown schema {data['schema']!r} (this engine reads schema {SCHEMA})")
-        if data["machine_id"] != chart.id:
-            raise _corrupt(f"it belongs to machine {data['machine_id']!r}, not {chart.id!r}")
-        version = data["machine_version"]
-        if not isinstance(version, str):
-            raise _corrupt(f"machine_version must be a string, got {version!r:.40}")
-        migrated = version != self.version
+def load_snapshot(program: Program, data: object, *, now: int) -> tuple[RunState, bool]:
+    """Validate ``data`` (migrating it if needed) into a new
+    :class:`RunState`; also says whether a migration ran."""
+    chart = program.chart
+    if not isinstance(data, Mapping):
+        raise _corrupt(f"expected a dict, got {type(data).__name__}")
+    missing = [k for k in SNAPSHOT_KEYS if k not in data]
+    if missing:
+        raise _corrupt(f"missing key(s) {', '.join(missing)}")
+    if data["schema"] != SCHEMA or isinstance(data["schema"], bool):
+        raise _corrupt(f"unknown schema {data['schema']!r} (this engine reads schema {SCHEMA})")
+    if data["machine_id"] != chart.id:
+        raise _corrupt(f"it belongs to machine {data['machine_id']!r}, not {chart.id!r}")
+    version = data["machine_version"]
+    if not isinstance(version, str):
+        raise _corrupt(f"machine_version must be a string, got {version!r:.40}")
+    migrated = version != program.version
+    if migrated:
+        data = _migrate(program, data, version)
+    elif data["structure"] != chart.structure_hash:
+        raise _migration_error(
+            program,
+            f"Snapshot of {chart.id!r} version {version!r} was written for another chart structure",
+            version,
+            "the chart changed without a version bump: bump the machine "
+            "version and add a migration from the old version",
+        )
+    try:
+        return _load_fields(program, data, now), migrated
+    except SnapshotCorruptError as exc:
         if migrated:
-            data = self._migrate(data, version)
-        elif data["structure"] != chart.structure_hash:
-            raise self._migration_error(
-                f"Snapshot of {chart.id!r} version {version!r} was written for another "
-                "chart structure",
+            raise _migration_error(
+                program,
+                f"Migrating {chart.id!r} from version {version!r} produced an "
+                f"invalid snapshot: {exc.message}",
                 version,
-                "the chart changed without a version bump: bump the machine "
-                "version and add a migration from the old version",
+                "fix the migration so its result fits the current chart",
+            ) from exc
+        raise
+
+
+def _migration_error(program: Program, message: str, found: str, hint: str) -> MigrationError:
+    return MigrationError(
+        message,
+        machine_id=program.chart.id,
+        found_version=found,
+        expected_version=program.version,
+        hint=hint,
+    )
+
+
+def _migrate(program: Program, data: Mapping[str, Any], found: str) -> Mapping[str, Any]:
+    migrations = program.migrations
+    current: Mapping[str, Any] = copy_data(dict(data))
+    for _ in range(len(migrations) + 1):
+        ver = current.get("machine_version")
+        if ver == program.version:
+            return current
+        fn = migrations.get(ver) if isinstance(ver, str) else None
+        if fn is None:
+            break
+        result = fn(dict(current))
+        if not isinstance(result, Mapping) or result.get("machine_version") == ver:
+            raise _migration_error(
+                program,
+                f"Migration of {program.chart.id!r} from version {ver!r} did not return a "
+                "snapshot with a new machine_version",
+                found,
+                "a migration returns the snapshot dict with machine_version set "
+                "to the version it migrates to",
             )
-        try:
-            return self._load_fields(data, now), migrated
-        except SnapshotCorruptError as exc:
-            if migrated:
-                raise self._migration_error(
-                    f"Migrating {chart.id!r} from version {version!r} produced an "
-                    f"invalid snapshot: {exc.message}",
-                    version,
-                    "fix the migration so its result fits the current chart",
-                ) from exc
-            raise
+        current = result
+    raise _migration_error(
+        program,
+        f"No migration turns snapshot version {found!r} of {program.chart.id!r} into "
+        f"version {program.version!r}",
+        found,
+        f"pass migrations={{{found!r}: fn}} to create_machine(); each fn takes "
+        "and returns a snapshot dict",
+    )
 
-    def _migration_error(self, message: str, found: str, hint: str) -> MigrationError:
-        return MigrationError(
-            message,
-            machine_id=self.chart.id,
-            found_version=found,
-            expected_version=self.version,
-            hint=hint,
-        )
 
-    def _migrate(self, data: Mapping[str, Any], found: str) -> Mapping[str, Any]:
-        migrations = self.migrations
-        current: Mapping[str, Any] = copy_data(dict(data))
-        for _ in range(len(migrations) + 1):
-            ver = current.get("machine_version")
-            if ver == self.version:
-                return current
-            fn = migrations.get(ver) if isinstance(ver, str) else None
-            if fn is None:
-                break
-            result = fn(dict(current))
-            if not isinstance(result, Mapping) or result.get("machine_version") == ver:
-                raise self._migration_error(
-                    f"Migration of {self.chart.id!r} from version {ver!r} did not return a "
-                    "snapshot with a new machine_version",
-                    found,
-                    "a migration returns the snapshot dict with machine_version set "
-                    "to the version it migrates to",
-                )
-            current = result
-        raise self._migration_error(
-            f"No migration turns snapshot version {found!r} of {self.chart.id!r} into "
-            f"version {self.version!r}",
-            found,
-            f"pass migrations={{{found!r}: fn}} to create_machine(); each fn takes "
-            "and returns a snapshot dict",
-        )
-
-    def _load_fields(self, data: Mapping[str, Any], now: int) -> RunState:
-        for key in SNAPSHOT_KEYS:
-            if key not in data:
-                raise _corrupt(f"missing key {key!r}")
-        chart = self.chart
-        try:
-            mask = mask_from_value(chart.root, data["value"])
-        except ValueError as exc:
-            raise _corrupt(f"value: {exc}") from None
-        ctx = data["context"]
-        if not isinstance(ctx, dict) or not all(isinstance(k, str) for k in ctx):
-            raise _corrupt("context must be a dict with string keys")
-        try:
-            context = copy_data(ctx)
-        except RecursionError:
-            raise _corrupt("context is nested too deeply") from None
-        status = data["status"]
-        if status not in STATUSES:
-            raise _corrupt(f"status must be 'active' or 'done', got {status!r:.40}")
-        seq = data["entry_seq"]
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise _corrupt(f"entry_seq must be an int >= 0, got {seq!r:.40}")
-        return RunState(
-            self.configurations.get(mask),
-            context,
-            history=_load_history(chart, data["history"]),
-            deadlines=_load_deadlines(chart, data["deadlines"], mask, seq),
-            seq=seq,
-            status=ACTIVE if status == ACTIVE else DONE,
-            now=now,
-        )
+def _load_fields(program: Program, data: Mapping[str, Any], now: int) -> RunState:
+    for key in SNAPSHOT_KEYS:
+        if key not in data:
+            raise _corrupt(f"missing key {key!r}")
+    chart = program.chart
+    try:
+        mask = mask_from_value(chart.root, data["value"])
+    except ValueError as exc:
+        raise _corrupt(f"value: {exc}") from None
+    ctx = data["context"]
+    if not isinstance(ctx, dict) or not all(isinstance(k, str) for k in ctx):
+        raise _corrupt("context must be a dict with string keys")
+    try:
+        context = copy_data(ctx)
+    except RecursionError:
+        raise _corrupt("context is nested too deeply") from None
+    status = data["status"]
+    if status not in STATUSES:
+        raise _corrupt(f"status must be 'active' or 'done', got {status!r:.40}")
+    seq = data["entry_seq"]
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise _corrupt(f"entry_seq must be an int >= 0, got {seq!r:.40}")
+    return RunState(
+        program.configurations.get(mask),
+        context,
+        history=_load_history(chart, data["history"]),
+        deadlines=_load_deadlines(chart, data["deadlines"], mask, seq),
+        seq=seq,
+        status=ACTIVE if status == ACTIVE else DONE,
+        now=now,
+    )
 
 
 def _corrupt(message: str) -> SnapshotCorruptError:
