@@ -18,7 +18,7 @@ from .chart.compiled import Chart
 from .chart.config import parse_config
 from .chart.logic import MachineLogic
 from .chart.model import StateNode, Transition
-from .events import INIT_EVENT_TYPE, Event, to_event
+from .events import to_event
 from .run.context import copy_context
 from .run.deadlines import Deadline
 from .run.microstep import MicroPlan, compute_plan
@@ -155,13 +155,6 @@ class Machine(Program):
         ctx = copy_context(self._context if context is None else context)
         return RunState(self.configurations.get(0), ctx, now=now)
 
-    def _start(self, inst: Instance) -> list[Transition]:
-        inst._busy = True
-        try:
-            return inst._macrostep(Event(INIT_EVENT_TYPE, {}), self._initial_plan())
-        finally:
-            inst._busy = False
-
     def start(
         self,
         context: dict[str, Any] | None = None,
@@ -174,7 +167,7 @@ class Machine(Program):
         ``after`` deadlines; without it ``now`` is the time of the last step
         (0 for a new instance)."""
         inst = Instance(self, self._fresh(context, 0), clock=clock)
-        self._start(inst)
+        inst._enter(self._initial_plan())
         return inst
 
     def restore(
@@ -195,7 +188,7 @@ class Machine(Program):
         _check_now(now)
         collected: list[ActionCall] = []
         inst = Instance(self, self._fresh(context, now), collect=collected)
-        taken = self._start(inst)
+        taken = inst._enter(self._initial_plan())
         return TransitionResult(inst.snapshot(), tuple(collected), True, True, tuple(taken))
 
     def transition(

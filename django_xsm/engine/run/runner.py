@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_xsm.engine.events import AFTER_PREFIX, Event, to_event
+from django_xsm.engine.chart.model import Transition
+from django_xsm.engine.events import AFTER_PREFIX, INIT_EVENT_TYPE, Event, to_event
 from django_xsm.exceptions import EventNotAcceptedError, ReentrantSendError
 
 from .configuration import Configuration
@@ -29,8 +30,8 @@ _DYNAMIC = Marker("DYNAMIC")  # cached: guards or deadlines decide each time
 
 
 class Runner(Stepper):
-    """``send()`` and ``can()`` over a :class:`~.macrostep.Stepper`, with
-    the selection cache and the rollback of a failed send."""
+    """Start, ``send()`` and ``can()`` over a :class:`~.macrostep.Stepper`,
+    with the selection cache and the rollback of a failed send."""
 
     __slots__ = ()
 
@@ -80,6 +81,14 @@ class Runner(Stepper):
         return self._plan_for(found)
 
     # -- the event API -------------------------------------------------------
+
+    def _enter(self, initial: MicroPlan) -> list[Transition]:
+        """Start: run the initial microstep (``xstate.init``) to completion."""
+        self._busy = True
+        try:
+            return self._macrostep(Event(INIT_EVENT_TYPE, {}), initial)
+        finally:
+            self._busy = False
 
     def can(self, event_or_type: object, /, **payload: Any) -> bool:
         """Would ``send()`` take a transition? Guards are evaluated; nothing
