@@ -17,12 +17,12 @@ snapshot format.
 
 from __future__ import annotations
 
-from .deadlines import Deadline
+from .chart.logic import MachineLogic
+from .chart.model import Action, Guard, StateNode, Transition
 from .events import Event, to_event
-from .instance import Instance
-from .machine import Machine, MachineLogic, create_machine
-from .model import Action, Guard, StateNode, Transition
-from .results import ActionCall, Receipt, TransitionResult
+from .machine import Instance, Machine, create_machine
+from .run.deadlines import Deadline
+from .run.results import ActionCall, Receipt, TransitionResult
 
 __all__ = [
     "Action",

@@ -1,4 +1,10 @@
-"""``create_machine``, :class:`MachineLogic` and the compiled :class:`Machine`."""
+"""The public faces: ``create_machine``, the compiled :class:`Machine` and
+its running :class:`Instance`.
+
+``create_machine`` parses and compiles the chart (:mod:`.chart`); a
+machine starts, restores and steps instances whose work is done by
+:mod:`.run`.
+"""
 
 from __future__ import annotations
 
@@ -7,82 +13,22 @@ from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
 
-from .build import compile_chart
-from .config import parse_config
-from .context import copy_context
-from .events import INIT_EVENT_TYPE, Event, to_event
-from .instance import ACTIVE, Instance
-from .model import StateNode, Transition
-from .problems import suggest
-from .results import ActionCall, TransitionResult
-from .snapshot import load_state, snapshot_of, structure_hash
-from .steps import MicroPlan, compute_plan, macrostep
-from .values import ConfigurationCache, build_match_index
+from .chart.build import compile_chart
+from .chart.compiled import Chart
+from .chart.config import parse_config
+from .chart.logic import MachineLogic
+from .chart.model import StateNode, Transition
+from .events import to_event
+from .run.context import copy_context
+from .run.deadlines import Deadline
+from .run.microstep import MicroPlan, compute_plan
+from .run.program import Migrations, Program
+from .run.results import ActionCall, TransitionResult
+from .run.runner import Runner
+from .run.snapshot import dump_snapshot, load_snapshot
+from .run.state import RunState
 
-__all__ = ["Machine", "MachineLogic", "create_machine"]
-
-
-class MachineLogic:
-    """The functions a chart refers to by name.
-
-    ``actions[name](instance, context, event, action)``; ``guards[name](context,
-    event)`` or ``(context, event, params)`` when the function takes a third
-    positional parameter; ``delays[name]``: milliseconds, or
-    ``fn(context, event) -> ms``.
-    """
-
-    __slots__ = ("actions", "delays", "guards")
-
-    def __init__(
-        self,
-        actions: Mapping[str, Callable[..., Any]] | None = None,
-        guards: Mapping[str, Callable[..., Any]] | None = None,
-        delays: Mapping[str, int | float | Callable[..., Any]] | None = None,
-    ) -> None:
-        self.actions: dict[str, Callable[..., Any]] = _functions("actions", actions)
-        self.guards: dict[str, Callable[..., Any]] = _functions("guards", guards)
-        self.delays: dict[str, Any] = {}
-        for name, value in (delays or {}).items():
-            ok = callable(value) or (
-                isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and 0 <= value < float("inf")
-            )
-            if not isinstance(name, str) or not ok:
-                raise InvalidConfigError(
-                    f"Delay {name!r} must be milliseconds >= 0 or a function",
-                    path=f"logic.delays.{name}",
-                    hint="e.g. delays={'TIMEOUT': 5000}",
-                )
-            self.delays[name] = value
-
-    def __repr__(self) -> str:
-        return (
-            f"MachineLogic(actions={sorted(self.actions)}, "
-            f"guards={sorted(self.guards)}, delays={sorted(self.delays)})"
-        )
-
-
-def _functions(
-    kind: str, given: Mapping[str, Callable[..., Any]] | None
-) -> dict[str, Callable[..., Any]]:
-    if given is None:
-        return {}
-    if not isinstance(given, Mapping):
-        raise InvalidConfigError(
-            f"MachineLogic({kind}=...) must be a dict of name -> function",
-            path=f"logic.{kind}",
-        )
-    out = {}
-    for name, fn in given.items():
-        if not isinstance(name, str) or not callable(fn):
-            raise InvalidConfigError(
-                f"{kind[:-1].capitalize()} {name!r} must be a callable with a string name",
-                path=f"logic.{kind}.{name}",
-                hint=f"e.g. {kind}={{'{name}': my_function}}",
-            )
-        out[name] = fn
-    return out
+__all__ = ["Instance", "Machine", "create_machine"]
 
 
 def create_machine(
@@ -125,138 +71,89 @@ def create_machine(
             path="migrations",
         )
     parsed = parse_config(config)
-    chart = compile_chart(
-        parsed.root, actions=logic.actions, guards=logic.guards, delays=logic.delays
-    )
-    machine = Machine.__new__(Machine)
-    final_version = parsed.version if version is None else version
     frozen = parsed.frozen
     if version is not None:
         from types import MappingProxyType
 
         frozen = MappingProxyType({**frozen, "version": version})
-    values = {
-        "id": parsed.machine_id,
-        "version": final_version,
-        "config": frozen,
-        "root": chart.root,
-        "nodes": chart.nodes,
-        "_by_id": chart.by_id,
-        "logic": logic,
-        "migrations": dict(found),
-        "max_microsteps": max_microsteps,
-        "configurations": ConfigurationCache(chart.nodes),
-        "_match_index": build_match_index(chart.root, chart.nodes),
-        "_context": parsed.context,
-        "_initial": None,
-        "_hash": None,
-        "events": tuple(
-            dict.fromkeys(t.event for n in chart.nodes for t in n.transitions if t.event)
-        ),
-    }
-    for name, value in values.items():
-        object.__setattr__(machine, name, value)
-    return machine
-
-
-class Machine:
-    """A compiled chart (immutable). Build with :func:`create_machine`."""
-
-    __slots__ = (
-        "_by_id",
-        "_context",
-        "_hash",
-        "_initial",
-        "_match_index",
-        "config",
-        "configurations",
-        "events",
-        "id",
-        "logic",
-        "max_microsteps",
-        "migrations",
-        "nodes",
-        "root",
-        "version",
+    return Machine(
+        compile_chart(parsed.root, logic),
+        version=parsed.version if version is None else version,
+        config=frozen,
+        context=parsed.context,
+        logic=logic,
+        migrations=dict(found),
+        max_microsteps=max_microsteps,
     )
 
+
+class Machine(Program):
+    """A compiled chart bound to its logic, version and migrations
+    (immutable). Build with :func:`create_machine`."""
+
+    __slots__ = ("_context", "_initial", "config", "events", "id", "logic", "nodes", "root")
+
     id: str
-    version: str
     config: Mapping[str, Any]
     root: StateNode
     nodes: tuple[StateNode, ...]
     events: tuple[str, ...]
     logic: MachineLogic
-    migrations: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]
-    max_microsteps: int
-    configurations: ConfigurationCache
-    _by_id: dict[str, StateNode]
-    _match_index: dict[str, StateNode]
     _context: dict[str, Any]
     _initial: MicroPlan | None
-    _hash: str | None
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Machine objects are immutable")
+    def __init__(
+        self,
+        chart: Chart,
+        *,
+        version: str,
+        config: Mapping[str, Any],
+        context: dict[str, Any],
+        logic: MachineLogic,
+        migrations: Migrations,
+        max_microsteps: int,
+    ) -> None:
+        super().__init__(
+            chart, version=version, migrations=migrations, max_microsteps=max_microsteps
+        )
+        self._init_fields(
+            id=chart.id,
+            root=chart.root,
+            nodes=chart.nodes,
+            events=chart.events,
+            config=config,
+            logic=logic,
+            _context=context,
+            _initial=None,
+        )
 
     @property
     def structure_hash(self) -> str:
-        """Stable hex digest of the chart's structure (see ``structure_hash``)."""
-        found = self._hash
-        if found is None:
-            found = structure_hash(self)
-            object.__setattr__(self, "_hash", found)
-        return found
+        """Stable hex digest of the chart's structure (see
+        :func:`~.chart.compiled.structure_hash`)."""
+        return self.chart.structure_hash
 
     def get_state(self, state_id: str) -> StateNode:
         """A state by full id (``"order.cart"``), ``#id`` or path (``"cart"``)."""
-        node = self._by_id.get(state_id) or self._match_index.get(state_id)
-        if node is None:
-            raise KeyError(
-                f"Unknown state {state_id!r} in machine {self.id!r}"
-                + (f"; {suggest(state_id, self._by_id)}" if suggest(state_id, self._by_id) else "")
-            )
-        return node
+        return self.chart.get_state(state_id)
 
     @property
     def transitions(self) -> tuple[Transition, ...]:
         """Every transition of the chart, states in document order."""
-        return tuple(t for n in self.nodes for t in n.transitions)
+        return self.chart.transitions
 
     # -- instances ---------------------------------------------------------
-
-    def _instance(self, ctx: dict[str, Any], clock: Callable[[], int] | None, now: int) -> Instance:
-        inst = Instance.__new__(Instance)
-        for name, value in (
-            ("_m", self),
-            ("_ctx", ctx),
-            ("_clock", clock),
-            ("_now", now),
-            ("_step_now", None),
-            ("_hist", {}),
-            ("_deadlines", ()),
-            ("_seq", 0),
-            ("_status", ACTIVE),
-            ("_collect", None),
-            ("_cfg", self.configurations.get(0)),
-            ("_busy", False),
-        ):
-            object.__setattr__(inst, name, value)
-        return inst
 
     def _initial_plan(self) -> MicroPlan:
         plan = self._initial
         if plan is None:
             plan = compute_plan(self, None, [], {})
-            object.__setattr__(self, "_initial", plan)
+            self._init_fields(_initial=plan)
         return plan
 
-    def _start(self, inst: Instance) -> list[Transition]:
-        object.__setattr__(inst, "_busy", True)
-        try:
-            return macrostep(inst, Event(INIT_EVENT_TYPE, {}), self._initial_plan())
-        finally:
-            object.__setattr__(inst, "_busy", False)
+    def _fresh(self, context: dict[str, Any] | None, now: int) -> RunState:
+        ctx = copy_context(self._context if context is None else context)
+        return RunState(self.configurations.get(0), ctx, now=now)
 
     def start(
         self,
@@ -269,9 +166,8 @@ class Machine:
         ``clock()`` returns wall time in int ms and is read only to arm
         ``after`` deadlines; without it ``now`` is the time of the last step
         (0 for a new instance)."""
-        ctx = copy_context(self._context if context is None else context)
-        inst = self._instance(ctx, clock, 0)
-        self._start(inst)
+        inst = Instance(self, self._fresh(context, 0), clock=clock)
+        inst._enter(self._initial_plan())
         return inst
 
     def restore(
@@ -280,22 +176,8 @@ class Machine:
         """Inverse of ``Instance.snapshot()``: runs no actions, keeps
         deadlines verbatim. Migrates older versions; raises
         ``SnapshotCorruptError`` / ``MigrationError``."""
-        return self._restore(snapshot, clock, 0)[0]
-
-    def _restore(
-        self, snapshot: object, clock: Callable[[], int] | None, now: int
-    ) -> tuple[Instance, bool]:
-        state = load_state(self, snapshot)
-        inst = self._instance(state.context, clock, now)
-        for name, value in (
-            ("_cfg", self.configurations.get(state.mask)),
-            ("_hist", state.history),
-            ("_deadlines", state.deadlines),
-            ("_seq", state.seq),
-            ("_status", state.status),
-        ):
-            object.__setattr__(inst, name, value)
-        return inst, state.migrated
+        state, _ = load_snapshot(self, snapshot, now=0)
+        return Instance(self, state, clock=clock)
 
     # -- pure API ------------------------------------------------------------
 
@@ -304,12 +186,10 @@ class Machine:
     ) -> TransitionResult:
         """Pure start: the initial snapshot and the entry actions to run."""
         _check_now(now)
-        ctx = copy_context(self._context if context is None else context)
-        inst = self._instance(ctx, None, now)
         collected: list[ActionCall] = []
-        object.__setattr__(inst, "_collect", collected)
-        taken = self._start(inst)
-        return TransitionResult(snapshot_of(inst), tuple(collected), True, True, tuple(taken))
+        inst = Instance(self, self._fresh(context, now), collect=collected)
+        taken = inst._enter(self._initial_plan())
+        return TransitionResult(inst.snapshot(), tuple(collected), True, True, tuple(taken))
 
     def transition(
         self, snapshot: Mapping[str, Any], event: object, *, now: int
@@ -320,12 +200,12 @@ class Machine:
         not visible to later guards of the same macrostep)."""
         _check_now(now)
         ev = to_event(event)
-        inst, migrated = self._restore(snapshot, None, now)
+        state, migrated = load_snapshot(self, snapshot, now=now)
         collected: list[ActionCall] = []
-        object.__setattr__(inst, "_collect", collected)
+        inst = Instance(self, state, collect=collected)
         receipt = inst.send(ev)
         return TransitionResult(
-            snapshot_of(inst),
+            inst.snapshot(),
             tuple(collected),
             receipt.accepted,
             receipt.changed or migrated,
@@ -343,3 +223,60 @@ def _check_now(now: object) -> None:
             path="now",
             hint="now=int(time.time() * 1000)",
         )
+
+
+class Instance(Runner):
+    """A live machine instance. Create with ``machine.start()`` or
+    ``machine.restore(snapshot)``; see the module docs of
+    :mod:`django_xsm.engine` for the semantics."""
+
+    __slots__ = ()
+
+    _program: Machine  # an instance is built by its machine only
+
+    @property
+    def machine(self) -> Machine:
+        return self._program
+
+    @property
+    def value(self) -> Any:
+        """The XState state value (a fresh copy)."""
+        return self._state.cfg.value()
+
+    @property
+    def state_ids(self) -> tuple[str, ...]:
+        """Full ids of every active state, root first, document order."""
+        return self._state.cfg.state_ids
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The live context dict (actions mutate it)."""
+        return self._state.context
+
+    @property
+    def status(self) -> str:
+        """``"active"`` or ``"done"`` (a root final state was reached)."""
+        return self._state.status
+
+    @property
+    def deadlines(self) -> tuple[Deadline, ...]:
+        return self._state.deadlines
+
+    @property
+    def history(self) -> dict[str, tuple[str, ...]]:
+        """Recorded history per history state id (state ids)."""
+        return {h: tuple(n.id for n in nodes) for h, nodes in self._state.history.items()}
+
+    def matches(self, state_id: str) -> bool:
+        """Is this state active? Accepts ``"paid"``, ``"order.paid"``,
+        nested ``"a.b"`` relative to the root, full ids and ``"#id"``;
+        unknown names are simply not active."""
+        node = self._program.chart.match_index.get(state_id)
+        return node is not None and bool(self._state.cfg.mask & node.bit)
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-ready dict (see :mod:`.run.snapshot`); shares nothing mutable."""
+        return dump_snapshot(self._program, self._state)
+
+    def __repr__(self) -> str:
+        return f"<Instance {self._program.id!r} value={self.value!r} status={self.status!r}>"

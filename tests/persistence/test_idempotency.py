@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from django_xsm.engine.snapshot import SNAPSHOT_KEYS
+from django_xsm.engine.run.snapshot import SNAPSHOT_KEYS
 from django_xsm.exceptions import (
     EventNotAcceptedError,
     IdempotencyInFlightError,

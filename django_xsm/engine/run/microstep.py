@@ -1,28 +1,30 @@
-"""Exit set, entry set, microstep and macrostep (XState v5 ``stateUtils``).
+"""Exit set, entry set and the microstep as a plan (XState v5 ``stateUtils``).
 
 A microstep is computed once as a :class:`MicroPlan` (exit set in reverse
 document order, history to record, entry set in document order, the
 ordered operations: exit actions, transition actions, then per entered
 state its entry actions, deadline arming and done events) and cached on
 the source :class:`Configuration` when it does not depend on history
-values. Executing a plan only runs its operations.
-
-Macrostep (run-to-completion): after the event's microstep, eventless
-(``always``) transitions are taken first; when none is enabled the next
-raised event (FIFO) is processed; the macrostep ends when neither is left
-or the machine is done. More than ``max_microsteps`` microsteps raise
-:class:`MicrostepLimitError`.
+values. Executing a plan (:mod:`.macrostep`) only runs its operations.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django_xsm.exceptions import MicrostepLimitError
+from django_xsm.engine.chart.model import (
+    COMPOUND,
+    FINAL,
+    HISTORY,
+    PARALLEL,
+    Action,
+    StateNode,
+    Transition,
+)
+from django_xsm.engine.events import done_event_type
 
-from .events import AFTER_PREFIX, Event, done_event_type
-from .model import COMPOUND, FINAL, HISTORY, PARALLEL, Action, StateNode, Transition
+from .configuration import Configuration
+from .program import Program
 from .results import Receipt
 from .selection import (
     History,
@@ -30,29 +32,13 @@ from .selection import (
     effective_targets,
     exit_mask,
     remove_conflicts,
-    select_eventless,
-    select_transitions,
     transition_domain,
     uses_history,
 )
-from .values import Configuration
 
-if TYPE_CHECKING:
-    from .instance import Core
-
-__all__ = [
-    "OP_ARM",
-    "OP_CALL",
-    "OP_DONE",
-    "OP_RAISE",
-    "MicroPlan",
-    "compute_plan",
-    "macrostep",
-    "plan_for",
-]
+__all__ = ["OP_ARM", "OP_CALL", "OP_DONE", "OP_RAISE", "MicroPlan", "compute_plan"]
 
 OP_CALL, OP_RAISE, OP_ARM, OP_DONE = 0, 1, 2, 3
-_PLAN_LIMIT = 256
 Op = tuple[int, Any]
 
 
@@ -195,15 +181,12 @@ def _in_final(mask: int, node: StateNode) -> bool:
 
 
 def compute_plan(
-    machine: Any,
-    cfg: Configuration | None,
-    transitions: list[Transition],
-    history: History,
+    program: Program, cfg: Configuration | None, transitions: list[Transition], history: History
 ) -> MicroPlan:
     """The microstep for ``transitions`` from ``cfg`` (``None``: the initial
     microstep, which enters the root and its initial states)."""
-    root: StateNode = machine.root
-    all_nodes: tuple[StateNode, ...] = machine.nodes
+    root = program.chart.root
+    all_nodes = program.chart.nodes
     ops: list[Op] = []
     updates: dict[str, tuple[StateNode, ...]] = {}
     entry = _EntrySet(history)
@@ -264,7 +247,7 @@ def compute_plan(
         for node in reversed(all_nodes):
             if cur & node.bit:
                 ops += _action_ops(node.exit)
-    new_cfg = machine.configurations.get(cur)
+    new_cfg = program.configurations.get(cur)
     cancel = frozenset(n.id for n in all_nodes if xmask & n.bit and n.delays)
     hist_dep = entry.used_history or any(uses_history(t) for t in filtered)
     return MicroPlan(
@@ -277,81 +260,3 @@ def compute_plan(
         done=done,
         uses_history=hist_dep,
     )
-
-
-def plan_for(rt: Core, transitions: list[Transition]) -> MicroPlan:
-    cfg = rt._cfg
-    key = tuple(transitions)
-    plan: MicroPlan | None = cfg.plans.get(key)
-    if plan is None:
-        plan = compute_plan(rt._m, cfg, transitions, rt._hist)
-        if not plan.uses_history and len(cfg.plans) < _PLAN_LIMIT:
-            cfg.plans[key] = plan
-    return plan
-
-
-def run_plan(rt: Core, plan: MicroPlan, event: Event, queue: deque[Event]) -> None:
-    if plan.history_updates:
-        rt._hist = {**rt._hist, **plan.history_updates}
-    if plan.cancel:
-        cancel = plan.cancel
-        rt._deadlines = tuple(d for d in rt._deadlines if d.state_id not in cancel)
-    for kind, item in plan.ops:
-        if kind == OP_CALL:
-            rt._call(item, event)
-        elif kind == OP_RAISE:
-            data = dict(item.raise_event)
-            queue.append(Event(data.pop("type"), data))
-        elif kind == OP_ARM:
-            rt._arm(item, event)
-        else:
-            queue.append(Event(item))
-    rt._cfg = plan.new_cfg
-    if plan.done:
-        rt._status = "done"
-        rt._deadlines = ()
-
-
-def macrostep(rt: Core, event: Event, first: MicroPlan) -> list[Transition]:
-    """Run ``first`` and then everything it triggers; returns the
-    transitions taken, in order."""
-    machine = rt._m
-    limit: int = machine.max_microsteps
-    queue: deque[Event] = deque()
-    run_plan(rt, first, event, queue)
-    taken = list(first.transitions)
-    steps = 1
-    select_eventless_now = True
-    while rt._status == "active":
-        cfg = rt._cfg
-        plan = None
-        if select_eventless_now and cfg.has_always:
-            enabled = select_eventless(cfg.atomic, cfg.mask, rt._hist, rt._checker(event))
-            if enabled:
-                plan = plan_for(rt, enabled)
-                before = rt._context_marker(plan)
-                run_plan(rt, plan, event, queue)
-                # XState stops re-selecting eventless transitions after one
-                # that changed nothing (targetless, context unchanged)
-                select_eventless_now = (
-                    plan.new_cfg is not cfg
-                    or bool(plan.history_updates)
-                    or rt._context_changed(before)
-                )
-        if plan is None:
-            if not queue:
-                break
-            event = queue.popleft()
-            select_eventless_now = True
-            if event.type.startswith(AFTER_PREFIX) and not rt._consume_deadline(event.type):
-                continue
-            found = select_transitions(machine.root, cfg.mask, event.type, rt._checker(event))
-            if not found:
-                continue
-            plan = plan_for(rt, found)
-            run_plan(rt, plan, event, queue)
-        steps += 1
-        if steps > limit:
-            raise MicrostepLimitError(limit, state_ids=rt._cfg.state_ids)
-        taken += plan.transitions
-    return taken

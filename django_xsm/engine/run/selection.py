@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .model import COMPOUND, HISTORY, PARALLEL, Guard, StateNode, Transition
+from django_xsm.engine.chart.model import COMPOUND, HISTORY, PARALLEL, Guard, StateNode, Transition
 
 __all__ = [
     "GuardCheck",

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django_xsm.engine.chart.model import Frozen
+from django_xsm.engine.events import Event
 from django_xsm.exceptions import InvalidConfigError
-
-from .events import Event
 
 __all__ = ["Deadline", "delay_ms"]
 
 
-class Deadline:
+class Deadline(Frozen):
     """One armed delayed transition (frozen value object).
 
     ``state_id``: the state whose ``after`` armed it; ``entry``: the entry
@@ -39,17 +39,9 @@ class Deadline:
     delay: str
 
     def __init__(self, state_id: str, entry: int, due_ms: int, event_type: str, delay: str) -> None:
-        object.__setattr__(self, "state_id", state_id)
-        object.__setattr__(self, "entry", entry)
-        object.__setattr__(self, "due_ms", due_ms)
-        object.__setattr__(self, "event_type", event_type)
-        object.__setattr__(self, "delay", delay)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Deadline objects are immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("Deadline objects are immutable")
+        self._init_fields(
+            state_id=state_id, entry=entry, due_ms=due_ms, event_type=event_type, delay=delay
+        )
 
     def _key(self) -> tuple[str, int, int, str, str]:
         return (self.state_id, self.entry, self.due_ms, self.event_type, self.delay)

@@ -1,4 +1,4 @@
-"""Configurations, state values and ``matches()``.
+"""Configurations and state values.
 
 A configuration (the set of active states, SCXML's word) is an int mask of
 node bits; :class:`Configuration` objects are interned per machine and cache
@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .model import ATOMIC, COMPOUND, FINAL, PARALLEL, StateNode
+from django_xsm.engine.chart.model import ATOMIC, COMPOUND, FINAL, PARALLEL, StateNode
 
 __all__ = [
     "Configuration",
     "ConfigurationCache",
-    "build_match_index",
     "copy_value",
     "mask_from_value",
 ]
@@ -52,7 +51,7 @@ class Configuration:
         self.state_ids = tuple(n.id for n in self.nodes)
         self.has_always = any(n.always for n in self.nodes)
         self.value_template: Any = _value_of(self.nodes[0], mask) if self.nodes else {}
-        # event type -> cached selection / micro plan (see steps.py)
+        # event type -> cached selection / micro plan (see runner.py)
         self.selection: dict[str, Any] = {}
         self.plans: dict[Any, Any] = {}
 
@@ -165,26 +164,3 @@ def _child(node: StateNode, key: object, where: str) -> StateNode:
         if c.key == key:
             return c
     raise ValueError(f"{where}: {node.id!r} has no child state {key!r}")
-
-
-def build_match_index(root: StateNode, nodes: tuple[StateNode, ...]) -> dict[str, StateNode]:
-    """Names accepted by ``matches()``: the key path relative to the root
-    (``"paid"``, ``"a.b"``), the same prefixed by the machine id
-    (``"order.paid"``), full ids and ``#explicit-id``. Relative paths win
-    when a name is ambiguous."""
-    index: dict[str, StateNode] = {}
-    rel: dict[StateNode, str] = {root: ""}
-    for node in nodes:
-        if node.parent is not None:
-            parent_rel = rel[node.parent]
-            rel[node] = f"{parent_rel}.{node.key}" if parent_rel else node.key
-    for node in nodes:
-        index[f"#{node.id}"] = node
-    for node in nodes:
-        if node.type != "history":
-            index.setdefault(node.id, node)
-            index[f"{root.id}.{rel[node]}" if rel[node] else root.id] = node
-    for node in nodes:
-        if node.parent is not None and node.type != "history":
-            index[rel[node]] = node
-    return index

@@ -13,9 +13,12 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from django_xsm.engine.events import WILDCARD, after_event_type, done_event_type
 from django_xsm.exceptions import InvalidConfigError
 
-from .events import WILDCARD, after_event_type, done_event_type
+from .compiled import Chart
+from .config_transitions import RAISE
+from .logic import MachineLogic
 from .model import (
     HISTORY,
     PARALLEL,
@@ -23,33 +26,16 @@ from .model import (
     Guard,
     StateNode,
     Transition,
-    _set,
 )
 from .problems import path_join, raise_problems, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
-from .transitions import RAISE
 
-__all__ = ["Compiled", "compile_chart"]
-
-
-class Compiled:
-    __slots__ = ("by_id", "nodes", "root")
-
-    def __init__(
-        self, root: StateNode, nodes: tuple[StateNode, ...], by_id: dict[str, StateNode]
-    ) -> None:
-        self.root = root
-        self.nodes = nodes
-        self.by_id = by_id
+__all__ = ["compile_chart"]
 
 
-def compile_chart(
-    root_spec: StateSpec,
-    *,
-    actions: Mapping[str, Callable[..., Any]],
-    guards: Mapping[str, Callable[..., Any]],
-    delays: Mapping[str, Any],
-) -> Compiled:
+def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
+    """Compile a parsed state tree, binding its names to ``logic``; raises
+    :class:`InvalidConfigError` listing every problem found."""
     problems: Problems = []
     specs: list[StateSpec] = []
     stack = [root_spec]
@@ -108,7 +94,7 @@ def compile_chart(
         for anc in node.ancestors:
             desc[anc.order] |= node.bit
     for node in nodes:
-        _set(node, desc_mask=desc[node.order])
+        node._init_fields(desc_mask=desc[node.order])
 
     for spec in specs:
         node = node_of[id(spec)]
@@ -125,8 +111,7 @@ def compile_chart(
                         hint or f"one of {', '.join(c.key for c in children)}",
                     )
                 )
-        _set(
-            node,
+        node._init_fields(
             children=children,
             initial_node=initial_node,
             regions=tuple(c for c in children if c.type != HISTORY),
@@ -134,7 +119,7 @@ def compile_chart(
         )
 
     resolver = _Resolver(by_id, problems)
-    logic = _Logic(actions, guards, delays)
+    binder = _Binder(logic)
     for spec in specs:
         node = node_of[id(spec)]
         hist_target = None
@@ -145,12 +130,11 @@ def compile_chart(
             ]
             if all(f is not None for f in found):
                 hist_target = tuple(f for f in found if f is not None)
-        transitions = tuple(_transition(node, t, resolver, logic) for t in spec.transitions)
-        _finish_node(node, spec, transitions, hist_target, logic)
+        transitions = tuple(_transition(node, t, resolver, binder) for t in spec.transitions)
+        _finish_node(node, spec, transitions, hist_target, binder)
     raise_problems(problems)
-    logic.check()
-    root = nodes[0]
-    return Compiled(root, tuple(nodes), by_id)
+    binder.check()
+    return Chart(tuple(nodes), by_id)
 
 
 def _finish_node(
@@ -158,7 +142,7 @@ def _finish_node(
     spec: StateSpec,
     transitions: tuple[Transition, ...],
     hist_target: tuple[StateNode, ...] | None,
-    logic: _Logic,
+    binder: _Binder,
 ) -> None:
     on: dict[str, list[Transition]] = {}
     for kind in ("on", "onDone", "after"):  # XState's formatTransitions order
@@ -173,11 +157,10 @@ def _finish_node(
             amount: Any = (
                 tspec.delay_ms
                 if tspec.delay_ms is not None
-                else logic.delay(tspec.delay, tspec.path)
+                else binder.delay(tspec.delay, tspec.path)
             )
             delays[t.event] = (tspec.delay, t.event, amount)
-    _set(
-        node,
+    node._init_fields(
         on=MappingProxyType(frozen_on),
         wildcards=wildcards,
         always=tuple(t for t in transitions if t.kind == "always"),
@@ -186,14 +169,14 @@ def _finish_node(
         ),
         delays=tuple(delays.values()),
         after=tuple((d, e) for d, e, _ in delays.values()),
-        entry=tuple(logic.action(a) for a in spec.entry),
-        exit=tuple(logic.action(a) for a in spec.exit),
+        entry=tuple(binder.action(a) for a in spec.entry),
+        exit=tuple(binder.action(a) for a in spec.exit),
         history_target=hist_target,
     )
 
 
 def _transition(
-    node: StateNode, spec: TransitionSpec, resolver: _Resolver, logic: _Logic
+    node: StateNode, spec: TransitionSpec, resolver: _Resolver, binder: _Binder
 ) -> Transition:
     if spec.kind == "after":
         event = after_event_type(spec.delay or "", node.id)
@@ -212,8 +195,8 @@ def _transition(
         targets=targets,
         event=event,
         kind=spec.kind,
-        guard=logic.guard(spec.guard) if spec.guard is not None else None,
-        actions=tuple(logic.action(a) for a in spec.actions),
+        guard=binder.guard(spec.guard) if spec.guard is not None else None,
+        actions=tuple(binder.action(a) for a in spec.actions),
         reenter=spec.reenter,
         delay=spec.delay,
         path=spec.path,
@@ -306,18 +289,13 @@ class _Resolver:
                     )
 
 
-class _Logic:
+class _Binder:
     """Binds names to the logic and collects every missing one."""
 
-    def __init__(
-        self,
-        actions: Mapping[str, Callable[..., Any]],
-        guards: Mapping[str, Callable[..., Any]],
-        delays: Mapping[str, Any],
-    ) -> None:
-        self.actions = actions
-        self.guards = guards
-        self.delays = delays
+    def __init__(self, logic: MachineLogic) -> None:
+        self.actions = logic.actions
+        self.guards = logic.guards
+        self.delays = logic.delays
         self.missing: Problems = []
 
     def action(self, spec: ActionSpec) -> Action:

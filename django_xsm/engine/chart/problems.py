@@ -1,6 +1,6 @@
 """Config problems: JSON paths, collected problems, depth checks, hints.
 
-Shared by :mod:`config`, :mod:`transitions` and :mod:`build`. ``difflib``
+Shared by :mod:`.config`, :mod:`.config_transitions` and :mod:`.build`. ``difflib``
 is imported only when a hint is needed (it is slow to import).
 """
 

@@ -4,20 +4,20 @@ Validation is iterative and depth-capped, so no config can raise
 ``RecursionError``. Every problem is collected with its JSON path
 (``states.cart.on.PAY[0].target``) and a hint; :func:`parse_config` raises
 one :class:`InvalidConfigError` naming the first and listing all in
-``problems``. Targets, ids and logic are checked later by :mod:`model`.
+``problems``. Targets, ids and logic are checked later by :mod:`.build`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from django_xsm.exceptions import InvalidConfigError
 
+from .config_transitions import parse_actions, parse_transitions
 from .problems import check_json_depth, freeze, raise_problems, suggest
 from .problems import path_join as _join
 from .specs import ActionSpec, Problems, StateSpec
-from .transitions import parse_actions, parse_transitions
 
 __all__ = [
     "DEFAULT_MACHINE_ID",
@@ -31,24 +31,10 @@ DEFAULT_MACHINE_ID = "(machine)"
 MAX_STATE_DEPTH = 64
 STATE_TYPES = ("atomic", "compound", "parallel", "final", "history")
 
+# the keys that give a state behaviour: a history state may have none of them
+BEHAVIOUR_KEYS = ("initial", "states", "on", "always", "after", "entry", "exit", "onDone")
 STATE_KEYS = frozenset(
-    {
-        "id",
-        "type",
-        "initial",
-        "states",
-        "on",
-        "always",
-        "after",
-        "entry",
-        "exit",
-        "onDone",
-        "history",
-        "target",
-        "description",
-        "meta",
-        "tags",
-    }
+    {"id", "type", *BEHAVIOUR_KEYS, "history", "target", "description", "meta", "tags"}
 )
 ROOT_ONLY_KEYS = frozenset({"version", "context"})
 # XState keys this engine does not implement: say so instead of "unknown".
@@ -71,22 +57,14 @@ UNSUPPORTED_KEYS = {
 }
 
 
-class ParsedConfig:
-    __slots__ = ("context", "frozen", "machine_id", "root", "version")
+class ParsedConfig(NamedTuple):
+    """A validated config: the state tree and the root-level settings."""
 
-    def __init__(
-        self,
-        root: StateSpec,
-        machine_id: str,
-        version: str,
-        context: dict[str, Any],
-        frozen: Mapping[str, Any],
-    ) -> None:
-        self.root = root
-        self.machine_id = machine_id
-        self.version = version
-        self.context = context
-        self.frozen = frozen
+    root: StateSpec
+    machine_id: str
+    version: str
+    context: dict[str, Any]
+    frozen: Mapping[str, Any]  # the config, read-only, with id and version filled in
 
 
 def parse_config(config: object) -> ParsedConfig:
@@ -334,16 +312,7 @@ def _parse_history(
         )
         hist = "shallow"
     spec.history = hist
-    for key in (
-        "initial",
-        "states",
-        "on",
-        "always",
-        "after",
-        "entry",
-        "exit",
-        "onDone",
-    ):
+    for key in BEHAVIOUR_KEYS:
         if key in raw:
             problems.append(
                 (

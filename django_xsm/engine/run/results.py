@@ -4,17 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .events import Event
-    from .model import Transition
-    from .values import Configuration
+from django_xsm.engine.chart.model import Frozen, Transition
+from django_xsm.engine.events import Event
+
+from .configuration import Configuration
 
 __all__ = ["ActionCall", "Receipt", "TransitionResult"]
 
 
-class Receipt:
+class Receipt(Frozen):
     """What one ``send()`` did (immutable; cheap: receipts of the fast path
     are built once per configuration and event type and then reused).
 
@@ -44,16 +44,14 @@ class Receipt:
         cfg: Configuration,
         transitions: tuple[Transition, ...],
     ) -> None:
-        setattr_ = object.__setattr__
-        setattr_(self, "event_type", event_type)
-        setattr_(self, "accepted", accepted)
-        setattr_(self, "changed", changed)
-        setattr_(self, "status", status)
-        setattr_(self, "_cfg", cfg)
-        setattr_(self, "transitions", transitions)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Receipt objects are immutable")
+        self._init_fields(
+            event_type=event_type,
+            accepted=accepted,
+            changed=changed,
+            status=status,
+            _cfg=cfg,
+            transitions=transitions,
+        )
 
     @property
     def value(self) -> Any:
@@ -70,7 +68,7 @@ class Receipt:
         )
 
 
-class ActionCall:
+class ActionCall(Frozen):
     """An action to run, as produced by the pure ``Machine.transition()``:
     ``type`` (the action name), ``params`` (read-only mapping or ``None``)
     and ``event`` (the :class:`Event` that caused it)."""
@@ -82,12 +80,7 @@ class ActionCall:
     event: Event
 
     def __init__(self, type: str, params: Mapping[str, Any] | None, event: Event) -> None:
-        object.__setattr__(self, "type", type)
-        object.__setattr__(self, "params", params)
-        object.__setattr__(self, "event", event)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("ActionCall objects are immutable")
+        self._init_fields(type=type, params=params, event=event)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,4 +1,4 @@
-"""Config parsing for transitions, guards and actions (used by :mod:`config`).
+"""Config parsing for transitions, guards and actions (used by :mod:`.config`).
 
 Accepted shapes (XState v5 JSON):
 
@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .events import is_valid_descriptor
+from django_xsm.engine.events import is_valid_descriptor
+
 from .problems import check_json_depth, path_join, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
 
@@ -233,24 +234,33 @@ def _targets(target: Any, path: str, problems: Problems) -> tuple[str, ...] | No
     return None
 
 
+def _reference(value: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None] | None:
+    """``(name, params)`` of ``{"type": name, "params": {...}}`` (params
+    copied), or ``None`` when the mapping has another shape."""
+    name = value.get("type")
+    params = value.get("params")
+    if (
+        not isinstance(name, str)
+        or not name
+        or any(k not in ("type", "params") for k in value)
+        or not (params is None or isinstance(params, Mapping))
+    ):
+        return None
+    return name, dict(params) if params is not None else None
+
+
+def _deep_params(params: dict[str, Any] | None, path: str, problems: Problems) -> bool:
+    """Are ``params`` nested too deeply (the problem is recorded)?"""
+    return params is not None and not check_json_depth(params, path_join(path, "params"), problems)
+
+
 def _guard(value: Any, path: str, problems: Problems) -> GuardSpec | None:
     if isinstance(value, str) and value:
         return GuardSpec(value, None, path)
-    if isinstance(value, Mapping):
-        name = value.get("type")
-        params = value.get("params")
-        extra = [k for k in value if k not in ("type", "params")]
-        if (
-            isinstance(name, str)
-            and name
-            and not extra
-            and (params is None or isinstance(params, Mapping))
-        ):
-            if params is not None and not check_json_depth(
-                params, path_join(path, "params"), problems
-            ):
-                return None
-            return GuardSpec(name, dict(params) if params is not None else None, path)
+    ref = _reference(value) if isinstance(value, Mapping) else None
+    if ref is not None:
+        name, params = ref
+        return None if _deep_params(params, path, problems) else GuardSpec(name, params, path)
     problems.append(('A guard must be a name or {"type": name, "params": {...}}', path, ""))
     return None
 
@@ -287,14 +297,9 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
         name = value.get("type")
         if name == RAISE:
             return _raise_action(value, path, problems)
-        params = value.get("params")
-        extra = [k for k in value if k not in ("type", "params")]
-        if (
-            isinstance(name, str)
-            and name
-            and not extra
-            and (params is None or isinstance(params, Mapping))
-        ):
+        ref = _reference(value)
+        if ref is not None:
+            name, params = ref
             if name.startswith("xstate."):
                 problems.append(
                     (
@@ -304,11 +309,9 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
                     )
                 )
                 return []
-            if params is not None and not check_json_depth(
-                params, path_join(path, "params"), problems
-            ):
+            if _deep_params(params, path, problems):
                 return []
-            return [ActionSpec(name, dict(params) if params is not None else None, path)]
+            return [ActionSpec(name, params, path)]
     problems.append(
         (
             'An action must be a name, {"type": name, "params": {...}} or an xstate.raise',

@@ -1,4 +1,4 @@
-"""Normalised definitions produced by :mod:`config` and compiled by :mod:`model`.
+"""Normalised definitions produced by :mod:`.config` and compiled by :mod:`.build`.
 
 Plain slotted records; every one carries the JSON path it came from so
 errors found later (unknown targets, missing logic) can name it.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .events import descriptor_matches
+from django_xsm.engine.events import descriptor_matches
 
 __all__ = [
     "ATOMIC",
@@ -20,6 +20,7 @@ __all__ = [
     "HISTORY",
     "PARALLEL",
     "Action",
+    "Frozen",
     "Guard",
     "StateNode",
     "Transition",
@@ -36,8 +37,16 @@ HISTORY = "history"
 _MEMO_LIMIT = 1024
 
 
-class _Frozen:
+class Frozen:
+    """Base of the engine's value objects: every field is set once, by
+    ``_init_fields`` (in ``__init__``, or while compiling), and assignment
+    afterwards raises."""
+
     __slots__ = ()
+
+    def _init_fields(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} objects are immutable")
@@ -46,12 +55,7 @@ class _Frozen:
         raise AttributeError(f"{type(self).__name__} objects are immutable")
 
 
-def _set(obj: object, **values: Any) -> None:
-    for name, value in values.items():
-        object.__setattr__(obj, name, value)
-
-
-class Action(_Frozen):
+class Action(Frozen):
     """An action reference: ``type`` (name) and ``params`` (read-only mapping
     or ``None``). This object is the ``action`` argument of action
     functions. ``xstate.raise`` actions carry ``raise_event`` instead of a
@@ -73,7 +77,7 @@ class Action(_Frozen):
         fn: Callable[..., Any] | None = None,
         raise_event: Mapping[str, Any] | None = None,
     ) -> None:
-        _set(self, type=type, params=params, path=path, fn=fn, raise_event=raise_event)
+        self._init_fields(type=type, params=params, path=path, fn=fn, raise_event=raise_event)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type}
@@ -87,7 +91,7 @@ class Action(_Frozen):
         return f"Action({self.type!r})"
 
 
-class Guard(_Frozen):
+class Guard(Frozen):
     """A guard reference: ``type`` (name), ``params``; ``wants_params`` is
     true when the function takes a third positional parameter."""
 
@@ -107,13 +111,13 @@ class Guard(_Frozen):
         fn: Callable[..., Any],
         wants_params: bool,
     ) -> None:
-        _set(self, type=type, params=params, path=path, fn=fn, wants_params=wants_params)
+        self._init_fields(type=type, params=params, path=path, fn=fn, wants_params=wants_params)
 
     def __repr__(self) -> str:
         return f"Guard({self.type!r})"
 
 
-class Transition(_Frozen):
+class Transition(Frozen):
     """One transition of the chart.
 
     ``event`` is the descriptor as written (``"PAY"``, ``"a.*"``, ``"*"``),
@@ -151,7 +155,7 @@ class Transition(_Frozen):
     target_ids: tuple[str, ...]
 
     def __init__(self, **values: Any) -> None:
-        _set(self, **values)
+        self._init_fields(**values)
 
     @property
     def guard_name(self) -> str | None:
@@ -174,7 +178,7 @@ class Transition(_Frozen):
         return f"Transition({self.source_id!r} --{label}--> {list(self.target_ids)!r})"
 
 
-class StateNode(_Frozen):
+class StateNode(Frozen):
     """A state of the compiled chart.
 
     Public: ``id`` (full dotted id, or the explicit ``id``), ``key``,
@@ -251,7 +255,7 @@ class StateNode(_Frozen):
     _memo: dict[str, tuple[Transition, ...]]
 
     def __init__(self, **values: Any) -> None:
-        _set(self, _memo={}, **values)
+        self._init_fields(_memo={}, **values)
 
     def candidates(self, event_type: str) -> tuple[Transition, ...]:
         """Transitions of this node that may fire for ``event_type``, in the

@@ -1,0 +1,214 @@
+"""Running microstep plans to completion: :class:`Stepper`.
+
+Macrostep (run-to-completion): after the event's microstep, eventless
+(``always``) transitions are taken first; when none is enabled the next
+raised event (FIFO) is processed; the macrostep ends when neither is left
+or the machine is done. More than ``max_microsteps`` microsteps raise
+:class:`MicrostepLimitError`.
+
+Actions run for real (with the instance as their first argument) or, for
+the pure ``Machine.transition()``, are collected as :class:`ActionCall`
+objects; guards see the live context.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
+from django_xsm.engine.events import AFTER_PREFIX, Event
+from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError
+
+from .context import copy_data
+from .deadlines import delay_ms
+from .microstep import OP_ARM, OP_CALL, OP_RAISE, MicroPlan, compute_plan
+from .program import Program
+from .results import ActionCall
+from .selection import select_eventless, select_transitions
+from .state import ACTIVE, RunState
+
+__all__ = ["UNCHANGED", "Marker", "Stepper"]
+
+_PLAN_LIMIT = 256  # cached plans per configuration
+
+
+class Marker:
+    """A named sentinel."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+UNCHANGED: Any = Marker("UNCHANGED")  # no context copy taken: nothing to compare
+
+
+class Stepper:
+    """Executes plans of one :class:`Program` against one :class:`RunState`.
+
+    ``clock()`` (int ms) is read at most once per step, and only when a
+    deadline is armed; ``collect`` is the list the pure API gathers action
+    calls in (``None``: actions run).
+    """
+
+    __slots__ = (
+        "_busy",
+        "_clock",
+        "_collect",
+        "_program",
+        "_state",
+        "_step_now",
+    )
+
+    def __init__(
+        self,
+        program: Program,
+        state: RunState,
+        *,
+        clock: Callable[[], int] | None = None,
+        collect: list[ActionCall] | None = None,
+    ) -> None:
+        self._program = program
+        self._state = state
+        self._clock = clock
+        self._collect = collect
+        self._step_now: int | None = None
+        self._busy = False  # inside a step: a send() from an action is refused
+
+    # -- the hooks of a microstep --------------------------------------------
+
+    def _call(self, action: Action, event: Event) -> None:
+        collect = self._collect
+        if collect is None:
+            action.fn(self, self._state.context, event, action)  # type: ignore[misc]
+        else:
+            collect.append(ActionCall(action.type, action.params, event))
+
+    def _guard(self, guard: Guard, event: Event) -> bool:
+        ctx = self._state.context
+        if guard.wants_params:
+            return bool(guard.fn(ctx, event, guard.params))
+        return bool(guard.fn(ctx, event))
+
+    def _checker(self, event: Event) -> Callable[[Guard], bool]:
+        return lambda guard: self._guard(guard, event)
+
+    def _time(self) -> int:
+        """``now`` for this step: the clock is read at most once per send."""
+        now = self._step_now
+        if now is None:
+            state = self._state
+            if self._clock is not None:
+                raw = self._clock()
+                if isinstance(raw, bool) or not isinstance(raw, int | float):
+                    raise InvalidConfigError(
+                        f"The clock returned {raw!r}, not int milliseconds",
+                        path="clock",
+                        hint="clock=lambda: int(time.time() * 1000)",
+                    )
+                state.set_time(int(raw))
+            now = self._step_now = state.now
+        return now
+
+    def _arm(self, node: StateNode, event: Event) -> None:
+        now = self._time()
+        ctx = self._state.context
+        timings = []
+        for delay, event_type, amount in node.delays:
+            ms = amount if type(amount) is int else delay_ms(delay, amount, ctx, event)
+            timings.append((ms, event_type, delay))
+        self._state.arm(node.id, now, timings)
+
+    def _context_marker(self, plan: MicroPlan) -> Any:
+        if self._collect is None and plan.simple and plan.has_calls:
+            return copy_data(self._state.context)
+        return UNCHANGED
+
+    def _context_changed(self, marker: Any) -> bool:
+        return marker is not UNCHANGED and marker != self._state.context
+
+    # -- plans -----------------------------------------------------------------
+
+    def _plan_for(self, transitions: list[Transition]) -> MicroPlan:
+        state = self._state
+        cfg = state.cfg
+        key = tuple(transitions)
+        plan: MicroPlan | None = cfg.plans.get(key)
+        if plan is None:
+            plan = compute_plan(self._program, cfg, transitions, state.history)
+            if not plan.uses_history and len(cfg.plans) < _PLAN_LIMIT:
+                cfg.plans[key] = plan
+        return plan
+
+    def _run_plan(self, plan: MicroPlan, event: Event, queue: deque[Event]) -> None:
+        state = self._state
+        if plan.history_updates:
+            state.record_history(plan.history_updates)
+        if plan.cancel:
+            state.cancel_deadlines(plan.cancel)
+        for kind, item in plan.ops:
+            if kind == OP_CALL:
+                self._call(item, event)
+            elif kind == OP_RAISE:
+                data = dict(item.raise_event)
+                queue.append(Event(data.pop("type"), data))
+            elif kind == OP_ARM:
+                self._arm(item, event)
+            else:
+                queue.append(Event(item))
+        state.move_to(plan.new_cfg)
+        if plan.done:
+            state.finish()
+
+    def _macrostep(self, event: Event, first: MicroPlan) -> list[Transition]:
+        """Run ``first`` and then everything it triggers; returns the
+        transitions taken, in order."""
+        state = self._state
+        root = self._program.chart.root
+        limit = self._program.max_microsteps
+        queue: deque[Event] = deque()
+        self._run_plan(first, event, queue)
+        taken = list(first.transitions)
+        steps = 1
+        select_eventless_now = True
+        while state.status == ACTIVE:
+            cfg = state.cfg
+            plan = None
+            if select_eventless_now and cfg.has_always:
+                enabled = select_eventless(
+                    cfg.atomic, cfg.mask, state.history, self._checker(event)
+                )
+                if enabled:
+                    plan = self._plan_for(enabled)
+                    before = self._context_marker(plan)
+                    self._run_plan(plan, event, queue)
+                    # XState stops re-selecting eventless transitions after one
+                    # that changed nothing (targetless, context unchanged)
+                    select_eventless_now = (
+                        plan.new_cfg is not cfg
+                        or bool(plan.history_updates)
+                        or self._context_changed(before)
+                    )
+            if plan is None:
+                if not queue:
+                    break
+                event = queue.popleft()
+                select_eventless_now = True
+                if event.type.startswith(AFTER_PREFIX) and not state.consume_deadline(event.type):
+                    continue
+                found = select_transitions(root, cfg.mask, event.type, self._checker(event))
+                if not found:
+                    continue
+                plan = self._plan_for(found)
+                self._run_plan(plan, event, queue)
+            steps += 1
+            if steps > limit:
+                raise MicrostepLimitError(limit, state_ids=state.cfg.state_ids)
+            taken += plan.transitions
+        return taken
