@@ -1,0 +1,103 @@
+"""``manage.py xsm_sync_models``: bring model rows up to their statecharts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandError
+from django.db import DEFAULT_DB_ALIAS
+
+from django_xsm.fields.sync import SyncReport, statechart_fields, sync_field
+from django_xsm.management import XsmCommand, command_errors, int_type
+
+
+class Command(XsmCommand):
+    help = """Repair model rows whose StatechartField lags its Redis instance.
+
+Redis is the source of truth. A row lags when the database transaction of a
+send rolled back after the Redis commit; this moves every lagging row
+forward (fenced by version: it never moves a row backwards, so it is safe
+beside live traffic). It also reports rows whose instance Redis no longer
+has (missing) and Redis instances whose row is gone (orphans);
+--forget-orphans erases those. Exit status 1 when Redis or the database
+fails, or with --check when anything lags, is missing or is orphaned.
+
+examples:
+  manage.py xsm_sync_models
+  manage.py xsm_sync_models --model orders.Order --batch 1000 -v 2
+  manage.py xsm_sync_models --dry-run --check       # for monitoring
+  manage.py xsm_sync_models --forget-orphans
+"""
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--model",
+            action="append",
+            metavar="APP.MODEL",
+            help="Only this model (repeatable); default: every model with a StatechartField.",
+        )
+        parser.add_argument(
+            "--batch",
+            type=int_type("--batch", minimum=1, maximum=100_000),
+            default=500,
+            help="Rows read per database query (default 500).",
+        )
+        parser.add_argument(
+            "--database", default=DEFAULT_DB_ALIAS, help="Database alias (default 'default')."
+        )
+        parser.add_argument(
+            "--forget-orphans",
+            action="store_true",
+            help="Erase Redis instances (and their logs) whose row no longer exists.",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Report what would change; change nothing."
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="Exit 1 when any row lagged or was missing or any orphan was found.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            fields = statechart_fields(options["model"])
+        except (LookupError, ValueError) as exc:
+            raise CommandError(f"{exc} (give --model as app_label.ModelName)") from exc
+        if not fields:
+            self.say("No model has a StatechartField: nothing to do")
+            return
+        found_any = False
+        with command_errors():
+            for f in fields:
+                report = sync_field(
+                    f,
+                    batch=options["batch"],
+                    dry_run=options["dry_run"],
+                    forget_orphans=options["forget_orphans"],
+                    using=options["database"],
+                    progress=self.progress,
+                )
+                self.summary(report)
+                found_any = found_any or bool(report.repaired or report.missing or report.orphans)
+        if options["check"] and found_any:
+            raise CommandError("rows lagged, were missing or orphans were found (see above)")
+
+    def progress(self, report: SyncReport) -> None:
+        self.say(f"{report.label}: {report.rows} row(s) checked", 2)
+
+    def summary(self, report: SyncReport) -> None:
+        verb = "would repair" if report.dry_run else "repaired"
+        line = (
+            f"{report.label}: {report.rows} row(s), {verb} {report.repaired}, "
+            f"{len(report.missing)} missing, {len(report.orphans)} orphan(s)"
+        )
+        if report.forgotten:
+            line += f", {report.forgotten} orphan(s) forgotten"
+        if report.dry_run:
+            line += " (dry run: nothing changed)"
+        self.say(line, style=self.style.SUCCESS if not report.dry_run else None)
+        for key in report.missing:
+            self.say(f"  missing in Redis: {key}", 2)
+        for key in report.orphans:
+            self.say(f"  orphan: {key}", 2)
