@@ -35,9 +35,9 @@ from django_xsm.exceptions import (
 )
 
 from .base import system_clock_ms
+from .block import persisted
 from .locks import LockStrategy
 from .records import StoredRecord, TimerFailure
-from .runtime import persisted
 from .timer_state import INSTANCE_FAILURE, failure_key, next_due_ms
 
 __all__ = ["DueTimerScanner", "ScanResult"]
