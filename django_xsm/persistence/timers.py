@@ -118,9 +118,7 @@ class DueTimerScanner:
         self.actor = actor
 
     def _machine_for(self, record: StoredRecord | None) -> Any:
-        machine_id = record.machine_id if record is not None else ""
-        if not machine_id and record is not None:
-            machine_id = str(record.snapshot.get("machine_id", ""))
+        machine_id = record.owner if record is not None else ""
         try:
             return self.machines[machine_id]
         except KeyError:
