@@ -13,6 +13,8 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+import redis.asyncio
+
 from django_xsm.persistence.records import (
     CommitResult,
     CommitUnit,
@@ -32,13 +34,9 @@ class AsyncRedisStore(_StoreBase):
     """Instances in Redis through ``redis.asyncio`` (a client or a URL);
     arguments as for :class:`~django_xsm.redis.RedisStore`."""
 
-    def __init__(self, client_or_url: Any, **options: Any) -> None:
-        super().__init__(client_or_url, **options)
-        self.client = resolve_async_client(client_or_url)
+    def _connect(self, client_or_url: Any) -> None:
+        self.client: redis.asyncio.Redis = resolve_async_client(client_or_url)
         self.driver = AsyncDriver(self.client)
-
-    def _client(self) -> object:
-        return self.client
 
     async def load(self, key: str) -> StoredRecord | None:
         return await self.driver.run(self.core.load(key), key)

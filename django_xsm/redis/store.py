@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import redis
+
 from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, XsmError
 from django_xsm.persistence.base import Codec, iter_pages, system_clock_ms
 from django_xsm.persistence.locks import StoreLock
@@ -60,6 +62,8 @@ class _StoreBase:
     (default 16; an existing namespace keeps its own).
     """
 
+    client: object
+
     def __init__(
         self,
         client_or_url: Any,
@@ -71,6 +75,7 @@ class _StoreBase:
         lock_ttl_ms: int = 30_000,
         buckets: int | None = None,
     ) -> None:
+        self._connect(client_or_url)
         self.prefix = prefix
         self.core = StoreCore(
             prefix,
@@ -85,6 +90,14 @@ class _StoreBase:
         self.ttl_s = ttl_s
         self.lock_ttl_ms = lock_ttl_ms
         self.clock = system_clock_ms
+        self._started()
+
+    def _connect(self, client_or_url: Any) -> None:
+        """Set ``client`` and ``driver`` (blocking or asyncio)."""
+        raise NotImplementedError
+
+    def _started(self) -> None:
+        """Called once the store is configured."""
 
     @property
     def layout(self) -> KeyLayout | None:
@@ -96,11 +109,8 @@ class _StoreBase:
         return (
             getattr(other, "prefix", None) == self.prefix
             and hasattr(other, "core")
-            and same_server(getattr(other, "client", None), self._client())
+            and same_server(getattr(other, "client", None), self.client)
         )
-
-    def _client(self) -> object:
-        raise NotImplementedError
 
     def _open(self, request: OpenRequest, inbox: object) -> Op[OpenResult]:
         if request.claims and not self.shares_commit(inbox):
@@ -115,20 +125,18 @@ class _StoreBase:
 
 
 class RedisStore(_StoreBase):
-    """Instances in Redis (``redis.Redis`` or a URL); the arguments are
-    those of the shared base (see the module docstring)."""
+    """Instances in Redis (``redis.Redis`` or a URL); arguments as for the
+    shared base above."""
 
-    def __init__(self, client_or_url: Any, **options: Any) -> None:
-        super().__init__(client_or_url, **options)
-        self.client = resolve_client(client_or_url)
+    def _connect(self, client_or_url: Any) -> None:
+        self.client: redis.Redis = resolve_client(client_or_url)
         self.driver = SyncDriver(self.client)
+
+    def _started(self) -> None:
         try:
             self.driver.run(self.core.state.ensure())
         except StoreUnavailableError:
             pass  # read on first use; an unreadable marker still raises here
-
-    def _client(self) -> object:
-        return self.client
 
     def load(self, key: str) -> StoredRecord | None:
         return self.driver.run(self.core.load(key), key)
