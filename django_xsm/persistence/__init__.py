@@ -18,7 +18,7 @@ from .base import (
     StateStore,
     TransitionLogStore,
 )
-from .block import PersistedInstance
+from .block import BlockOptions, PersistedInstance, Plugin, apersisted, persisted
 from .codecs import FernetCodec, JsonCodec
 from .idempotency import IdempotencyPlugin, ReplayedReceipt
 from .locks import (
@@ -29,7 +29,6 @@ from .locks import (
     retry_on_conflict,
 )
 from .memory import MemoryInbox, MemoryLog, MemoryStore
-from .plugins import Plugin
 from .records import (
     ClaimOutcome,
     ClaimRequest,
@@ -45,7 +44,6 @@ from .records import (
     TimerFailure,
     TransitionRecord,
 )
-from .runtime import apersisted, persisted
 from .timers import DueTimerScanner, ScanResult
 
 __all__ = [
@@ -54,6 +52,7 @@ __all__ = [
     "AsyncStateStore",
     "AsyncTransitionLogStore",
     "AuditPlugin",
+    "BlockOptions",
     "ClaimOutcome",
     "ClaimRequest",
     "ClaimStatus",

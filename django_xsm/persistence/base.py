@@ -12,7 +12,6 @@ block's :class:`~django_xsm.persistence.records.CommitUnit`.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import math
 import re
@@ -20,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from django_xsm.exceptions import InvalidConfigError, PartialCommitError
+from django_xsm.exceptions import InvalidConfigError
 
 from .records import (
     ClaimOutcome,
@@ -46,7 +45,6 @@ __all__ = [
     "InboxStore",
     "StateStore",
     "TransitionLogStore",
-    "after_save",
     "iter_pages",
     "retry_after_seconds",
     "system_clock_ms",
@@ -87,18 +85,6 @@ def system_clock_ms() -> int:
 def retry_after_seconds(ms: int) -> int:
     """A ``Retry-After`` in whole seconds for a wait of ``ms`` (at least 1)."""
     return max(1, -(-int(ms) // 1000))
-
-
-@contextlib.contextmanager
-def after_save(key: str, version: int, part: str) -> Iterator[None]:
-    """Wrap the writes a store makes after the snapshot landed (marks or log
-    records bound for an unshared inbox or log): a failure there is a
-    :class:`PartialCommitError`, so the caller knows the change is durable
-    and does not release its claims as if nothing happened."""
-    try:
-        yield
-    except Exception as exc:
-        raise PartialCommitError(key, version=version, part=part, cause=type(exc).__name__) from exc
 
 
 def validate_key(value: object, *, what: str = "key") -> str:

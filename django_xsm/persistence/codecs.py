@@ -18,9 +18,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, SnapshotCorruptError
+from django_xsm.exceptions import InvalidConfigError, SnapshotCorruptError, SnapshotTooLargeError
 
-__all__ = ["FernetCodec", "JsonCodec", "loads_tagged", "to_json_ready"]
+from .base import Codec
+from .records import CommitUnit
+
+__all__ = ["FernetCodec", "JsonCodec", "encode_snapshot", "loads_tagged", "to_json_ready"]
 
 # The tag key marks an encoded non-JSON value; a user dict that happens to
 # contain it is stored as {"$xsm": "dict", "v": [[key, value], ...]} so
@@ -222,3 +225,15 @@ def loads_tagged(data: str | bytes) -> Any:
     """``json.loads`` that turns tagged values back into Python objects
     (the inverse of ``json.dumps(to_json_ready(value))``)."""
     return json.loads(data, object_hook=_object_hook)
+
+
+def encode_snapshot(codec: Codec, unit: CommitUnit, limit: int) -> bytes | None:
+    """The bytes ``unit``'s snapshot is stored as (None: it writes none),
+    bound to the version it produces. Raises ``SnapshotTooLargeError``
+    over ``limit`` bytes, before any write."""
+    if unit.snapshot is None:
+        return None
+    data = codec.encode(unit.snapshot, key=unit.key, version=unit.new_version)
+    if len(data) > limit:
+        raise SnapshotTooLargeError(unit.key, size=len(data), limit=limit)
+    return data

@@ -35,6 +35,7 @@ from .records import ClaimOutcome, ClaimStatus
 
 __all__ = [
     "MAX_IDEMPOTENCY_KEY_LENGTH",
+    "EventView",
     "IdempotencyPlugin",
     "ReplayedReceipt",
     "event_fingerprint",
@@ -124,6 +125,22 @@ def raise_for_outcome(outcome: ClaimOutcome) -> None:
         )
     if outcome.status == ClaimStatus.MISMATCH:
         raise IdempotencyMismatchError(request.idempotency_key, scope=request.scope)
+
+
+class EventView:
+    """What ``principal(event)`` receives: ``.type``, ``.data``, item access."""
+
+    __slots__ = ("data", "type")
+
+    def __init__(self, etype: str, data: dict[str, Any]) -> None:
+        self.type = etype
+        self.data = data
+
+    def __getitem__(self, name: str) -> Any:
+        return self.data[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.data.get(name, default)
 
 
 class IdempotencyPlugin:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "ms_to_datetime",
     "owner_machine_id",
     "require_text",
+    "save_unit",
 ]
 
 
@@ -372,6 +374,30 @@ class CommitUnit:
             and not self.releases
             and not self.log_entries
         )
+
+
+def save_unit(
+    key: str,
+    snapshot: Mapping[str, Any],
+    *,
+    expected_version: int,
+    machine_version: str,
+    machine_id: str,
+    floor: int,
+) -> CommitUnit:
+    """The unit of ``StateStore.save``: the snapshot alone, under a fresh
+    commit id, owned by ``machine_id`` or else the machine the snapshot
+    names. ``floor`` is the stored floor when creating (``expected_version``
+    0), else 0."""
+    return CommitUnit(
+        key=key,
+        commit_id=secrets.token_hex(12),
+        expected_version=expected_version,
+        machine_id=owner_machine_id(machine_id, snapshot),
+        machine_version=machine_version,
+        snapshot=snapshot,
+        floor=floor,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,9 +35,9 @@ from django_xsm.exceptions import (
 )
 
 from .base import system_clock_ms
+from .block import persisted
 from .locks import LockStrategy
 from .records import StoredRecord, TimerFailure
-from .runtime import persisted
 from .timer_state import INSTANCE_FAILURE, failure_key, next_due_ms
 
 __all__ = ["DueTimerScanner", "ScanResult"]
@@ -118,9 +118,7 @@ class DueTimerScanner:
         self.actor = actor
 
     def _machine_for(self, record: StoredRecord | None) -> Any:
-        machine_id = record.machine_id if record is not None else ""
-        if not machine_id and record is not None:
-            machine_id = str(record.snapshot.get("machine_id", ""))
+        machine_id = record.owner if record is not None else ""
         try:
             return self.machines[machine_id]
         except KeyError:

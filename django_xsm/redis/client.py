@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import threading
-from collections.abc import Generator, Sequence
-from typing import Any
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import redis
@@ -22,9 +23,10 @@ import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from django_xsm.exceptions import InvalidConfigError
+from django_xsm.persistence.runner import Apply, adrive, drive
 
 from . import scripts
-from .core import Cmd, Many
+from .core import Cmd, Many, Op, Request
 from .errors import translate_errors
 from .ops import Call
 
@@ -47,6 +49,8 @@ SHAS: dict[str, str] = {
 _URL_SCHEMES = ("redis", "rediss", "unix")
 _url_clients: dict[str, redis.Redis] = {}
 _url_lock = threading.Lock()
+
+T = TypeVar("T")
 
 
 def _check_url(url: str) -> None:
@@ -130,24 +134,27 @@ def same_server(a: Any, b: Any) -> bool:
     return type(pa) is type(pb) and all(ka.get(k) == kb.get(k) for k in keys)
 
 
-def _evalsha(call: Call) -> tuple[Any, ...]:
-    return (SHAS[call.script], len(call.keys), *call.keys, *call.args)
+def _command(request: Call | Cmd, *, by_source: bool = False) -> tuple[Any, ...]:
+    """The command line of one request: a script by SHA (or by source)."""
+    if isinstance(request, Cmd):
+        return (request.name, *request.args)
+    if by_source:
+        return ("EVAL", SOURCES[request.script], len(request.keys), *request.keys, *request.args)
+    return ("EVALSHA", SHAS[request.script], len(request.keys), *request.keys, *request.args)
 
 
-def _eval(call: Call) -> tuple[Any, ...]:
-    return (SOURCES[call.script], len(call.keys), *call.keys, *call.args)
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """One command on the wire."""
+
+    command: tuple[Any, ...]
 
 
-def _missing(replies: list[Any]) -> list[int]:
-    """Positions of pipelined script calls that met an empty script cache."""
-    return [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+@dataclass(frozen=True, slots=True)
+class _Pipeline:
+    """Commands in one pipeline; replies come back with errors in place."""
 
-
-def _checked(replies: list[Any]) -> list[Any]:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
+    commands: tuple[tuple[Any, ...], ...]
 
 
 # NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) means the script did
@@ -158,99 +165,84 @@ def _checked(replies: list[Any]) -> list[Any]:
 # https://redis.io/docs/latest/develop/interact/programmability/eval-intro/
 
 
+def _on_the_wire(request: Call | Cmd | Many) -> Generator[_Line | _Pipeline, Any, Any]:
+    """What one core request sends, as a generator of wire requests (the
+    two drivers run it with blocking and asyncio clients)."""
+    if isinstance(request, Cmd):
+        return (yield _Line(_command(request)))
+    if isinstance(request, Call):
+        try:
+            return (yield _Line(_command(request)))
+        except NoScriptError:
+            return (yield _Line(_command(request, by_source=True)))
+    requests = request.requests
+    if not requests:
+        return []
+    replies = list((yield _Pipeline(tuple(_command(r) for r in requests))))
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if missing:
+        again = yield _Pipeline(tuple(_command(requests[i], by_source=True) for i in missing))
+        for i, reply in zip(missing, again, strict=True):
+            replies[i] = reply
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+class _Commands(Protocol):
+    """``execute_command`` as redis-py defines it (it leaves it unannotated)."""
+
+    def execute_command(self, *args: Any) -> Any: ...
+
+
 class SyncDriver:
     """Runs core generators on a blocking client."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        self._commands: _Commands = client
 
-    def run(self, op: Generator[Any, Any, Any], key: str | None = None) -> Any:
+    def run(self, op: Op[T], key: str | None = None) -> T:
         with translate_errors(key):
-            try:
-                request = op.send(None)
-                while True:
-                    request = op.send(self._exec(request))
-            except StopIteration as stop:
-                return stop.value
+            return drive(op, self._exec)
 
-    def _exec(self, request: Any) -> Any:
-        if isinstance(request, Call):
-            try:
-                return self.client.evalsha(*_evalsha(request))
-            except NoScriptError:
-                return self.client.eval(*_eval(request))
-        if isinstance(request, Cmd):
-            return self.client.execute_command(request.name, *request.args)
-        assert isinstance(request, Many)
-        return self._pipeline(request.requests)
+    def _exec(self, request: Request) -> Any:
+        if isinstance(request, Apply):
+            return request()
+        return drive(_on_the_wire(request), self._send)
 
-    def _send(self, requests: Sequence[Call | Cmd], *, by_source: bool) -> list[Any]:
+    def _send(self, wire: _Line | _Pipeline) -> Any:
+        if isinstance(wire, _Line):
+            return self._commands.execute_command(*wire.command)
         pipe = self.client.pipeline(transaction=False)
-        for r in requests:
-            if isinstance(r, Call):
-                pipe.execute_command(
-                    *(("EVAL", *_eval(r)) if by_source else ("EVALSHA", *_evalsha(r)))
-                )
-            else:
-                pipe.execute_command(r.name, *r.args)
-        return list(pipe.execute(raise_on_error=False))
-
-    def _pipeline(self, requests: tuple[Call | Cmd, ...]) -> list[Any]:
-        if not requests:
-            return []
-        replies = self._send(requests, by_source=False)
-        missing = _missing(replies)
-        if missing:
-            again = self._send([requests[i] for i in missing], by_source=True)
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
-        return _checked(replies)
+        queue: _Commands = pipe
+        for command in wire.commands:
+            queue.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
 
 
 class AsyncDriver:
     """Runs the same core generators on a ``redis.asyncio`` client."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: redis.asyncio.Redis) -> None:
         self.client = client
+        self._commands: _Commands = client
 
-    async def run(self, op: Generator[Any, Any, Any], key: str | None = None) -> Any:
+    async def run(self, op: Op[T], key: str | None = None) -> T:
         with translate_errors(key):
-            try:
-                request = op.send(None)
-                while True:
-                    request = op.send(await self._exec(request))
-            except StopIteration as stop:
-                return stop.value
+            return await adrive(op, self._exec)
 
-    async def _exec(self, request: Any) -> Any:
-        if isinstance(request, Call):
-            try:
-                return await self.client.evalsha(*_evalsha(request))
-            except NoScriptError:
-                return await self.client.eval(*_eval(request))
-        if isinstance(request, Cmd):
-            return await self.client.execute_command(request.name, *request.args)
-        assert isinstance(request, Many)
-        return await self._pipeline(request.requests)
+    async def _exec(self, request: Request) -> Any:
+        if isinstance(request, Apply):
+            return await request()
+        return await adrive(_on_the_wire(request), self._send)
 
-    async def _send(self, requests: Sequence[Call | Cmd], *, by_source: bool) -> list[Any]:
+    async def _send(self, wire: _Line | _Pipeline) -> Any:
+        if isinstance(wire, _Line):
+            return await self._commands.execute_command(*wire.command)
         pipe = self.client.pipeline(transaction=False)
-        for r in requests:
-            if isinstance(r, Call):
-                pipe.execute_command(
-                    *(("EVAL", *_eval(r)) if by_source else ("EVALSHA", *_evalsha(r)))
-                )
-            else:
-                pipe.execute_command(r.name, *r.args)
-        return list(await pipe.execute(raise_on_error=False))
-
-    async def _pipeline(self, requests: tuple[Call | Cmd, ...]) -> list[Any]:
-        if not requests:
-            return []
-        replies = await self._send(requests, by_source=False)
-        missing = _missing(replies)
-        if missing:
-            again = await self._send([requests[i] for i in missing], by_source=True)
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
-        return _checked(replies)
+        queue: _Commands = pipe
+        for command in wire.commands:
+            queue.execute_command(*command)
+        return await pipe.execute(raise_on_error=False)

@@ -12,28 +12,33 @@ from __future__ import annotations
 
 import datetime as _dt
 import heapq
-import secrets
-from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeAlias, TypeVar
 
-from django_xsm.exceptions import InvalidConfigError, SnapshotTooLargeError, StoreError
+from django_xsm.exceptions import InvalidConfigError, StoreError
 from django_xsm.persistence.base import Codec, validate_key, wall_to_ms
-from django_xsm.persistence.codecs import JsonCodec
+from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
 from django_xsm.persistence.records import (
     CommitResult,
     CommitUnit,
     OpenRequest,
+    OpenResult,
+    StoredRecord,
     TimerFailure,
     check_commit_id,
-    owner_machine_id,
+    save_unit,
 )
+from django_xsm.persistence.runner import Apply
+from django_xsm.persistence.unshared import unshared_writes
 
 from . import ops
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, MAX_BUCKETS, SEP, KeyLayout
 from .ops import Call, b2s
 
-__all__ = ["Cmd", "LayoutState", "Many", "Op", "StoreCore", "parse_schema"]
+__all__ = ["Cmd", "LayoutState", "Many", "Op", "Request", "StoreCore", "parse_schema"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +56,11 @@ class Many:
     requests: tuple[Call | Cmd, ...]
 
 
-Request = Call | Cmd | Many
-Op = Generator[Request, Any, Any]
+#: What a core generator yields: a script call, a command, a pipeline, or a
+#: method of another backend (an inbox or log that does not share the
+#: store's commit).
+Request: TypeAlias = Call | Cmd | Many | Apply
+Op: TypeAlias = Generator[Request, Any, T]
 
 
 def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) -> KeyLayout:
@@ -92,7 +100,7 @@ class LayoutState:
         self.wanted = buckets
         self.layout: KeyLayout | None = None
 
-    def ensure(self) -> Generator[Request, Any, KeyLayout]:
+    def ensure(self) -> Op[KeyLayout]:
         if self.layout is None:
             reply = yield Call(
                 "SCHEMA",
@@ -136,13 +144,13 @@ class StoreCore:
 
     # --- records -----------------------------------------------------------
 
-    def load(self, key: str) -> Op:
+    def load(self, key: str) -> Op[StoredRecord | None]:
         validate_key(key)
         layout = yield from self.state.ensure()
         fields = yield Cmd("HGETALL", (layout.snapshot(key),))
         return ops.parse_record(key, fields, self.codec)
 
-    def open(self, request: OpenRequest) -> Op:
+    def open(self, request: OpenRequest) -> Op[OpenResult]:
         validate_key(request.key)
         if request.lock_token:
             ops.check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
@@ -151,14 +159,34 @@ class StoreCore:
         return ops.parse_open(request, reply, self.codec)
 
     def encode(self, unit: CommitUnit) -> bytes | None:
-        if unit.snapshot is None:
-            return None
-        data = self.codec.encode(unit.snapshot, key=unit.key, version=unit.new_version)
-        if len(data) > self.max_snapshot_bytes:
-            raise SnapshotTooLargeError(unit.key, size=len(data), limit=self.max_snapshot_bytes)
-        return data
+        """The snapshot bytes ``unit`` stores (see ``encode_snapshot``)."""
+        return encode_snapshot(self.codec, unit, self.max_snapshot_bytes)
 
-    def commit(self, unit: CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int) -> Op:
+    def commit(
+        self, unit: CommitUnit, *, inbox: Any, log: Any, shares: Callable[[object], bool]
+    ) -> Op[CommitResult]:
+        """One COMMIT script for the snapshot and whatever ``shares`` says
+        commits with it; an inbox or log that does not share is written
+        afterwards (snapshot, marks, log: the documented order)."""
+        with_inbox = inbox is None or shares(inbox)
+        with_log = log is None or shares(log)
+        maxlen = int(getattr(log, "maxlen", None) or 0) if with_log else 0
+        result = yield from self._commit(
+            unit, with_inbox=with_inbox, with_log=with_log, log_maxlen=maxlen
+        )
+        if result.replayed:
+            return result
+        first_seq = yield from unshared_writes(
+            unit,
+            result.version,
+            inbox=None if with_inbox else inbox,
+            log=None if with_log else log,
+        )
+        return replace(result, first_seq=first_seq) if first_seq else result
+
+    def _commit(
+        self, unit: CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int
+    ) -> Op[CommitResult]:
         validate_key(unit.key)
         check_commit_id(unit.commit_id)
         data = self.encode(unit)  # raises before any I/O
@@ -175,7 +203,7 @@ class StoreCore:
         reply = yield call
         return ops.parse_commit(unit, reply)
 
-    def floor(self, key: str) -> Op:
+    def floor(self, key: str) -> Op[int]:
         layout = yield from self.state.ensure()
         raw = yield Cmd("HGET", (layout.floors(layout.bucket(key)), key))
         return int(raw or 0)
@@ -187,49 +215,46 @@ class StoreCore:
         expected_version: int,
         machine_version: str,
         machine_id: str,
-    ) -> Op:
+    ) -> Op[int]:
         floor = (yield from self.floor(key)) if expected_version == 0 else 0
-        unit = CommitUnit(
-            key=key,
-            commit_id=secrets.token_hex(12),
+        unit = save_unit(
+            key,
+            snapshot,
             expected_version=expected_version,
-            machine_id=owner_machine_id(machine_id, snapshot),
             machine_version=machine_version,
-            snapshot=snapshot,
+            machine_id=machine_id,
             floor=floor,
         )
-        result: CommitResult = yield from self.commit(
-            unit, with_inbox=False, with_log=False, log_maxlen=0
-        )
+        result = yield from self._commit(unit, with_inbox=False, with_log=False, log_maxlen=0)
         return result.version
 
     # --- locks ----------------------------------------------------------------
 
-    def acquire_lock(self, key: str, token: str, ttl_ms: int) -> Op:
+    def acquire_lock(self, key: str, token: str, ttl_ms: int) -> Op[int]:
         validate_key(key)
         ops.check_ttl(ttl_ms, "ttl_ms")
         layout = yield from self.state.ensure()
         return int((yield Call("ACQUIRE_LOCK", [layout.lock(key)], [token, ttl_ms])))
 
-    def release_lock(self, key: str, token: str) -> Op:
+    def release_lock(self, key: str, token: str) -> Op[bool]:
         layout = yield from self.state.ensure()
         return bool(int((yield Call("RELEASE_LOCK", [layout.lock(key)], [token]))))
 
-    def lock_holder(self, key: str) -> Op:
+    def lock_holder(self, key: str) -> Op[str | None]:
         layout = yield from self.state.ensure()
         raw = yield Cmd("GET", (layout.lock(key),))
         return None if raw is None else b2s(raw)
 
     # --- removal ----------------------------------------------------------------
 
-    def delete(self, key: str) -> Op:
+    def delete(self, key: str) -> Op[bool]:
         validate_key(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
         keys = [layout.snapshot(key), layout.floors(b), *layout.index_keys(b)]
         return bool(int((yield Call("DELETE", keys, [key]))))
 
-    def forget(self, key: str) -> Op:
+    def forget(self, key: str) -> Op[dict[str, int]]:
         validate_key(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
@@ -253,7 +278,7 @@ class StoreCore:
 
     def list_page(
         self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
-    ) -> Op:
+    ) -> Op[tuple[list[str], str]]:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidConfigError(
                 f"limit must be an int from 1 to 10000, got {limit!r}", path="limit"
@@ -298,7 +323,7 @@ class StoreCore:
         more = len(merged) > limit
         return page, (page[-1] if more else "")
 
-    def due_keys(self, until_wall: float | _dt.datetime, limit: int) -> Op:
+    def due_keys(self, until_wall: float | _dt.datetime, limit: int) -> Op[list[tuple[str, int]]]:
         until = wall_to_ms(until_wall)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidConfigError(f"limit must be a positive int, got {limit!r}", path="limit")
@@ -322,7 +347,7 @@ class StoreCore:
         expected_version: int,
         failures: Mapping[str, TimerFailure],
         next_due_ms: int | None,
-    ) -> Op:
+    ) -> Op[bool]:
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
         payload = ops._dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""
@@ -339,7 +364,7 @@ class StoreCore:
         )
         return bool(int(reply))
 
-    def dead_letters(self, limit: int) -> Op:
+    def dead_letters(self, limit: int) -> Op[list[tuple[str, int]]]:
         layout = yield from self.state.ensure()
         cmds = tuple(
             Cmd("ZRANGE", (layout.dead(b), 0, limit - 1, "WITHSCORES"))
@@ -349,7 +374,7 @@ class StoreCore:
         rows = sorted((int(float(s)), b2s(m)) for r in replies for m, s in ops.score_pairs(r))
         return [(k, t) for t, k in rows[:limit]]
 
-    def machine_ids(self, keys: Sequence[str]) -> Op:
+    def machine_ids(self, keys: Sequence[str]) -> Op[dict[str, str]]:
         wanted = [validate_key(k) for k in keys]
         if not wanted:
             return {}
@@ -363,10 +388,10 @@ class StoreCore:
             for k, fields in zip(blank, rows, strict=True):
                 record = ops.parse_record(k, fields, self.codec)
                 if record is not None:
-                    found[k] = str(record.snapshot.get("machine_id", ""))
+                    found[k] = record.owner
         return found
 
-    def prune_expired(self, limit: int) -> Op:
+    def prune_expired(self, limit: int) -> Op[int]:
         layout = yield from self.state.ensure()
         calls = tuple(
             Call(
@@ -379,7 +404,7 @@ class StoreCore:
         replies = yield Many(calls)
         return sum(int(r) for r in replies)
 
-    def health(self) -> Op:
+    def health(self) -> Op[dict[str, Any]]:
         layout = yield from self.state.ensure()
         # A small expiring write rather than PING: a read-only replica
         # (READONLY) or a full server (OOM) still answers PING but cannot

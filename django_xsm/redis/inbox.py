@@ -45,16 +45,18 @@ def _scope(scope: str) -> str:
 
 
 class InboxCore:
+    """What RedisInbox and AsyncRedisInbox do, minus the sending."""
+
     def __init__(self, prefix: str, buckets: int | None) -> None:
         self.state = LayoutState(prefix, buckets)
 
-    def claim(self, request: ClaimRequest) -> Op:
+    def claim(self, request: ClaimRequest) -> Op[ClaimOutcome]:
         ops.checked_claim(request)
         layout = yield from self.state.ensure()
         reply = yield ops.claim_call(layout, request)
         return ops.parse_claim(request, reply)
 
-    def _row_keys(self, claim: ClaimRequest) -> Op:
+    def _row_keys(self, claim: ClaimRequest) -> Op[tuple[list[str], str]]:
         ops.checked_claim(claim)
         layout = yield from self.state.ensure()
         return (
@@ -65,18 +67,18 @@ class InboxCore:
             layout.inbox_field(claim.instance_key, claim.idempotency_key),
         )
 
-    def mark(self, mark: InboxMark) -> Op:
+    def mark(self, mark: InboxMark) -> Op[bool]:
         c = mark.claim
         keys, field = yield from self._row_keys(c)
         receipt = json.dumps(mark.receipt, separators=(",", ":"), ensure_ascii=False)
         reply = yield Call("MARK", keys, [field, c.fingerprint, c.owner, receipt, mark.ttl_ms])
         return bool(int(reply))
 
-    def release(self, release: InboxRelease) -> Op:
+    def release(self, release: InboxRelease) -> Op[bool]:
         keys, field = yield from self._row_keys(release.claim)
         return bool(int((yield Call("RELEASE", keys, [field, release.claim.owner]))))
 
-    def get(self, scope: str, instance_key: str, idempotency_key: str) -> Op:
+    def get(self, scope: str, instance_key: str, idempotency_key: str) -> Op[dict[str, Any] | None]:
         layout = yield from self.state.ensure()
         raw, now = yield Many(
             (
@@ -111,7 +113,7 @@ class InboxCore:
             "expires_ms": expires,
         }
 
-    def count_expired(self) -> Op:
+    def count_expired(self) -> Op[int]:
         layout = yield from self.state.ensure()
         seconds, micros = yield Cmd("TIME", ())
         # Inclusive, as PURGE_INBOX reads the index (ZRANGEBYSCORE -inf now).
@@ -124,7 +126,7 @@ class InboxCore:
         )
         return sum(int(c) for c in counts)
 
-    def purge_expired(self, limit: int | None, batch: int) -> Op:
+    def purge_expired(self, limit: int | None, batch: int) -> Op[int]:
         validate_limit(limit, optional=True)
         validate_limit(batch, name="batch")
         layout = yield from self.state.ensure()
@@ -141,7 +143,7 @@ class InboxCore:
             active = [b for b in active if b not in spent]
         return removed
 
-    def _instance_rows(self, instance_key: str) -> Op:
+    def _instance_rows(self, instance_key: str) -> Op[tuple[str, dict[str, tuple[str, str]]]]:
         validate_key(instance_key)
         layout = yield from self.state.ensure()
         index = layout.inbox_expiry(layout.bucket(instance_key))
@@ -160,11 +162,11 @@ class InboxCore:
             if int(cursor) == 0:
                 return index, rows
 
-    def count_for_instance(self, instance_key: str) -> Op:
+    def count_for_instance(self, instance_key: str) -> Op[int]:
         _index, rows = yield from self._instance_rows(instance_key)
         return len(rows)
 
-    def forget_instance(self, instance_key: str) -> Op:
+    def forget_instance(self, instance_key: str) -> Op[int]:
         index, rows = yield from self._instance_rows(instance_key)
         requests: list[Cmd] = []
         for member, (hash_key, field) in rows.items():
@@ -172,7 +174,7 @@ class InboxCore:
         replies = yield Many(tuple(requests))  # no rows: no round trip
         return sum(int(r) for r in replies[::2])
 
-    def forget(self, scope: str) -> Op:
+    def forget(self, scope: str) -> Op[int]:
         layout = yield from self.state.ensure()
         replies = yield Many(
             tuple(
@@ -197,23 +199,23 @@ class RedisInbox:
         self.driver = SyncDriver(self.client)
 
     def claim(self, request: ClaimRequest) -> ClaimOutcome:
-        return self.driver.run(self.core.claim(request), request.instance_key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.claim(request), request.instance_key)
 
     def mark(self, mark: InboxMark) -> bool:
-        return self.driver.run(self.core.mark(mark), mark.claim.instance_key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.mark(mark), mark.claim.instance_key)
 
     def release(self, release: InboxRelease) -> bool:
-        return self.driver.run(self.core.release(release), release.claim.instance_key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.release(release), release.claim.instance_key)
 
     def get(self, scope: str, instance_key: str, idempotency_key: str) -> dict[str, Any] | None:
-        return self.driver.run(self.core.get(scope, instance_key, idempotency_key), instance_key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.get(scope, instance_key, idempotency_key), instance_key)
 
     def count_expired(self) -> int:
         """Rows whose time is up by the Redis server's clock: what
         ``purge_expired(limit=None)`` would remove now. Read-only; two round
         trips (``TIME``, then one pipelined ``ZCOUNT`` per bucket), each
         count O(log N): the rows kept cost nothing."""
-        return self.driver.run(self.core.count_expired())  # type: ignore[no-any-return]
+        return self.driver.run(self.core.count_expired())
 
     def purge_expired(self, *, limit: int | None = 1000, batch: int = 1000) -> int:
         """Remove expired rows, at most ``limit`` in total (None: every
@@ -232,7 +234,7 @@ class RedisInbox:
         rows per bucket); calling until it returns 0 removes the same rows
         either way.
         """
-        return self.driver.run(self.core.purge_expired(limit, batch))  # type: ignore[no-any-return]
+        return self.driver.run(self.core.purge_expired(limit, batch))
 
     def count_for_instance(self, instance_key: str) -> int:
         """Rows used with instance ``instance_key`` in every scope (an
@@ -240,7 +242,7 @@ class RedisInbox:
         would delete. Read-only; walks the expiry index of the instance's
         bucket with ``ZSCAN`` (about total rows / buckets members, one round
         trip per 500)."""
-        return self.driver.run(self.core.count_for_instance(instance_key), instance_key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.count_for_instance(instance_key), instance_key)
 
     def forget_instance(self, instance_key: str) -> int:
         """Delete the rows used with instance ``instance_key`` in every
@@ -249,11 +251,11 @@ class RedisInbox:
         :meth:`count_for_instance` costs plus one pipelined round trip
         (``HDEL`` and ``ZREM`` per row). Not atomic: a row claimed for the
         instance while it runs may survive."""
-        return self.driver.run(self.core.forget_instance(instance_key), instance_key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.forget_instance(instance_key), instance_key)
 
     def forget(self, scope: str) -> int:
         """Remove every row of ``scope`` (exactly that scope)."""
-        return self.driver.run(self.core.forget(scope))  # type: ignore[no-any-return]
+        return self.driver.run(self.core.forget(scope))
 
     def __repr__(self) -> str:
         return f"<RedisInbox prefix={self.prefix!r}>"
@@ -269,34 +271,34 @@ class AsyncRedisInbox:
         self.driver = AsyncDriver(self.client)
 
     async def claim(self, request: ClaimRequest) -> ClaimOutcome:
-        return await self.driver.run(self.core.claim(request), request.instance_key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.claim(request), request.instance_key)
 
     async def mark(self, mark: InboxMark) -> bool:
-        return await self.driver.run(self.core.mark(mark), mark.claim.instance_key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.mark(mark), mark.claim.instance_key)
 
     async def release(self, release: InboxRelease) -> bool:
-        return await self.driver.run(self.core.release(release), release.claim.instance_key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.release(release), release.claim.instance_key)
 
     async def get(
         self, scope: str, instance_key: str, idempotency_key: str
     ) -> dict[str, Any] | None:
         return await self.driver.run(
             self.core.get(scope, instance_key, idempotency_key), instance_key
-        )  # type: ignore[no-any-return]
+        )
 
     async def count_expired(self) -> int:
-        return await self.driver.run(self.core.count_expired())  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.count_expired())
 
     async def purge_expired(self, *, limit: int | None = 1000, batch: int = 1000) -> int:
-        return await self.driver.run(self.core.purge_expired(limit, batch))  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.purge_expired(limit, batch))
 
     async def count_for_instance(self, instance_key: str) -> int:
         op = self.core.count_for_instance(instance_key)
-        return await self.driver.run(op, instance_key)  # type: ignore[no-any-return]
+        return await self.driver.run(op, instance_key)
 
     async def forget_instance(self, instance_key: str) -> int:
         op = self.core.forget_instance(instance_key)
-        return await self.driver.run(op, instance_key)  # type: ignore[no-any-return]
+        return await self.driver.run(op, instance_key)
 
     async def forget(self, scope: str) -> int:
-        return await self.driver.run(self.core.forget(scope))  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.forget(scope))

@@ -28,6 +28,8 @@ PAGE = 500
 
 
 class LogCore:
+    """What RedisLog and AsyncRedisLog do, minus the sending."""
+
     def __init__(self, prefix: str, buckets: int | None, maxlen: int | None) -> None:
         if maxlen is not None and (
             isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 1
@@ -38,7 +40,7 @@ class LogCore:
         self.state = LayoutState(prefix, buckets)
         self.maxlen = maxlen
 
-    def append(self, record: TransitionRecord) -> Op:
+    def append(self, record: TransitionRecord) -> Op[int]:
         validate_key(record.key)
         layout = yield from self.state.ensure()
         entry = LogEntry(
@@ -68,12 +70,12 @@ class LogCore:
             )
         return seq
 
-    def append_next(self, key: str, entry: LogEntry, version: int) -> Op:
+    def append_next(self, key: str, entry: LogEntry, version: int) -> Op[int]:
         validate_key(key)
         layout = yield from self.state.ensure()
         return int((yield ops.log_append_call(layout, key, 0, version, entry, self.maxlen or 0)))
 
-    def read(self, key: str, after_seq: int, limit: int | None) -> Op:
+    def read(self, key: str, after_seq: int, limit: int | None) -> Op[list[TransitionRecord]]:
         validate_key(key)
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
@@ -93,7 +95,7 @@ class LogCore:
                 return out
             start = f"({page[-1].seq}-0"
 
-    def read_last(self, key: str, count: int) -> Op:
+    def read_last(self, key: str, count: int) -> Op[list[TransitionRecord]]:
         validate_key(key)
         layout = yield from self.state.ensure()
         if count < 1:
@@ -101,11 +103,11 @@ class LogCore:
         rows = yield Cmd("XREVRANGE", (layout.log(key), "+", "-", "COUNT", count))
         return list(reversed(ops.parse_stream_rows(key, rows)))
 
-    def last_seq(self, key: str) -> Op:
+    def last_seq(self, key: str) -> Op[int]:
         rows = yield from self.read_last(key, 1)
         return rows[-1].seq if rows else 0
 
-    def _purge_stream(self, key: str, cutoff: int) -> Op:
+    def _purge_stream(self, key: str, cutoff: int) -> Op[int]:
         layout = yield from self.state.ensure()
         removed = 0
         while True:
@@ -123,8 +125,8 @@ class LogCore:
         cutoff: float | _dt.datetime,
         key: str | None,
         progress: Callable[[str, int], None] | None,
-        per_stream: Callable[[str, int], Op],
-    ) -> Op:
+        per_stream: Callable[[str, int], Op[int]],
+    ) -> Op[int]:
         """Run ``per_stream(key, cutoff_ms)`` on ``key``, or on every stream
         holding a record older than the cutoff (one bucket's candidates in
         memory at a time); report each to ``progress``; sum the results."""
@@ -152,14 +154,14 @@ class LogCore:
         cutoff: float | _dt.datetime,
         key: str | None,
         progress: Callable[[str, int], None] | None,
-    ) -> Op:
+    ) -> Op[int]:
         return (yield from self._each_old_stream(cutoff, key, progress, self._purge_stream))
 
-    def bucket_count(self) -> Op:
+    def bucket_count(self) -> Op[int]:
         layout = yield from self.state.ensure()
         return layout.buckets
 
-    def _old_streams(self, limit_ms: int, bucket: int | None) -> Op:
+    def _old_streams(self, limit_ms: int, bucket: int | None) -> Op[list[str]]:
         layout = yield from self.state.ensure()
         if bucket is None:
             buckets: Sequence[int] = range(layout.buckets)
@@ -188,10 +190,10 @@ class LogCore:
         )
         return list(dict.fromkeys(b2s(k) for page in pages for k in page))
 
-    def streams_older_than(self, cutoff: float | _dt.datetime, bucket: int | None) -> Op:
+    def streams_older_than(self, cutoff: float | _dt.datetime, bucket: int | None) -> Op[list[str]]:
         return (yield from self._old_streams(wall_to_ms(cutoff), bucket))
 
-    def _count_stream(self, key: str, cutoff: int) -> Op:
+    def _count_stream(self, key: str, cutoff: int) -> Op[int]:
         # What LOG_PURGE removes: records from the front up to the first one
         # at or after the cutoff.
         layout = yield from self.state.ensure()
@@ -212,10 +214,10 @@ class LogCore:
         cutoff: float | _dt.datetime,
         key: str | None,
         progress: Callable[[str, int], None] | None,
-    ) -> Op:
+    ) -> Op[int]:
         return (yield from self._each_old_stream(cutoff, key, progress, self._count_stream))
 
-    def forget(self, key: str) -> Op:
+    def forget(self, key: str) -> Op[int]:
         validate_key(key)
         layout = yield from self.state.ensure()
         n, _deleted, _zrem = yield Many(
@@ -246,21 +248,21 @@ class RedisLog:
         self.driver = SyncDriver(self.client)
 
     def append(self, record: TransitionRecord) -> int:
-        return self.driver.run(self.core.append(record), record.key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.append(record), record.key)
 
     def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
-        return self.driver.run(self.core.append_next(key, entry, version), key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.append_next(key, entry, version), key)
 
     def read(
         self, key: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[TransitionRecord]:
-        return self.driver.run(self.core.read(key, after_seq, limit), key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.read(key, after_seq, limit), key)
 
     def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
-        return self.driver.run(self.core.read_last(key, count), key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.read_last(key, count), key)
 
     def last_seq(self, key: str) -> int:
-        return self.driver.run(self.core.last_seq(key), key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.last_seq(key), key)
 
     def purge_older_than(
         self,
@@ -272,7 +274,7 @@ class RedisLog:
         """Remove records older than ``cutoff`` (seconds since the epoch or
         an aware datetime), page by page; ``progress(key, removed)`` is
         called per stream. Returns the number removed."""
-        return self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)
 
     def count_older_than(
         self,
@@ -288,7 +290,7 @@ class RedisLog:
         returns, one bucket at a time, reading each from its oldest record
         (one ``XRANGE`` per 500 records counted)."""
         op = self.core.count_older_than(cutoff, key, progress)
-        return self.driver.run(op, key)  # type: ignore[no-any-return]
+        return self.driver.run(op, key)
 
     def streams_older_than(
         self, cutoff: float | _dt.datetime, *, bucket: int | None = None
@@ -300,15 +302,15 @@ class RedisLog:
         bucket, then ``ZRANGE`` by rank in pages of 500): O(buckets * log N
         + streams returned). A stream whose instance expired or was deleted
         keeps its place until purged."""
-        return self.driver.run(self.core.streams_older_than(cutoff, bucket))  # type: ignore[no-any-return]
+        return self.driver.run(self.core.streams_older_than(cutoff, bucket))
 
     def bucket_count(self) -> int:
         """The namespace's bucket count (reads the schema marker on first
         use only)."""
-        return self.driver.run(self.core.bucket_count())  # type: ignore[no-any-return]
+        return self.driver.run(self.core.bucket_count())
 
     def forget(self, key: str) -> int:
-        return self.driver.run(self.core.forget(key), key)  # type: ignore[no-any-return]
+        return self.driver.run(self.core.forget(key), key)
 
     def __repr__(self) -> str:
         return f"<RedisLog prefix={self.prefix!r} maxlen={self.maxlen}>"
@@ -332,21 +334,21 @@ class AsyncRedisLog:
         self.driver = AsyncDriver(self.client)
 
     async def append(self, record: TransitionRecord) -> int:
-        return await self.driver.run(self.core.append(record), record.key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.append(record), record.key)
 
     async def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
-        return await self.driver.run(self.core.append_next(key, entry, version), key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.append_next(key, entry, version), key)
 
     async def read(
         self, key: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[TransitionRecord]:
-        return await self.driver.run(self.core.read(key, after_seq, limit), key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.read(key, after_seq, limit), key)
 
     async def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
-        return await self.driver.run(self.core.read_last(key, count), key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.read_last(key, count), key)
 
     async def last_seq(self, key: str) -> int:
-        return await self.driver.run(self.core.last_seq(key), key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.last_seq(key), key)
 
     async def purge_older_than(
         self,
@@ -355,7 +357,7 @@ class AsyncRedisLog:
         key: str | None = None,
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
-        return await self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)
 
     async def count_older_than(
         self,
@@ -365,15 +367,15 @@ class AsyncRedisLog:
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
         op = self.core.count_older_than(cutoff, key, progress)
-        return await self.driver.run(op, key)  # type: ignore[no-any-return]
+        return await self.driver.run(op, key)
 
     async def streams_older_than(
         self, cutoff: float | _dt.datetime, *, bucket: int | None = None
     ) -> list[str]:
-        return await self.driver.run(self.core.streams_older_than(cutoff, bucket))  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.streams_older_than(cutoff, bucket))
 
     async def bucket_count(self) -> int:
-        return await self.driver.run(self.core.bucket_count())  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.bucket_count())
 
     async def forget(self, key: str) -> int:
-        return await self.driver.run(self.core.forget(key), key)  # type: ignore[no-any-return]
+        return await self.driver.run(self.core.forget(key), key)

@@ -1,4 +1,4 @@
-"""The store / inbox / log contract, written once (DESIGN.md §3).
+"""The store / inbox / log contract, written once (docs/guarantees.md).
 
 Every backend runs these classes: subclass them with ``flavour = "memory"``,
 ``"fakeredis"`` or ``"live"`` (see ``tests/support.py``). Test names say

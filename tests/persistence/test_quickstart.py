@@ -1,6 +1,7 @@
 # ruff: noqa: E501, E702
-"""The seed quick start of DESIGN.md §2, verbatim but for its imports and
-the construction of the backends, on memory, fakeredis and a live server."""
+"""The seed quick start program (as in the README), verbatim but for its
+imports and the construction of the backends, on memory, fakeredis and a
+live server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fault injection on own redis-server processes (DESIGN §3).
+"""Fault injection on own redis-server processes (docs/guarantees.md).
 
 Every test starts its own server on a free loopback port, stops it by pid
 and carries a timeout. Workers that die or pause are real processes

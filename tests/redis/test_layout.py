@@ -1,4 +1,4 @@
-"""Key layout (DESIGN §5): hash tags, one slot per script call, the schema
+"""Key layout (docs/redis.md, "Key layout"): hash tags, one slot per script call, the schema
 marker, prefix validation and literal glob characters."""
 
 from __future__ import annotations

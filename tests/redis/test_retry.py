@@ -1,4 +1,4 @@
-"""Client retries are safe (DESIGN §3): a commit that reached the server but
+"""Client retries are safe (docs/redis.md, "Client retries"): a commit that reached the server but
 whose reply was lost is recognised by its commit id when it is sent again,
 and reported as success: never applied twice, never a conflict with itself.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .records import COMMIT_HISTORY, TimerFailure
+from django_xsm.persistence.records import COMMIT_HISTORY, TimerFailure
 
 __all__ = ["Row"]
 

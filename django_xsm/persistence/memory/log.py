@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
-
-from .base import validate_key, wall_to_ms
-from .codecs import loads_tagged
-from .records import LogEntry, TransitionRecord
+from django_xsm.persistence.base import validate_key, wall_to_ms
+from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.records import LogEntry, TransitionRecord
 
 __all__ = ["MemoryLog"]
 

@@ -1,10 +1,8 @@
-"""In-process reference backends: MemoryStore, MemoryInbox, MemoryLog.
+"""MemoryStore: the reference StateStore (see ``base.StateStore``).
 
-Thread-safe and faithful to the contract in ``base.py`` (the same contract
-tests run against them and against Redis), so they double as fakes in
-users' own tests. A commit holds the store's, the inbox's and the log's
-locks together (always in that order), so it is atomic for every reader.
-Nothing survives the process.
+A commit holds the store's, the inbox's and the log's locks together
+(always in that order), so it is atomic for every reader; an inbox or log
+of another kind is written after the snapshot, in the documented order.
 """
 
 from __future__ import annotations
@@ -13,20 +11,15 @@ import bisect
 import contextlib
 import datetime as _dt
 import itertools
-import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
-
-from .base import Codec, after_save, iter_pages, system_clock_ms, validate_key, wall_to_ms
-from .codecs import JsonCodec
-from .locks import StoreLock
-from .memory_inbox import MemoryInbox
-from .memory_log import MemoryLog
-from .memory_rows import Row as _Row
-from .records import (
+from django_xsm.exceptions import ConflictError, InvalidConfigError
+from django_xsm.persistence.base import Codec, iter_pages, system_clock_ms, validate_key, wall_to_ms
+from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
+from django_xsm.persistence.locks import StoreLock
+from django_xsm.persistence.records import (
     CommitResult,
     CommitUnit,
     OpenRequest,
@@ -34,10 +27,16 @@ from .records import (
     StoredRecord,
     TimerFailure,
     check_commit_id,
-    owner_machine_id,
+    save_unit,
 )
+from django_xsm.persistence.runner import Apply, drive
+from django_xsm.persistence.unshared import unshared_writes
 
-__all__ = ["MemoryInbox", "MemoryLog", "MemoryStore"]
+from .inbox import MemoryInbox
+from .log import MemoryLog
+from .rows import Row as _Row
+
+__all__ = ["MemoryStore"]
 
 Clock = Callable[[], int]
 
@@ -131,14 +130,6 @@ class MemoryStore:
     def shares_commit(self, other: object) -> bool:
         return isinstance(other, MemoryInbox | MemoryLog)
 
-    def _encode(self, unit: CommitUnit) -> bytes | None:
-        if unit.snapshot is None:
-            return None
-        data = self.codec.encode(unit.snapshot, key=unit.key, version=unit.new_version)
-        if len(data) > self.max_snapshot_bytes:
-            raise SnapshotTooLargeError(unit.key, size=len(data), limit=self.max_snapshot_bytes)
-        return data
-
     def commit(
         self,
         unit: CommitUnit,
@@ -151,7 +142,7 @@ class MemoryStore:
         documented order snapshot, marks, log."""
         validate_key(unit.key)
         check_commit_id(unit.commit_id)
-        data = self._encode(unit)  # may raise before anything is touched
+        data = encode_snapshot(self.codec, unit, self.max_snapshot_bytes)  # raises before any write
         shared_inbox = isinstance(inbox, MemoryInbox)
         shared_log = isinstance(log, MemoryLog)
         inbox_lock = inbox._lock if shared_inbox else contextlib.nullcontext()
@@ -207,29 +198,14 @@ class MemoryStore:
             first_seq = log.add_staged(staged_log) if shared_log else 0
             if unit.release_lock and unit.lock_token:
                 self._release(unit.key, unit.lock_token)
-        # Unshared inbox / log: after the snapshot, in the documented order.
-        with after_save(unit.key, version, "inbox"):
-            if not shared_inbox and inbox is not None:
-                self._apply_inbox(unit, inbox)
-        with after_save(unit.key, version, "log"):
-            if not shared_log and log is not None:
-                first_seq = self._apply_log(unit, log, version)
+        unshared = unshared_writes(
+            unit,
+            version,
+            inbox=None if shared_inbox else inbox,
+            log=None if shared_log else log,
+        )
+        first_seq = drive(unshared, Apply.__call__) or first_seq
         return CommitResult(version=version, first_seq=first_seq, updated_ms=now)
-
-    @staticmethod
-    def _apply_inbox(unit: CommitUnit, inbox: Any) -> None:
-        for mark in unit.marks:
-            inbox.mark(mark)
-        for release in unit.releases:
-            inbox.release(release)
-
-    @staticmethod
-    def _apply_log(unit: CommitUnit, log: Any, version: int) -> int:
-        first_seq = 0
-        for entry in unit.log_entries:
-            seq = int(log.append_next(unit.key, entry, version=version))
-            first_seq = first_seq or seq
-        return first_seq
 
     def _check_fences(self, unit: CommitUnit, row: _Row | None, now: int) -> None:
         actual = row.version if row is not None else None
@@ -270,13 +246,12 @@ class MemoryStore:
     ) -> int:
         with self._lock:
             floor = self._floors.get(key, 0) if expected_version == 0 else 0
-            unit = CommitUnit(
-                key=key,
-                commit_id=secrets.token_hex(12),
+            unit = save_unit(
+                key,
+                snapshot,
                 expected_version=expected_version,
-                machine_id=owner_machine_id(machine_id, snapshot),
                 machine_version=machine_version,
-                snapshot=snapshot,
+                machine_id=machine_id,
                 floor=floor,
             )
             return self.commit(unit).version
@@ -419,7 +394,7 @@ class MemoryStore:
                 row = self._live(validate_key(key), now)
                 found[key] = "" if row is None else row.machine_id
                 if row is not None and not row.machine_id:  # as on Redis: the snapshot's
-                    found[key] = str(self._record(key, row).snapshot.get("machine_id", ""))
+                    found[key] = self._record(key, row).owner
         return found
 
     def health(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .records import StoredRecord
+from django_xsm.persistence.records import StoredRecord
 
 __all__ = ["InstanceReads"]
 

@@ -1,4 +1,4 @@
-"""The idempotency claims of one block (sans-I/O, used by ``block.py``).
+"""The idempotency claims of one block (no I/O; the block yields its claims).
 
 A block holds at most one claim for its own key (given when it opens) and
 one per explicitly keyed send. Only an accepted send consumes its key: a
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
-
-from .idempotency import (
+from django_xsm.persistence.idempotency import (
+    EventView,
     IdempotencyPlugin,
     ReplayedReceipt,
     event_fingerprint,
@@ -22,8 +22,13 @@ from .idempotency import (
     receipt_to_stored,
     validate_idempotency_key,
 )
-from .plugins import EventView
-from .records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
+from django_xsm.persistence.records import (
+    ClaimOutcome,
+    ClaimRequest,
+    ClaimStatus,
+    InboxMark,
+    InboxRelease,
+)
 
 __all__ = ["ClaimBook", "SendClaim"]
 

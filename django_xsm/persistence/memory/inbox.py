@@ -10,10 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from django_xsm.exceptions import ConflictError
-
-from .base import system_clock_ms, validate_key, validate_limit
-from .codecs import loads_tagged
-from .records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
+from django_xsm.persistence.base import system_clock_ms, validate_key, validate_limit
+from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.records import (
+    ClaimOutcome,
+    ClaimRequest,
+    ClaimStatus,
+    InboxMark,
+    InboxRelease,
+)
 
 __all__ = ["MemoryInbox"]
 

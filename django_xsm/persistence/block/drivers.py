@@ -1,0 +1,219 @@
+"""persisted() / apersisted(): load, let the body send events, commit once.
+
+::
+
+    with persisted(store, "order:42", machine, plugins=plugins) as order:
+        order.send("PAY", idempotency_key="evt_1", actor="alice")
+
+Both are short drivers of the same block generators
+(:class:`~django_xsm.persistence.block.instance.PersistedInstance`):
+``persisted()`` runs their requests on blocking backends, ``apersisted()``
+awaits them on asyncio ones. Round trips (Redis, inbox and log on the
+store's client and prefix): one to open (lock + claims known at open +
+load) and one to commit (fences + snapshot + deadlines + marks + log +
+unlock). A ``send()`` whose idempotency key was not known at open adds one
+claim round trip. A block that changed nothing writes nothing (a held lock
+is released, unfinished claims are dropped). An exception in the body
+writes nothing and releases claims and the lock.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from django_xsm.exceptions import InvalidConfigError, XsmError
+from django_xsm.persistence.locks import LockStrategy, OptimisticLock
+from django_xsm.persistence.runner import Apply, adrive, drive
+
+from .instance import PersistedInstance
+from .options import BlockOptions
+from .requests import BlockOp, Claim, Commit, Open, Release, ReleaseLock, Request, Sleep
+
+__all__ = ["apersisted", "persisted"]
+
+T = TypeVar("T")
+
+
+class _Backends:
+    """The store, inbox and log one block's requests run on."""
+
+    def __init__(self, store: Any, inbox: Any, log: Any) -> None:
+        self.store = store
+        self.inbox = inbox
+        self.log = log
+
+    def call(self, request: Request) -> Apply:
+        """The backend method that executes ``request`` (not a Sleep)."""
+        if isinstance(request, Open):
+            if request.with_inbox:
+                return Apply(self.store.open, (request.request,), {"inbox": self.inbox})
+            return Apply(self.store.open, (request.request,))
+        if isinstance(request, Claim):
+            return Apply(self.inbox.claim, (request.request,))
+        if isinstance(request, Commit):
+            return Apply(self.store.commit, (request.unit,), {"inbox": self.inbox, "log": self.log})
+        if isinstance(request, Release):
+            return Apply(self.inbox.release, (request.release,))
+        assert isinstance(request, ReleaseLock)
+        return Apply(self.store.release_lock, (request.key, request.token))
+
+
+class _SyncIO(_Backends):
+    is_async = False
+
+    def run(self, op: BlockOp[T]) -> T:
+        return drive(op, self._execute)
+
+    async def arun(self, op: BlockOp[T]) -> T:
+        # A sync block's I/O is blocking anyway.
+        return self.run(op)
+
+    def _execute(self, request: Request) -> Any:
+        if isinstance(request, Sleep):
+            time.sleep(request.seconds)
+            return None
+        return self.call(request)()
+
+
+class _AsyncIO(_Backends):
+    is_async = True
+
+    def run(self, op: BlockOp[T]) -> T:
+        """A plain ``send()`` inside ``apersisted()``: fine without I/O."""
+        try:
+            next(op)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        op.close()
+        raise XsmError(
+            "send(idempotency_key=...) inside apersisted() needs a claim round trip",
+            hint="use 'await order.asend(...)', or pass the key to apersisted()",
+        )
+
+    async def arun(self, op: BlockOp[T]) -> T:
+        return await adrive(op, self._execute)
+
+    async def _execute(self, request: Request) -> Any:
+        if isinstance(request, Sleep):
+            import asyncio  # deferred: asyncio costs ~20 ms to import
+
+            await asyncio.sleep(request.seconds)
+            return None
+        return await self.call(request)()
+
+
+class _Driver:
+    """What both drivers share: the options, built once, the block, and
+    the runner of its requests."""
+
+    _io_class: type[_SyncIO | _AsyncIO]
+
+    def __init__(
+        self,
+        store: Any,
+        key: str,
+        machine: Any,
+        *,
+        plugins: Any = (),
+        lock: LockStrategy | None = None,
+        create: bool = True,
+        strict: bool = False,
+        actor: str = "",
+        correlation_id: str = "",
+        idempotency_key: str | None = None,
+        fingerprint: str = "",
+        principal: str = "",
+        context: Mapping[str, Any] | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        options = BlockOptions(
+            plugins=tuple(plugins or ()),
+            lock=lock or OptimisticLock(),
+            create=create,
+            strict=strict,
+            actor=actor,
+            correlation_id=correlation_id,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+            principal=principal,
+            context=context,
+            clock=clock,
+        )
+        self.block = PersistedInstance(store, key, machine, options)
+        self.store = store
+        self.inbox = self.block.idempotency.inbox if self.block.idempotency else None
+        self.log = self.block.audit.log if self.block.audit is not None else None
+        self.claims_in_open = self.inbox is not None and store.shares_commit(self.inbox)
+        self.io = self._io_class(store, self.inbox, self.log)
+
+
+class persisted(_Driver):
+    """Context manager around one instance; see the module docstring.
+
+    ``create=False`` raises ``InstanceNotFoundError`` for a missing key.
+    ``idempotency_key`` (with ``fingerprint`` and ``principal``) claims a key
+    for the whole block at open; ``strict=True`` makes every send raise
+    ``EventNotAcceptedError`` when no transition is taken. The options are
+    those of :class:`~django_xsm.persistence.block.options.BlockOptions`.
+    """
+
+    _io_class = _SyncIO
+
+    def __enter__(self) -> PersistedInstance:
+        self.io.run(self.block.open_op(self.io, self, claims_in_open=self.claims_in_open))
+        return self.block
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.io.run(self.block.close_op(failed=exc_type is not None))
+
+
+class apersisted(_Driver):
+    """The asyncio twin of :class:`persisted` for ``AsyncStateStore``.
+
+    Inside the block, ``send()`` works for events without an idempotency
+    key; a key not known at open needs ``await order.asend(...)`` (its claim
+    is a round trip).
+    """
+
+    _io_class = _AsyncIO
+
+    def __init__(self, store: Any, key: str, machine: Any, **options: Any) -> None:
+        super().__init__(store, key, machine, **options)
+        # A sync backend here would block the event loop or, worse, fail
+        # half way through a commit; refuse it before any I/O.
+        _require_async(store, "open", "store", "an AsyncStateStore such as AsyncRedisStore")
+        if self.inbox is not None:
+            _require_async(self.inbox, "claim", "inbox", "an async inbox such as AsyncRedisInbox")
+        if self.log is not None and not store.shares_commit(self.log):
+            _require_async(self.log, "append_next", "log", "an async log such as AsyncRedisLog")
+
+    async def __aenter__(self) -> PersistedInstance:
+        await self.io.arun(self.block.open_op(self.io, self, claims_in_open=self.claims_in_open))
+        return self.block
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.io.arun(self.block.close_op(failed=exc_type is not None))
+
+
+def _require_async(obj: Any, method: str, what: str, wanted: str) -> None:
+    if not inspect.iscoroutinefunction(getattr(obj, method, None)):
+        raise InvalidConfigError(
+            f"apersisted() needs {wanted}, got {type(obj).__name__}",
+            path=what,
+            hint="use persisted() with sync backends, or the async twin of this one",
+        )

@@ -1,0 +1,310 @@
+"""PersistedInstance: what ``with persisted(...) as order`` hands the body,
+and :class:`Plugin`, the base of the hooks it calls.
+
+The block's logic is written here once, as generators that yield the I/O
+they need (:mod:`.requests`): :meth:`PersistedInstance.open_op`, the send
+inside :meth:`~PersistedInstance.send`, and
+:meth:`PersistedInstance.close_op`. The drivers in :mod:`.drivers` run
+them blocking or with asyncio; the engine work and the commit unit are
+pure steps of :class:`~.state.BlockState`. Round trips: one to open (lock + claims known
+at open + load), one to commit; a send whose idempotency key is known only
+inside the block adds one claim round trip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from django_xsm.engine import to_event
+from django_xsm.exceptions import (
+    InvalidConfigError,
+    LockTimeoutError,
+    PartialCommitError,
+    XsmError,
+)
+from django_xsm.persistence.audit import AuditPlugin
+from django_xsm.persistence.base import retry_after_seconds
+from django_xsm.persistence.idempotency import IdempotencyPlugin, ReplayedReceipt
+from django_xsm.persistence.records import (
+    ClaimOutcome,
+    ClaimRequest,
+    CommitResult,
+    CommitUnit,
+    InboxRelease,
+    OpenRequest,
+    OpenResult,
+)
+
+from .claims import SendClaim
+from .options import BlockOptions, SendOptions
+from .requests import BlockIO, BlockOp, Claim, Commit, Open, Release, ReleaseLock, Sleep
+from .state import BlockState
+
+logger = logging.getLogger("django_xsm.persistence")
+
+__all__ = ["PersistedInstance", "Plugin", "sort_plugins"]
+
+_SEND_OPTIONS = tuple(f.name for f in dataclasses.fields(SendOptions))
+
+
+class Plugin:
+    """Base for custom plugins: synchronous hooks, no I/O expected.
+
+    ``before_send`` may raise to refuse an event before it runs;
+    ``after_send`` sees every receipt; ``after_commit`` runs once the
+    block's changes are durable.
+    """
+
+    def before_send(
+        self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
+    ) -> None:
+        """Called before the engine sees the event."""
+
+    def after_send(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
+        """Called after the engine processed the event."""
+
+    def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        """Called after a successful commit."""
+
+
+def sort_plugins(
+    plugins: tuple[Any, ...],
+) -> tuple[IdempotencyPlugin | None, AuditPlugin | None, list[Plugin]]:
+    """``(idempotency, audit, hooks)``: at most one of the first two."""
+    idempotency: IdempotencyPlugin | None = None
+    audit: AuditPlugin | None = None
+    hooks: list[Plugin] = []
+    for plugin in plugins:
+        if isinstance(plugin, IdempotencyPlugin):
+            if idempotency is not None:
+                raise InvalidConfigError("Only one IdempotencyPlugin per block", path="plugins")
+            idempotency = plugin
+        elif isinstance(plugin, AuditPlugin):
+            if audit is not None:
+                raise InvalidConfigError("Only one AuditPlugin per block", path="plugins")
+            audit = plugin
+        elif isinstance(plugin, Plugin):
+            hooks.append(plugin)
+        else:
+            raise InvalidConfigError(
+                f"{type(plugin).__name__} is not a plugin",
+                path="plugins",
+                hint="use IdempotencyPlugin, AuditPlugin or a Plugin subclass",
+            )
+    return idempotency, audit, hooks
+
+
+class PersistedInstance(BlockState):
+    """A live instance inside a ``persisted()`` block.
+
+    Reads (``value``, ``state_ids``, ``context``, ``status``, ``deadlines``,
+    ``matches``, ``can``) go to the engine instance; ``send`` runs events and
+    remembers what to commit. Nothing is written before the block exits.
+    ``duplicate`` is True when the block was opened with an idempotency key
+    that already finished: sends then replay the stored receipts and do
+    nothing, and ``replayed_result`` holds what the first attempt stored.
+    """
+
+    def __init__(self, store: Any, key: str, machine: Any, options: BlockOptions) -> None:
+        idempotency, audit, self.hooks = sort_plugins(options.plugins)
+        super().__init__(store, key, machine, options, idempotency=idempotency, audit=audit)
+        self._io: BlockIO | None = None  # set when the block opened
+        self._driver: weakref.ref[Any] | None = None
+
+    @property
+    def is_async(self) -> bool:
+        """True inside ``apersisted()``."""
+        return self._io is not None and self._io.is_async
+
+    @property
+    def driver(self) -> Any:
+        """The ``persisted()`` / ``apersisted()`` object that opened this
+        block (held weakly: it holds the block, not the other way round)."""
+        return self._driver() if self._driver is not None else None
+
+    # --- sending -------------------------------------------------------------
+
+    def send(
+        self,
+        event: object,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        reason: str = "",
+        correlation_id: str | None = None,
+        strict: bool | None = None,
+        **payload: Any,
+    ) -> Any:
+        """Send one event; returns the engine receipt (or, for a duplicate
+        idempotency key, the first attempt's :class:`ReplayedReceipt`).
+
+        ``idempotency_key``: process this event at most once (needs an
+        IdempotencyPlugin). ``actor``/``reason``/``correlation_id`` go to
+        the transition log. ``strict`` overrides the block's strictness.
+        """
+        io = self._open_io("use it inside 'with persisted(...)'")
+        opts = SendOptions(idempotency_key, actor, reason, correlation_id, strict)
+        return io.run(self._send_op(event, payload, opts))
+
+    async def asend(self, event: object, /, **kwargs: Any) -> Any:
+        """Awaitable :meth:`send` (same arguments); needed inside
+        ``apersisted()`` for a key that was not known at open."""
+        io = self._open_io("use it inside 'async with apersisted(...)'")
+        opts = SendOptions(**{name: kwargs.pop(name) for name in _SEND_OPTIONS if name in kwargs})
+        return await io.arun(self._send_op(event, kwargs, opts))
+
+    def _open_io(self, hint: str) -> BlockIO:
+        if self._io is None:
+            raise XsmError(f"{self.key!r} is not open", hint=hint)
+        return self._io
+
+    def _send_op(
+        self, event: object, payload: Mapping[str, Any], opts: SendOptions
+    ) -> BlockOp[Any]:
+        self._check_open()
+        normalized = to_event(event, payload)
+        etype, data = normalized.type, normalized.data
+        if self.duplicate:
+            replayed = self.claims.replay(etype, len(self.receipts))
+            self.receipts.append(replayed)
+            return replayed
+        claim: SendClaim | None = None
+        if opts.idempotency_key is not None:
+            step = self.claims.prepare(etype, data, opts.idempotency_key)
+            if isinstance(step, ReplayedReceipt):
+                return step
+            if step is not None:
+                got = self.claims.on_send((yield from self._claim_op(step)))
+                if isinstance(got, ReplayedReceipt):
+                    return got
+                claim = got
+        self._check_not_poisoned()
+        for hook in self.hooks:
+            hook.before_send(self, etype, data)
+        receipt = self._run_event(etype, data, claim, opts)
+        for hook in self.hooks:
+            hook.after_send(self, etype, receipt)
+        return receipt
+
+    def _claim_op(self, request: ClaimRequest) -> BlockOp[ClaimOutcome]:
+        try:
+            outcome: ClaimOutcome = yield Claim(request)
+        except GeneratorExit:
+            raise  # closed before the claim was sent: nothing to release
+        except BaseException:
+            # The claim may have landed before the reply was lost.
+            yield from self._release_quietly(InboxRelease(request))
+            raise
+        return outcome
+
+    # --- open ----------------------------------------------------------------
+
+    def open_op(self, io: BlockIO, driver: Any, *, claims_in_open: bool) -> BlockOp[None]:
+        """Claim the block's key (inside the open when the inbox shares the
+        store), open (polling a busy pessimistic lock until its timeout),
+        and turn the record into a live instance run through ``io``."""
+        try:
+            claim = self.claims.block
+            if claim is not None and not claims_in_open:
+                self.claims.on_block((yield Claim(claim)))
+            self._apply_open((yield from self._open_polling(claims_in_open)))
+        except BaseException:
+            # Whatever failed (a lost reply included), nothing of ours may
+            # outlive the failed open: drop the claim and the lock we may hold.
+            yield from self._abort_op()
+            raise
+        self._io = io
+        self._driver = weakref.ref(driver)
+
+    def _open_polling(self, with_claims: bool) -> BlockOp[OpenResult]:
+        lock = self.options.lock
+        claims = (self.claims.block,) if with_claims and self.claims.block else ()
+        request = OpenRequest(
+            key=self.key,
+            lock_token=self.token,
+            lock_ttl_ms=lock.ttl_ms or int(getattr(self.store, "lock_ttl_ms", 30_000)),
+            claims=claims,
+        )
+        deadline = time.monotonic() + lock.timeout
+        while True:
+            result: OpenResult = yield Open(request, with_inbox=with_claims)
+            if not result.lock_busy_ms or not lock.pessimistic:
+                return result
+            if time.monotonic() >= deadline:
+                raise LockTimeoutError(
+                    self.key,
+                    timeout=lock.timeout,
+                    retry_after_s=retry_after_seconds(result.lock_busy_ms),
+                )
+            yield Sleep(min(lock.poll_s * 2, max(deadline - time.monotonic(), 0)))
+
+    # --- close ---------------------------------------------------------------
+
+    def close_op(self, *, failed: bool) -> BlockOp[None]:
+        """Commit the block (or, when the body ``failed``, drop our claims
+        and lock). A failed commit releases them too, unless it was partial:
+        a partial commit is a commit, and its claims stay leased."""
+        self.closed = True
+        if failed:
+            yield from self._abort_op()
+            return
+        try:
+            result = yield from self._commit_op(self._commit_unit())
+        except BaseException:
+            if self.committed is None:
+                yield from self._abort_op()
+            raise
+        if result is not None:
+            self._on_committed(result)
+
+    def _commit_op(self, unit: CommitUnit) -> BlockOp[CommitResult | None]:
+        if unit.is_empty or (unit.snapshot is None and not unit.marks and not unit.log_entries):
+            # Nothing to save: drop unconsumed claims and the lock.
+            for release in unit.releases:
+                yield Release(release)
+            if unit.release_lock:
+                yield ReleaseLock(self.key, unit.lock_token)
+            return None
+        try:
+            result: CommitResult = yield Commit(unit)
+        except PartialCommitError as exc:
+            self._on_committed(CommitResult(version=exc.version))
+            raise
+        return result
+
+    def _on_committed(self, result: CommitResult) -> None:
+        self.committed = result
+        self.version = result.version
+        for hook in self.hooks:
+            # The commit is durable: an error here must not look like a failed
+            # block to the caller (a retry would apply the events twice).
+            try:
+                hook.after_commit(self, result)
+            except Exception:
+                logger.exception("after_commit hook %r failed for %r", hook, self.key)
+
+    def _abort_op(self) -> BlockOp[None]:
+        """Best effort: drop our claims and lock; leases expire otherwise.
+        Never raises, so the exception that caused the abort is the one the
+        caller sees."""
+        for release in self.claims.abort_releases():
+            yield from self._release_quietly(release)
+        if self.options.lock.pessimistic and self.token:
+            with contextlib.suppress(Exception):
+                yield ReleaseLock(self.key, self.token)
+
+    @staticmethod
+    def _release_quietly(release: InboxRelease) -> BlockOp[None]:
+        with contextlib.suppress(Exception):
+            yield Release(release)
+
+    def __repr__(self) -> str:
+        state = self.instance.value if self.instance is not None else "<not open>"
+        return f"<PersistedInstance {self.key!r} v{self.version} {state!r}>"

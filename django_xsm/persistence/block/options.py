@@ -1,0 +1,72 @@
+"""The options of one persisted block and of one ``send()``, checked once.
+
+``persisted(...)`` / ``apersisted(...)`` build a :class:`BlockOptions` from
+their keyword arguments and hand it on; nothing below them spells the
+options again. Audit metadata (actor, reason, correlation id) is checked
+here, before any I/O: the commit stores it in the log next to the
+snapshot, and a value the log cannot hold must never reach that commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django_xsm.persistence.locks import LockStrategy, OptimisticLock
+from django_xsm.persistence.records import require_text
+
+__all__ = ["BlockOptions", "SendOptions"]
+
+_NO_ACTOR_HINT = "pass the user name or id as a str, or '' for none"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockOptions:
+    """What ``persisted(store, key, machine, **options)`` was asked for.
+
+    ``plugins``: IdempotencyPlugin, AuditPlugin and Plugin hooks.
+    ``lock``: the lock strategy (optimistic by default). ``create=False``:
+    a missing key raises ``InstanceNotFoundError``. ``strict``: every send
+    raises ``EventNotAcceptedError`` when no transition is taken.
+    ``actor`` / ``correlation_id``: defaults of the sends' log records.
+    ``idempotency_key`` (with ``fingerprint`` and ``principal``): a key
+    claimed for the whole block at open. ``context``: the initial context
+    of a new instance. ``clock``: epoch milliseconds (default: the
+    store's clock, else the wall clock).
+    """
+
+    plugins: tuple[Any, ...] = ()
+    lock: LockStrategy = field(default_factory=OptimisticLock)
+    create: bool = True
+    strict: bool = False
+    actor: str = ""
+    correlation_id: str = ""
+    idempotency_key: str | None = None
+    fingerprint: str = ""
+    principal: str = ""
+    context: Mapping[str, Any] | None = None
+    clock: Callable[[], int] | None = None
+
+    def __post_init__(self) -> None:
+        require_text(self.actor, "actor", hint=_NO_ACTOR_HINT)
+        require_text(self.correlation_id, "correlation_id")
+
+
+@dataclass(frozen=True, slots=True)
+class SendOptions:
+    """The options of one ``send()``; ``None`` means "the block's value"."""
+
+    idempotency_key: str | None = None
+    actor: str | None = None
+    reason: str = ""
+    correlation_id: str | None = None
+    strict: bool | None = None
+
+    def __post_init__(self) -> None:
+        # Before the send's claim round trip and before the engine runs.
+        if self.actor is not None:
+            require_text(self.actor, "actor", hint=_NO_ACTOR_HINT)
+        require_text(self.reason, "reason")
+        if self.correlation_id is not None:
+            require_text(self.correlation_id, "correlation_id")

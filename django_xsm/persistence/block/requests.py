@@ -1,0 +1,82 @@
+"""The I/O requests a persisted block yields, and what runs them.
+
+The block's logic (:mod:`.instance`) is written once as generators that
+yield these requests; a :class:`BlockIO` executes them on the store, the
+inbox and the log, blocking (``persisted()``) or with asyncio
+(``apersisted()``), and sends back the reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, TypeVar
+
+from django_xsm.persistence.records import ClaimRequest, CommitUnit, InboxRelease, OpenRequest
+
+__all__ = ["BlockIO", "BlockOp", "Claim", "Commit", "Open", "Release", "ReleaseLock", "Sleep"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    """``store.open(request)``; with the inbox when its claims ride along."""
+
+    request: OpenRequest
+    with_inbox: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """``inbox.claim(request)``: one round trip of its own."""
+
+    request: ClaimRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """``store.commit(unit, inbox=..., log=...)``."""
+
+    unit: CommitUnit
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """``inbox.release(release)``."""
+
+    release: InboxRelease
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLock:
+    """``store.release_lock(key, token)``."""
+
+    key: str
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait ``seconds`` before polling a busy lock again."""
+
+    seconds: float
+
+
+Request: TypeAlias = Open | Claim | Commit | Release | ReleaseLock | Sleep
+BlockOp: TypeAlias = Generator[Request, Any, T]
+
+
+class BlockIO(Protocol):
+    """Runs block generators on one set of backends (sync or asyncio).
+
+    ``run`` is what a plain ``send()`` uses: an asyncio runner refuses a
+    generator that needs I/O there (it cannot block the event loop);
+    ``arun`` is what ``await asend()`` uses.
+    """
+
+    is_async: bool
+
+    def run(self, op: BlockOp[T]) -> T: ...
+
+    async def arun(self, op: BlockOp[T]) -> T: ...
