@@ -52,6 +52,13 @@ class StatechartVersionField(models.PositiveBigIntegerField):
         kwargs["editable"] = False
         super().__init__(*args, **kwargs)
 
+    def deconstruct(self) -> tuple[str, str, list[Any], dict[str, Any]]:
+        name, _path, args, kwargs = super().deconstruct()
+        kwargs.pop("editable", None)
+        if kwargs.get("default") == 0:
+            kwargs.pop("default")
+        return name, "django_xsm.fields.StatechartVersionField", args, kwargs
+
     def contribute_to_class(self, cls: type[models.Model], name: str, **kwargs: Any) -> None:
         if any(f.name == name for f in cls._meta.local_fields):
             return
