@@ -192,21 +192,21 @@ class RequestInfo:
         user = getattr(self._request, "user", None)
         self._resolve(user, use_user=True)
 
+    def _resolved(self) -> tuple[str, str]:
+        if self._actor is None or self._principal is None:
+            self._sync_resolve()
+        assert self._actor is not None and self._principal is not None
+        return self._actor, self._principal
+
     @property
     def actor(self) -> str:
         """Who acts, for the transition log (resolved on first access)."""
-        if self._actor is None:
-            self._sync_resolve()
-        assert self._actor is not None
-        return self._actor
+        return self._resolved()[0]
 
     @property
     def principal(self) -> str:
         """The idempotency scope of this request's key."""
-        if self._principal is None:
-            self._sync_resolve()
-        assert self._principal is not None
-        return self._principal
+        return self._resolved()[1]
 
     async def aresolve(self) -> None:
         """Resolve actor and principal from async code: ``request.user`` is

@@ -1,5 +1,10 @@
 """The "XSM" section of the Django admin: an audit browser over the store.
 
+The package holds :class:`InstanceAdmin` (here, registered like any
+``admin.py``), its read-only pages (:mod:`.pages`), its write actions
+(:mod:`.actions`), what the pages share (:mod:`.support`) and the SVG state
+diagram (:mod:`.diagram`).
+
 Registered on ``admin.site`` automatically (``django.contrib.admin``'s
 autodiscovery); for another ``AdminSite`` call
 ``site.register(Instance, InstanceAdmin)``. Pages (under
@@ -28,9 +33,10 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import URLPattern, path
 
-from .admin_actions import ActionViews
-from .admin_views import ReadViews
-from .models import PERM_VIEW, Instance
+from django_xsm.models import PERM_VIEW, Instance
+
+from .actions import ActionViews
+from .pages import ReadViews
 
 __all__ = ["InstanceAdmin"]
 

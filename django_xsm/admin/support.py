@@ -5,7 +5,8 @@ The admin reads instances through the registry's managers and writes
 through ``InstanceManager.open()`` / ``get_scanner()`` with the admin user
 as actor, so everything an operator does lands in the transition log like
 any other event. Display data is passed through
-:func:`django_xsm.persistence.audit.redact` (the one redaction function)
+:func:`django_xsm.operations.redacted` (the one redaction function with
+the ``AUDIT['REDACT']`` fragments)
 and escaped by the templates.
 """
 
@@ -26,18 +27,18 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from django_xsm import conf
 from django_xsm.exceptions import (
     InvalidConfigError,
     SnapshotCorruptError,
     StoreUnavailableError,
     UnknownMachineError,
 )
-from django_xsm.persistence.audit import DEFAULT_REDACT, redact
+from django_xsm.managers import InstanceView
+from django_xsm.models import PERM_VIEW, Instance
+from django_xsm.operations import redacted
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.records import ms_to_datetime
-
-from .models import PERM_VIEW, Instance
+from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 __all__ = [
     "PageMixin",
@@ -115,12 +116,6 @@ def display_value(value: Any) -> str:
     return ", ".join(leaves(value, "")) if value is not None else "—"
 
 
-def redacted(value: Any) -> Any:
-    """``value`` with sensitive fields hidden: the default denylist plus the
-    ``AUDIT['REDACT']`` fragments (what the transition log hides)."""
-    return redact(value, [*DEFAULT_REDACT, *conf.get_settings().audit.redact])
-
-
 def display_json(value: Any) -> str:
     """Redacted, pretty JSON text (escaped later by the template)."""
     return json.dumps(redacted(value), indent=2, ensure_ascii=False, default=str)
@@ -182,7 +177,40 @@ class PageMixin:
         found[-1] = (label, "")
         return found
 
-    def bad_key(self, request: HttpRequest, key: str, machine: Any = None) -> HttpResponse | None:
+    def entry(self, name: str) -> MachineEntry:
+        """The registered machine ``name`` (404 through :func:`store_guard`)."""
+        return machines[name]
+
+    def missing(self, request: HttpRequest, entry: MachineEntry, key: str) -> HttpResponse:
+        """The 404 page of an instance that is not stored."""
+        return self.render(
+            request, "missing.html", "No such instance", status=404, key=key, machine=entry
+        )
+
+    def target(self, request: HttpRequest, machine: str) -> tuple[MachineEntry, str] | HttpResponse:
+        """The machine and the ``?key=`` an instance page is about, or the
+        400 page for a key that cannot be an instance key."""
+        entry = self.entry(machine)
+        key = request.GET.get("key", "")
+        invalid = self.bad_key(request, key, entry)
+        return (entry, key) if invalid is None else invalid
+
+    def stored(
+        self, request: HttpRequest, machine: str
+    ) -> tuple[MachineEntry, str, InstanceView] | HttpResponse:
+        """:meth:`target` and the stored instance, or the 400/404 page."""
+        found = self.target(request, machine)
+        if isinstance(found, HttpResponse):
+            return found
+        entry, key = found
+        try:
+            return entry, key, entry.objects.get(key)
+        except InstanceDoesNotExist:
+            return self.missing(request, entry, key)
+
+    def bad_key(
+        self, request: HttpRequest, key: str, machine: MachineEntry | None = None
+    ) -> HttpResponse | None:
         """A plain 400 page when ``key`` cannot be an instance key (empty,
         too long, control characters), else None."""
         try:
