@@ -24,13 +24,13 @@ import datetime as _dt
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import Any, Protocol, TypedDict, Unpack
 
 from django.core.exceptions import ObjectDoesNotExist
 
 from django_xsm import backend, conf
 from django_xsm.backend.transitions import log_refused, send_deferred
-from django_xsm.engine import Deadline, Instance, to_event
+from django_xsm.engine import Deadline, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError
 from django_xsm.persistence import apersisted, persisted, retry_on_conflict
 from django_xsm.persistence.block import PersistedInstance
@@ -38,10 +38,18 @@ from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.persistence.locks import LockStrategy
 from django_xsm.persistence.records import StoredRecord, TimerFailure, TransitionRecord
 
-if TYPE_CHECKING:
-    from .registry import MachineEntry
+__all__ = ["InstanceDoesNotExist", "InstanceManager", "InstanceView", "NamedMachine", "OpenOptions"]
 
-__all__ = ["InstanceDoesNotExist", "InstanceManager", "InstanceView", "OpenOptions"]
+
+class NamedMachine(Protocol):
+    """What a manager needs of its registry entry
+    (:class:`django_xsm.registry.MachineEntry`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def machine(self) -> Machine: ...
 
 
 class InstanceDoesNotExist(InstanceNotFoundError, ObjectDoesNotExist):
@@ -122,7 +130,7 @@ class OpenOptions(TypedDict, total=False):
 
 
 @contextlib.contextmanager
-def _django_not_found(entry: MachineEntry) -> Iterator[None]:
+def _django_not_found(entry: NamedMachine) -> Iterator[None]:
     """Raise the entry's ``DoesNotExist`` for a missing instance."""
     try:
         yield
@@ -135,7 +143,7 @@ def _django_not_found(entry: MachineEntry) -> Iterator[None]:
 
 
 def _log_strict_refusal(
-    entry: MachineEntry, block: PersistedInstance, exc: BaseException | None
+    entry: NamedMachine, block: PersistedInstance, exc: BaseException | None
 ) -> None:
     # One log line per refused event, like accepted ones (strict refusals
     # commit nothing, so the transition plugin never sees them finish).
@@ -156,7 +164,7 @@ class _Block(persisted):
     """``persisted()`` that raises the entry's DoesNotExist and logs strict
     refusals."""
 
-    def __init__(self, entry: MachineEntry, key: str, **options: Any) -> None:
+    def __init__(self, entry: NamedMachine, key: str, **options: Any) -> None:
         super().__init__(**options, key=key, machine=entry.machine)
         self.entry = entry
 
@@ -178,7 +186,7 @@ class _AsyncBlock(apersisted):
     """The asyncio twin of :class:`_Block`; also awaits the deferred
     ``post_transition`` signals once the commit is durable."""
 
-    def __init__(self, entry: MachineEntry, key: str, **options: Any) -> None:
+    def __init__(self, entry: NamedMachine, key: str, **options: Any) -> None:
         super().__init__(**options, key=key, machine=entry.machine)
         self.entry = entry
 
@@ -210,7 +218,7 @@ class InstanceManager:
     twins.
     """
 
-    def __init__(self, entry: MachineEntry) -> None:
+    def __init__(self, entry: NamedMachine) -> None:
         self.entry = entry
         self.DoesNotExist = InstanceDoesNotExist
 
