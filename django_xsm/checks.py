@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -85,7 +85,8 @@ def _connection(s: conf.XsmSettings) -> list[CheckMessage]:
 
 
 def _cache_timeouts(alias: str) -> list[CheckMessage]:
-    options = settings.CACHES[alias].get("OPTIONS") or {}
+    found = settings.CACHES[alias].get("OPTIONS")
+    options: Mapping[str, object] = found if isinstance(found, Mapping) else {}
     if options.get("SOCKET_TIMEOUT") and options.get("SOCKET_CONNECT_TIMEOUT"):
         return []
     return [

@@ -249,7 +249,7 @@ def get_request_info(request: HttpRequest) -> RequestInfo:
     if isinstance(found, RequestInfo):
         return found
     info = RequestInfo(request)
-    request.xsm = info
+    request.xsm = info  # type: ignore[attr-defined]  # django-xsm's own request attribute
     return info
 
 
@@ -271,17 +271,19 @@ class XsmMiddleware:
         if self.is_async:
             markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> Any:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         if self.is_async:
             return self.__acall__(request)
         info = get_request_info(request)
         response = self.get_response(request)
+        assert isinstance(response, HttpResponseBase)  # a sync chain
         return self._finish(info, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         info = get_request_info(request)
-        response = await self.get_response(request)
-        return self._finish(info, response)
+        pending = self.get_response(request)
+        assert not isinstance(pending, HttpResponseBase)  # an async chain
+        return self._finish(info, await pending)
 
     @staticmethod
     def _finish(info: RequestInfo, response: HttpResponseBase) -> HttpResponseBase:

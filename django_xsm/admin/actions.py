@@ -26,6 +26,7 @@ from django_xsm.exceptions import (
 )
 from django_xsm.middleware import get_request_info
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
+from django_xsm.persistence.records import StoredRecord
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry
 
 from .diagram import describe_transition
@@ -111,7 +112,7 @@ class ActionViews(PageMixin):
         record = backend.get_store().load(key)
         if record is None or not entry.objects.owns(record):
             return self.missing(request, entry, key)
-        page = {
+        page: dict[str, Any] = {
             "machine": entry,
             "key": key,
             "detail_url": self.url("detail", machine, key=key),
@@ -131,7 +132,12 @@ class ActionViews(PageMixin):
         return self._apply(request, entry, key, form, page, request.POST.get("version", ""))
 
     def _preview(
-        self, request: HttpRequest, entry: MachineEntry, record: Any, form: Any, page: Any
+        self,
+        request: HttpRequest,
+        entry: MachineEntry,
+        record: StoredRecord,
+        form: SendEventForm,
+        page: dict[str, Any],
     ) -> HttpResponse:
         """The event's effect from the pure ``machine.transition()``; nothing
         runs and nothing is written."""
@@ -184,8 +190,8 @@ class ActionViews(PageMixin):
         request: HttpRequest,
         entry: MachineEntry,
         key: str,
-        form: Any,
-        page: Any,
+        form: SendEventForm,
+        page: dict[str, Any],
         version: str,
     ) -> HttpResponse:
         event, payload = form.cleaned_data["event"], form.cleaned_data["payload"]

@@ -14,8 +14,11 @@ from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
 from django_xsm import backend
+from django_xsm.engine import Machine
 from django_xsm.exceptions import StoreUnavailableError, XsmError
+from django_xsm.managers import InstanceView
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
+from django_xsm.persistence.records import TimerFailure
 from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
@@ -37,15 +40,19 @@ LOG_PAGE = 20
 DEAD_LETTERS_SHOWN = 50
 
 
-def _int(value: Any, default: int, low: int, high: int) -> int:
+def _int(value: str | None, default: int, low: int, high: int) -> int:
+    if value is None:
+        return default
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return default
     return min(max(number, low), high)
 
 
-def _deadline_rows(machine: Any, view: Any, now_ms: int) -> tuple[list[dict[str, Any]], Any]:
+def _deadline_rows(
+    machine: Machine, view: InstanceView, now_ms: int
+) -> tuple[list[dict[str, Any]], TimerFailure | None]:
     failures = dict(view.timer_failures)
     rows = []
     for d in sorted(view.deadlines, key=lambda d: (d.due_ms, d.entry)):
@@ -64,7 +71,7 @@ def _deadline_rows(machine: Any, view: Any, now_ms: int) -> tuple[list[dict[str,
     return rows, failures.get(INSTANCE_FAILURE)
 
 
-def _next_deadline(view: Any) -> dict[str, Any] | None:
+def _next_deadline(view: InstanceView) -> dict[str, Any] | None:
     if not view.deadlines:
         return None
     failures = view.timer_failures
@@ -266,8 +273,8 @@ class ReadViews(PageMixin):
         }
 
 
-def _can(view: Any, event: str) -> bool:
+def _can(view: InstanceView, event: str) -> bool:
     try:
-        return bool(view.can(event))
+        return view.can(event)
     except Exception:  # a guard that raises on an empty payload: not "accepted now"
         return False

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import django
+from django.contrib.admin import AdminSite
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
@@ -124,7 +125,7 @@ def display_json(value: Any) -> str:
 class PageMixin:
     """Rendering and URL helpers of :class:`django_xsm.admin.InstanceAdmin`."""
 
-    admin_site: Any
+    admin_site: AdminSite
     model: type[Instance]
 
     def url(self, name: str, machine: str | None = None, **query: Any) -> str:
@@ -157,9 +158,12 @@ class PageMixin:
             **context,
         }
         response = TemplateResponse(request, TEMPLATES + template, data, status=status)
-        return response.render()
+        response.render()
+        return response
 
-    def crumbs(self, machine: Any, key: str, here: str = "") -> list[tuple[str, str]]:
+    def crumbs(
+        self, machine: MachineEntry | None, key: str, here: str = ""
+    ) -> list[tuple[str, str]]:
         """(label, href) from the admin index to this page ('' = current)."""
         site = self.admin_site.name
         found = [
@@ -230,8 +234,10 @@ class PageMixin:
     def history(self, request: HttpRequest, machine: str, key: str, flag: int, text: str) -> None:
         """Record an admin action in Django's admin history (``LogEntry``):
         it outlives the instance, unlike the transition log."""
+        user_id = request.user.pk
+        assert user_id is not None  # admin_view lets only staff users in
         LogEntry.objects.create(
-            user_id=request.user.pk,
+            user_id=user_id,
             content_type=ContentType.objects.get_for_model(self.model, for_concrete_model=False),
             object_id=f"{machine}:{key}",
             object_repr=f"{machine} {key}"[:200],
