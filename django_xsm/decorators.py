@@ -12,7 +12,7 @@ What a decorated view may rely on:
 * The instance is opened before the view runs and committed after it
   returns: lock, idempotency claim and load in one Redis round trip, the
   snapshot, deadlines, idempotency mark, transition log and unlock in one
-  more (docs/redis.md). A view that raises writes nothing.
+  more (docs/redis.md#round-trips). A view that raises writes nothing.
 * ``Idempotency-Key`` (methods in ``idempotent``, default
   ``XSM['IDEMPOTENCY']['REQUIRED']``; optional but honoured on other unsafe
   methods) is claimed at open, scoped to the request's principal and

@@ -129,6 +129,10 @@ class OpenOptions(TypedDict, total=False):
     context: Mapping[str, Any] | None
 
 
+_ExcType = type[BaseException] | None
+_Tb = TracebackType | None
+
+
 @contextlib.contextmanager
 def _django_not_found(entry: NamedMachine) -> Iterator[None]:
     """Raise the entry's ``DoesNotExist`` for a missing instance."""
@@ -172,12 +176,7 @@ class _Block(persisted):
         with _django_not_found(self.entry):
             return super().__enter__()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
         _log_strict_refusal(self.entry, self.block, exc)
         super().__exit__(exc_type, exc, tb)
 
@@ -194,12 +193,7 @@ class _AsyncBlock(apersisted):
         with _django_not_found(self.entry):
             return await super().__aenter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
         _log_strict_refusal(self.entry, self.block, exc)
         await super().__aexit__(exc_type, exc, tb)
         if exc_type is None:

@@ -105,10 +105,7 @@ class ActionViews(PageMixin):
     @store_guard
     def send_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW, PERM_SEND)
-        found = self.target(request, machine)
-        if isinstance(found, HttpResponse):
-            return found
-        entry, key = found
+        entry, key = self.target(request, machine)
         record = backend.get_store().load(key)
         if record is None or not entry.objects.owns(record):
             return self.missing(request, entry, key)
@@ -250,10 +247,7 @@ class ActionViews(PageMixin):
         require(request, PERM_VIEW, PERM_FIRE)
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        found = self.stored(request, machine)
-        if isinstance(found, HttpResponse):
-            return found
-        entry, key, _view = found
+        entry, key, _view = self.stored(request, machine)
         force = request.POST.get("force") in ("1", "on", "true")
         # The admin acts, not the background timer loop: the transition log
         # names the admin user (``actor=`` replaces the scanner's xsm:timer).
@@ -278,10 +272,7 @@ class ActionViews(PageMixin):
     @store_guard
     def forget_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW, PERM_FORGET)
-        found = self.stored(request, machine)
-        if isinstance(found, HttpResponse):
-            return found
-        entry, key, view = found
+        entry, key, view = self.stored(request, machine)
         if request.method != "POST":
             return self.render(
                 request,

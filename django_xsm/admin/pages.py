@@ -187,10 +187,7 @@ class ReadViews(PageMixin):
     @store_guard
     def detail_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW)
-        found = self.target(request, machine)
-        if isinstance(found, HttpResponse):
-            return found
-        entry, key = found
+        entry, key = self.target(request, machine)
         try:
             view = entry.objects.get(key)
         except InstanceDoesNotExist:

@@ -42,6 +42,7 @@ from django_xsm.persistence.records import ms_to_datetime
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 __all__ = [
+    "PageAnswer",
     "PageMixin",
     "display_json",
     "display_value",
@@ -51,6 +52,15 @@ __all__ = [
 ]
 
 TEMPLATES = "admin/django_xsm/"
+
+
+class PageAnswer(Exception):
+    """Raised by a page helper to answer with ``response`` instead of the
+    page (:func:`store_guard` returns it)."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__(response.status_code)
+        self.response = response
 
 
 def require(request: HttpRequest, *perms: str) -> None:
@@ -69,6 +79,8 @@ def store_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     def guarded(self: PageMixin, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return view(self, request, *args, **kwargs)
+        except PageAnswer as answer:
+            return answer.response
         except StoreUnavailableError as exc:
             response = self.render(
                 request,
@@ -191,26 +203,25 @@ class PageMixin:
             request, "missing.html", "No such instance", status=404, key=key, machine=entry
         )
 
-    def target(self, request: HttpRequest, machine: str) -> tuple[MachineEntry, str] | HttpResponse:
-        """The machine and the ``?key=`` an instance page is about, or the
-        400 page for a key that cannot be an instance key."""
+    def target(self, request: HttpRequest, machine: str) -> tuple[MachineEntry, str]:
+        """The machine and the ``?key=`` an instance page is about; answers
+        with the 400 page (:class:`PageAnswer`) for a key that cannot be an
+        instance key."""
         entry = self.entry(machine)
         key = request.GET.get("key", "")
         invalid = self.bad_key(request, key, entry)
-        return (entry, key) if invalid is None else invalid
+        if invalid is not None:
+            raise PageAnswer(invalid)
+        return entry, key
 
-    def stored(
-        self, request: HttpRequest, machine: str
-    ) -> tuple[MachineEntry, str, InstanceView] | HttpResponse:
-        """:meth:`target` and the stored instance, or the 400/404 page."""
-        found = self.target(request, machine)
-        if isinstance(found, HttpResponse):
-            return found
-        entry, key = found
+    def stored(self, request: HttpRequest, machine: str) -> tuple[MachineEntry, str, InstanceView]:
+        """:meth:`target` and the stored instance; answers with the 400 or
+        404 page (:class:`PageAnswer`)."""
+        entry, key = self.target(request, machine)
         try:
             return entry, key, entry.objects.get(key)
         except InstanceDoesNotExist:
-            return self.missing(request, entry, key)
+            raise PageAnswer(self.missing(request, entry, key)) from None
 
     def bad_key(
         self, request: HttpRequest, key: str, machine: MachineEntry | None = None

@@ -21,7 +21,7 @@ Where the Redis connection comes from, in order:
 
 Guarantees: one sync client per process, shared by the store, the inbox
 and the log with one prefix, so a block opens in one round trip and
-commits in one (docs/redis.md). Async views get the same objects on a
+commits in one (docs/redis.md#round-trips). Async views get the same objects on a
 ``redis.asyncio`` client, one per event loop (asyncio connections belong to
 the loop that opened them; an ASGI server runs one loop per process).
 Everything is rebuilt when the settings change (``conf.on_reset``).
@@ -67,22 +67,6 @@ from django_xsm.redis import (
 from . import clients
 from .readiness import require_usable
 from .transitions import TransitionPlugin
-
-__all__ = [
-    "AsyncBackend",
-    "Backend",
-    "BlockPlugin",
-    "MachineDirectory",
-    "get_async_backend",
-    "get_backend",
-    "get_inbox",
-    "get_log",
-    "get_scanner",
-    "get_store",
-    "lock_strategy",
-    "reset",
-    "use_machines",
-]
 
 #: What a block's ``plugins=`` holds.
 BlockPlugin = IdempotencyPlugin | AuditPlugin | Plugin

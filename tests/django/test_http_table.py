@@ -1,4 +1,4 @@
-"""Every row of the HTTP table (DESIGN.md §6), for sync and async views, on
+"""Every row of the HTTP table (docs/http.md), for sync and async views, on
 fakeredis and on the live server."""
 
 from __future__ import annotations
