@@ -1,6 +1,7 @@
 """System checks (``manage.py check``; ``--deploy`` adds the deploy ones).
 
-Errors
+Errors (E002-E006, E008 and E009 are the connection problems of
+:mod:`django_xsm.backend.readiness`, which the backend refuses to build on)
   ``xsm.E001`` the XSM setting is invalid (unknown key, wrong type or value)
   ``xsm.E002`` ``PREFIX`` missing or not 1-64 of ``A-Z a-z 0-9 _ . - : /``
   ``xsm.E003`` both ``REDIS_URL`` and ``CACHE_ALIAS`` are set
@@ -30,20 +31,21 @@ can be read from the environment: ``--timeout`` in ``GUNICORN_CMD_ARGS`` or
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from django_xsm import clients, conf
-from django_xsm.persistence.base import validate_prefix
+from django_xsm import conf
+from django_xsm.backend.readiness import connection_problems
+from django_xsm.registry import machines
 
 __all__ = ["check_deploy", "check_settings", "detect_request_timeout"]
 
@@ -64,71 +66,27 @@ def detect_request_timeout(s: conf.XsmSettings) -> tuple[float, str] | None:
     return None
 
 
-def _prefix(s: conf.XsmSettings) -> list[CheckMessage]:
-    if s.prefix is None:
-        return [
-            Error(
-                "XSM['PREFIX'] is not set",
-                hint="set a namespace for this application's keys, e.g. XSM = {'PREFIX': 'shop'}",
-                id="xsm.E002",
-            )
-        ]
-    try:
-        validate_prefix(s.prefix)
-    except ValueError as exc:
-        return [Error(f"XSM['PREFIX'] is invalid: {exc}", id="xsm.E002")]
-    return []
-
-
 def _connection(s: conf.XsmSettings) -> list[CheckMessage]:
-    out: list[CheckMessage] = []
-    if s.redis_url and s.cache_alias:
+    # The errors are the backend's own refusals: one routine, one wording.
+    problems = connection_problems(s)
+    out: list[CheckMessage] = [Error(p.message, hint=p.hint or None, id=p.id) for p in problems]
+    alias_refused = any(p.id in ("xsm.E005", "xsm.E006") for p in problems)
+    if s.cache_alias and not alias_refused:
+        out.extend(_cache_timeouts(s.cache_alias))
+    if not (s.redis_url or s.cache_alias) and s.embedded and not s.debug:
         out.append(
-            Error(
-                "XSM sets both REDIS_URL and CACHE_ALIAS",
-                hint="keep one: REDIS_URL for a dedicated client, CACHE_ALIAS to share a "
-                "django-redis pool",
-                id="xsm.E003",
+            Warning(
+                "XSM['EMBEDDED'] is True while DEBUG is off: state lives in this process only",
+                hint="fine for tests; in production set XSM['REDIS_URL']",
+                id="xsm.W004",
             )
         )
-    if s.redis_url:
-        try:
-            parts = urlsplit(s.redis_url)
-            parts.port  # noqa: B018  (raises ValueError for a bad port)
-            scheme_ok = parts.scheme in ("redis", "rediss", "unix")
-        except ValueError:
-            scheme_ok = False
-        if not scheme_ok:
-            # Never echo any part of the URL: it may carry a password.
-            out.append(
-                Error(
-                    "XSM['REDIS_URL'] is not a usable redis://, rediss:// or unix:// URL",
-                    hint="use redis://host:6379/0, rediss://host:6380/0 (TLS) or "
-                    "unix:///path/redis.sock",
-                    id="xsm.E004",
-                )
-            )
-    if s.cache_alias:
-        problem = clients.cache_alias_problem(s.cache_alias)
-        if problem is not None:
-            unknown = problem.startswith("there is no cache")
-            out.append(
-                Error(
-                    f"XSM['CACHE_ALIAS']: {problem}",
-                    id="xsm.E005" if unknown else "xsm.E006",
-                )
-            )
-        else:
-            out.extend(_cache_timeouts(s.cache_alias))
-    if not (s.redis_url or s.cache_alias):
-        out.extend(_embedded(s))
     return out
 
 
 def _cache_timeouts(alias: str) -> list[CheckMessage]:
-    from django.conf import settings
-
-    options = settings.CACHES[alias].get("OPTIONS") or {}
+    found = settings.CACHES[alias].get("OPTIONS")
+    options: Mapping[str, object] = found if isinstance(found, Mapping) else {}
     if options.get("SOCKET_TIMEOUT") and options.get("SOCKET_CONNECT_TIMEOUT"):
         return []
     return [
@@ -139,38 +97,6 @@ def _cache_timeouts(alias: str) -> list[CheckMessage]:
             id="xsm.W005",
         )
     ]
-
-
-def _embedded(s: conf.XsmSettings) -> list[CheckMessage]:
-    if not s.uses_embedded:
-        return [
-            Error(
-                "XSM has no Redis configured and DEBUG is off",
-                hint="set XSM['REDIS_URL'] (or CACHE_ALIAS); the in-process fakeredis default "
-                "keeps state in one process only and runs only with DEBUG=True "
-                "(or XSM['EMBEDDED']=True, e.g. in tests)",
-                id="xsm.E008",
-            )
-        ]
-    out: list[CheckMessage] = []
-    missing = [m for m in ("fakeredis", "lupa") if importlib.util.find_spec(m) is None]
-    if missing:
-        out.append(
-            Error(
-                f"The embedded XSM store needs {' and '.join(missing)}",
-                hint="pip install 'django-xsm[embedded]', or set XSM['REDIS_URL']",
-                id="xsm.E009",
-            )
-        )
-    if s.embedded and not s.debug:
-        out.append(
-            Warning(
-                "XSM['EMBEDDED'] is True while DEBUG is off: state lives in this process only",
-                hint="fine for tests; in production set XSM['REDIS_URL']",
-                id="xsm.W004",
-            )
-        )
-    return out
 
 
 def _callables(s: conf.XsmSettings) -> list[CheckMessage]:
@@ -193,8 +119,6 @@ def _callables(s: conf.XsmSettings) -> list[CheckMessage]:
 
 
 def _machines(s: conf.XsmSettings) -> list[CheckMessage]:
-    from django_xsm.registry import machines
-
     if not s.machines:
         return [
             Warning(
@@ -250,7 +174,6 @@ def check_settings(
     except ImproperlyConfigured as exc:
         return [Error(str(exc), hint="see docs/settings.md", id="xsm.E001")]
     return [
-        *_prefix(s),
         *_connection(s),
         *_callables(s),
         *_machines(s),

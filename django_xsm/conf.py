@@ -12,7 +12,7 @@ raises ``ImproperlyConfigured`` naming the key (``XSM['AUDIT']['MAXLEN']``)
 and, when it looks like a typo, the key meant. The parsed settings are
 cached until Django sends ``setting_changed`` for ``XSM``, ``DEBUG``,
 ``CACHES`` or ``BASE_DIR`` (``override_settings`` in tests); modules that
-cache things built from settings (stores, the machine registry) register a
+cache things built from settings (the backend, the machine registry) register a
 callback with :func:`on_reset` so they are rebuilt too.
 
 This module imports nothing from the rest of django_xsm.
@@ -289,7 +289,8 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
         redis_options=dict(m["REDIS_OPTIONS"]),
         cache_alias=_opt_str(m["CACHE_ALIAS"], "CACHE_ALIAS"),
         embedded=m["EMBEDDED"],
-        # The prefix's alphabet is checked by xsm.E002 and by the store.
+        # The prefix's alphabet is checked with the connection
+        # (django_xsm.backend.readiness, xsm.E002).
         prefix=_opt_str(m["PREFIX"], "PREFIX"),
         machines=dict(m["MACHINES"]),
         lock=m["LOCK"],

@@ -12,7 +12,7 @@ What a decorated view may rely on:
 * The instance is opened before the view runs and committed after it
   returns: lock, idempotency claim and load in one Redis round trip, the
   snapshot, deadlines, idempotency mark, transition log and unlock in one
-  more (DESIGN §4). A view that raises writes nothing.
+  more (docs/redis.md#round-trips). A view that raises writes nothing.
 * ``Idempotency-Key`` (methods in ``idempotent``, default
   ``XSM['IDEMPOTENCY']['REQUIRED']``; optional but honoured on other unsafe
   methods) is claimed at open, scoped to the request's principal and
@@ -49,8 +49,10 @@ from django_xsm import conf, http
 from django_xsm.exceptions import InvalidConfigError, XsmError
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.locks import LockStrategy
 
+from .managers import OpenOptions
 from .middleware import RequestInfo, get_request_info
 from .registry import MachineEntry, machines
 
@@ -116,6 +118,15 @@ def _methods(idempotent: Iterable[str] | bool | None) -> frozenset[str] | None:
             "use POST, PUT, PATCH or DELETE"
         )
     return methods
+
+
+def _error_response(exc: XsmError, request: HttpRequest) -> HttpResponseBase:
+    """The HTTP answer to ``exc``; re-raised when Django should show it
+    (an unmapped error while ``DEBUG`` is on)."""
+    response = http.error_response(exc, request)
+    if response is None:
+        raise exc
+    return response
 
 
 class _Call:
@@ -197,7 +208,7 @@ def stateful_view(
         fingerprint = http.request_fingerprint(request) if idem is not None else ""
         return _Call(entry, instance_key, info, idem, fingerprint)
 
-    def options(call: _Call) -> dict[str, Any]:
+    def options(call: _Call) -> OpenOptions:
         return {
             "actor": call.info.actor,
             "idempotency_key": call.idempotency_key,
@@ -212,25 +223,30 @@ def stateful_view(
     def attempts() -> int:
         return 1 + (conf.get_settings().conflict_retries if retries is None else retries)
 
-    def remember(block: Any, call: _Call, response: Any, view: Callable[..., Any]) -> None:
+    def remember(
+        block: PersistedInstance, call: _Call, response: object, view: Callable[..., object]
+    ) -> HttpResponseBase:
         if not isinstance(response, HttpResponseBase):
             raise ValueError(
                 f"The view {view.__module__}.{view.__qualname__} didn't return an "
                 f"HttpResponse object. It returned {type(response).__name__} instead."
             )
         if call.idempotency_key is None:
-            return
+            return response
         render = getattr(response, "render", None)
         if callable(render) and not getattr(response, "is_rendered", True):
             render()  # inside the block: a template error commits nothing
         limit = conf.get_settings().idempotency.max_response_bytes
         block.set_result(http.capture_response(response, limit))
+        return response
 
     def decorate(view: V) -> V:
         if iscoroutinefunction(view):
 
             @functools.wraps(view)
-            async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            async def async_wrapper(
+                request: HttpRequest, *args: Any, **kwargs: Any
+            ) -> HttpResponseBase:
                 try:
                     # Resolve actor and principal first: a key callable may
                     # read them, and request.user must not be touched
@@ -240,44 +256,37 @@ def stateful_view(
                     if isinstance(call, HttpResponseBase):
                         return call
 
-                    async def attempt() -> Any:
+                    async def attempt() -> HttpResponseBase:
                         async with call.entry.objects.aopen(call.key, **options(call)) as block:
                             if block.duplicate:
                                 return http.replay_response(block.replayed_result, request)
                             response = await view(request, *args, instance=block, **kwargs)
-                            remember(block, call, response, view)
-                        return response
+                            return remember(block, call, response, view)
 
                     return await aretry_on_conflict(attempt, attempts=attempts())
                 except XsmError as exc:
-                    response = http.error_response(exc, request)
-                    if response is None:
-                        raise
-                    return response
+                    return _error_response(exc, request)
 
             return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             try:
                 call = prepare(request, args, kwargs)
                 if isinstance(call, HttpResponseBase):
                     return call
 
-                def attempt() -> Any:
+                def attempt() -> HttpResponseBase:
                     with call.entry.objects.open(call.key, **options(call)) as block:
                         if block.duplicate:
                             return http.replay_response(block.replayed_result, request)
-                        response = view(request, *args, instance=block, **kwargs)
-                        remember(block, call, response, view)
-                    return response
+                        return remember(
+                            block, call, view(request, *args, instance=block, **kwargs), view
+                        )
 
                 return retry_on_conflict(attempt, attempts=attempts())
             except XsmError as exc:
-                response = http.error_response(exc, request)
-                if response is None:
-                    raise
-                return response
+                return _error_response(exc, request)
 
         return wrapper  # type: ignore[return-value]
 

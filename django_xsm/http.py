@@ -209,10 +209,10 @@ def capture_response(response: HttpResponseBase, limit: int) -> dict[str, Any]:
         "body": None,
         "encoding": "",
     }
-    if getattr(response, "streaming", False):
+    if getattr(response, "streaming", False) or not isinstance(response, HttpResponse):
         stored["omitted"] = "streaming"
         return stored
-    body: bytes = response.content
+    body = response.content
     if len(body) > limit:
         stored["omitted"] = f"body over {limit} bytes"
         return stored

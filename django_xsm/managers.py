@@ -11,34 +11,45 @@
     machines["order"].objects.exists("order:42")
     list(machines["order"].objects.keys("order:"))
 
-Every method goes through the process's backend (:mod:`django_xsm.stores`)
+Every method goes through the process's backend (:mod:`django_xsm.backend`)
 with the settings-driven plugins and lock; blocks raise the entry's
 ``DoesNotExist`` and log strict refusals like accepted transitions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as _dt
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypedDict, Unpack
 
 from django.core.exceptions import ObjectDoesNotExist
 
-from django_xsm import conf, stores
+from django_xsm import backend, conf
+from django_xsm.backend.transitions import log_refused, send_deferred
+from django_xsm.engine import Deadline, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError
 from django_xsm.persistence import apersisted, persisted, retry_on_conflict
+from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.idempotency import event_fingerprint
+from django_xsm.persistence.locks import LockStrategy
 from django_xsm.persistence.records import StoredRecord, TimerFailure, TransitionRecord
 
-from .transitions import log_refused, send_deferred
+__all__ = ["InstanceDoesNotExist", "InstanceManager", "InstanceView", "NamedMachine", "OpenOptions"]
 
-if TYPE_CHECKING:
-    from .registry import MachineEntry
 
-__all__ = ["InstanceDoesNotExist", "InstanceManager", "InstanceView"]
+class NamedMachine(Protocol):
+    """What a manager needs of its registry entry
+    (:class:`django_xsm.registry.MachineEntry`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def machine(self) -> Machine: ...
 
 
 class InstanceDoesNotExist(InstanceNotFoundError, ObjectDoesNotExist):
@@ -65,17 +76,17 @@ class InstanceView:
     version: int
     machine_version: str
     updated_at: _dt.datetime
-    deadlines: tuple[Any, ...]
+    deadlines: tuple[Deadline, ...]
     timer_failures: Mapping[str, TimerFailure]
-    _instance: Any = field(repr=False, compare=False, default=None)
+    _instance: Instance = field(repr=False, compare=False)
 
     def matches(self, state_id: str) -> bool:
         """True when ``state_id`` (with or without the machine id) is active."""
-        return bool(self._instance.matches(state_id))
+        return self._instance.matches(state_id)
 
-    def can(self, event: Any) -> bool:
+    def can(self, event: object) -> bool:
         """True when ``event`` would be accepted now (guards evaluated)."""
-        return bool(self._instance.can(event))
+        return self._instance.can(event)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: value, state ids, context, status, version, updated
@@ -104,69 +115,44 @@ class InstanceView:
 # --- blocks that speak Django ------------------------------------------------------
 
 
-def _not_found(entry: MachineEntry, exc: InstanceNotFoundError) -> InstanceDoesNotExist:
-    found = InstanceDoesNotExist(exc.key or "", machine=entry.name)
-    found.__cause__ = exc
-    return found
+class OpenOptions(TypedDict, total=False):
+    """The keyword options of :meth:`InstanceManager.open` and ``aopen``."""
+
+    actor: str
+    idempotency_key: str | None
+    fingerprint: str
+    principal: str
+    create: bool
+    strict: bool
+    lock: str | LockStrategy | None
+    correlation_id: str
+    context: Mapping[str, Any] | None
 
 
-class _Block(persisted):
-    """``persisted()`` that raises the entry's DoesNotExist and logs strict
-    refusals (one log line per refused event, like accepted ones)."""
-
-    def __init__(self, entry: MachineEntry, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.entry = entry
-
-    def __enter__(self) -> Any:
-        try:
-            return super().__enter__()
-        except InstanceDoesNotExist:
-            raise
-        except InstanceNotFoundError as exc:
-            raise _not_found(self.entry, exc) from None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if isinstance(exc, EventNotAcceptedError):
-            _log_strict_refusal(self.entry, self.block, exc)
-        super().__exit__(exc_type, exc, tb)
+_ExcType = type[BaseException] | None
+_Tb = TracebackType | None
 
 
-class _AsyncBlock(apersisted):
-    """The asyncio twin of :class:`_Block`; also awaits the deferred
-    ``post_transition`` signals once the commit is durable."""
-
-    def __init__(self, entry: MachineEntry, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.entry = entry
-
-    async def __aenter__(self) -> Any:
-        try:
-            return await super().__aenter__()
-        except InstanceDoesNotExist:
-            raise
-        except InstanceNotFoundError as exc:
-            raise _not_found(self.entry, exc) from None
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if isinstance(exc, EventNotAcceptedError):
-            _log_strict_refusal(self.entry, self.block, exc)
-        await super().__aexit__(exc_type, exc, tb)
-        if exc_type is None:
-            await send_deferred(self.block)
+@contextlib.contextmanager
+def _django_not_found(entry: NamedMachine) -> Iterator[None]:
+    """Raise the entry's ``DoesNotExist`` for a missing instance."""
+    try:
+        yield
+    except InstanceDoesNotExist:
+        raise
+    except InstanceNotFoundError as exc:
+        found = InstanceDoesNotExist(exc.key or "", machine=entry.name)
+        found.__cause__ = exc
+        raise found from None
 
 
-def _log_strict_refusal(entry: MachineEntry, block: Any, exc: EventNotAcceptedError) -> None:
+def _log_strict_refusal(
+    entry: NamedMachine, block: PersistedInstance, exc: BaseException | None
+) -> None:
+    # One log line per refused event, like accepted ones (strict refusals
+    # commit nothing, so the transition plugin never sees them finish).
+    if not isinstance(exc, EventNotAcceptedError):
+        return
     log_refused(
         machine=entry.name,
         key=block.key,
@@ -178,110 +164,88 @@ def _log_strict_refusal(entry: MachineEntry, block: Any, exc: EventNotAcceptedEr
     )
 
 
+class _Block(persisted):
+    """``persisted()`` that raises the entry's DoesNotExist and logs strict
+    refusals."""
+
+    def __init__(self, entry: NamedMachine, key: str, **options: Any) -> None:
+        super().__init__(**options, key=key, machine=entry.machine)
+        self.entry = entry
+
+    def __enter__(self) -> PersistedInstance:
+        with _django_not_found(self.entry):
+            return super().__enter__()
+
+    def __exit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
+        _log_strict_refusal(self.entry, self.block, exc)
+        super().__exit__(exc_type, exc, tb)
+
+
+class _AsyncBlock(apersisted):
+    """The asyncio twin of :class:`_Block`; also awaits the deferred
+    ``post_transition`` signals once the commit is durable."""
+
+    def __init__(self, entry: NamedMachine, key: str, **options: Any) -> None:
+        super().__init__(**options, key=key, machine=entry.machine)
+        self.entry = entry
+
+    async def __aenter__(self) -> PersistedInstance:
+        with _django_not_found(self.entry):
+            return await super().__aenter__()
+
+    async def __aexit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
+        _log_strict_refusal(self.entry, self.block, exc)
+        await super().__aexit__(exc_type, exc, tb)
+        if exc_type is None:
+            await send_deferred(self.block)
+
+
 # --- the manager -----------------------------------------------------------------------
 
 
 class InstanceManager:
     """``machines[name].objects``: instances of one machine in the store.
 
-    Every method uses the process's backend (``django_xsm.stores``) with the
-    settings-driven plugins (idempotency, audit, transition signals/logs)
-    and lock. Methods starting with ``a`` are the asyncio twins.
+    Every method uses the process's backend (``django_xsm.backend``) with
+    the settings-driven plugins (idempotency, audit, transition
+    signals/logs) and lock. Methods starting with ``a`` are the asyncio
+    twins.
     """
 
-    def __init__(self, entry: MachineEntry) -> None:
+    def __init__(self, entry: NamedMachine) -> None:
         self.entry = entry
         self.DoesNotExist = InstanceDoesNotExist
 
-    def _options(
-        self, backend: Any, lock: Any, actor: str, correlation_id: str, **kwargs: Any
-    ) -> dict[str, Any]:
+    @staticmethod
+    def _options(store: Any, plugins: tuple[Any, ...], options: OpenOptions) -> dict[str, Any]:
         return {
-            "plugins": backend.plugins,
-            "lock": stores.lock_strategy(lock),
-            "actor": actor,
-            "correlation_id": correlation_id,
-            **kwargs,
+            **options,
+            "store": store,
+            "plugins": plugins,
+            "lock": backend.lock_strategy(options.get("lock")),
         }
 
-    def open(
-        self,
-        key: str,
-        *,
-        actor: str = "",
-        idempotency_key: str | None = None,
-        fingerprint: str = "",
-        principal: str = "",
-        create: bool = True,
-        strict: bool = False,
-        lock: Any = None,
-        correlation_id: str = "",
-        context: Mapping[str, Any] | None = None,
-    ) -> persisted:
+    def open(self, key: str, **options: Unpack[OpenOptions]) -> persisted:
         """A ``persisted()`` block on ``key`` (``with ... as block:``).
 
-        ``idempotency_key`` (+ ``fingerprint`` of the request, ``principal``
-        scope) is claimed in the same round trip as the load: a finished
-        duplicate opens with ``block.duplicate`` True and
-        ``block.replayed_result``. ``create=False`` raises
-        :class:`InstanceDoesNotExist` for a missing key. ``lock``:
-        ``"optimistic"``, ``"pessimistic"``, a strategy, or None (setting).
+        Options (:class:`OpenOptions`) are those of ``persisted()``:
+        ``actor``, ``correlation_id``, ``create`` (default True), ``strict``,
+        ``context`` and ``idempotency_key`` (+ ``fingerprint`` of the
+        request, ``principal`` scope), which is claimed in the same round
+        trip as the load: a finished duplicate opens with
+        ``block.duplicate`` True and ``block.replayed_result``.
+        ``create=False`` raises :class:`InstanceDoesNotExist` for a missing
+        key. ``lock``: ``"optimistic"``, ``"pessimistic"``, a strategy, or
+        None (setting).
         """
-        backend = stores.get_backend()
-        return _Block(
-            self.entry,
-            backend.store,
-            key,
-            self.entry.machine,
-            **self._options(
-                backend,
-                lock,
-                actor,
-                correlation_id,
-                idempotency_key=idempotency_key,
-                fingerprint=fingerprint,
-                principal=principal,
-                create=create,
-                strict=strict,
-                context=context,
-            ),
-        )
+        found = backend.get_backend()
+        return _Block(self.entry, key, **self._options(found.store, found.plugins, options))
 
-    def aopen(
-        self,
-        key: str,
-        *,
-        actor: str = "",
-        idempotency_key: str | None = None,
-        fingerprint: str = "",
-        principal: str = "",
-        create: bool = True,
-        strict: bool = False,
-        lock: Any = None,
-        correlation_id: str = "",
-        context: Mapping[str, Any] | None = None,
-    ) -> apersisted:
+    def aopen(self, key: str, **options: Unpack[OpenOptions]) -> apersisted:
         """``async with objects.aopen(key) as block:`` — see :meth:`open`.
         Call it from a coroutine (it binds to the running event loop)."""
-        backend = stores.get_async_backend()
-        return _AsyncBlock(
-            self.entry,
-            backend.store,
-            key,
-            self.entry.machine,
-            **self._options(
-                backend,
-                lock,
-                actor,
-                correlation_id,
-                idempotency_key=idempotency_key,
-                fingerprint=fingerprint,
-                principal=principal,
-                create=create,
-                strict=strict,
-                context=context,
-            ),
-        )
+        found = backend.get_async_backend()
+        return _AsyncBlock(self.entry, key, **self._options(found.store, found.plugins, options))
 
     def send(
         self,
@@ -294,7 +258,7 @@ class InstanceManager:
         principal: str = "",
         create: bool = False,
         strict: bool = False,
-        lock: Any = None,
+        lock: str | LockStrategy | None = None,
         reason: str = "",
         correlation_id: str = "",
         **payload: Any,
@@ -303,9 +267,8 @@ class InstanceManager:
         ``ReplayedReceipt`` for a finished ``idempotency_key``). Version
         conflicts are retried ``CONFLICT_RETRIES`` times (the event runs
         again on a fresh load each time)."""
-        etype = event if isinstance(event, str) else str(dict(event).get("type", ""))
-        data = dict(payload) if isinstance(event, str) else {**dict(event), **payload}
-        data.pop("type", None)
+        normalised = to_event(event, payload)
+        etype, data = normalised.type, normalised.data
         fingerprint = event_fingerprint(etype, data) if idempotency_key else ""
 
         def attempt() -> Any:
@@ -324,16 +287,14 @@ class InstanceManager:
 
         return retry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
 
-    def _not_ours(self, record: StoredRecord | None) -> bool:
-        """True when ``record`` belongs to another machine."""
-        if record is None:
-            return False
-        owner = record.owner
-        return bool(owner) and owner != self.entry.machine.id
+    def owns(self, record: StoredRecord) -> bool:
+        """False when ``record`` belongs to another machine (a record that
+        names no machine is taken as this one's)."""
+        return record.owner in ("", self.entry.machine.id)
 
     def _view(self, key: str, record: StoredRecord | None) -> InstanceView:
         machine = self.entry.machine
-        if record is None or self._not_ours(record):
+        if record is None or not self.owns(record):
             raise InstanceDoesNotExist(key, machine=self.entry.name)
         instance = machine.restore(record.snapshot)
         return InstanceView(
@@ -354,10 +315,10 @@ class InstanceManager:
     def get(self, key: str) -> InstanceView:
         """The stored instance (one round trip); raises
         :class:`InstanceDoesNotExist` when absent or of another machine."""
-        return self._view(key, stores.get_store().load(key))
+        return self._view(key, backend.get_store().load(key))
 
     async def aget(self, key: str) -> InstanceView:
-        return self._view(key, await stores.get_async_backend().store.load(key))
+        return self._view(key, await backend.get_async_backend().store.load(key))
 
     def exists(self, key: str) -> bool:
         try:
@@ -377,7 +338,8 @@ class InstanceManager:
         # Like get(): another machine's instance is not this manager's to
         # erase or read (one round trip; a missing record passes, so the
         # log of a deleted instance stays reachable).
-        if self._not_ours(stores.get_store().load(key)):
+        record = backend.get_store().load(key)
+        if record is not None and not self.owns(record):
             raise InstanceDoesNotExist(key, machine=self.entry.name)
 
     def forget(self, key: str) -> dict[str, int]:
@@ -385,20 +347,20 @@ class InstanceManager:
         (counts per kind). Idempotency receipts expire on their own.
         Raises :class:`InstanceDoesNotExist` for another machine's instance."""
         self._check_owner(key)
-        return stores.get_store().forget(key)
+        return backend.get_store().forget(key)
 
     def keys(self, prefix: str = "") -> Iterator[str]:
         """Keys of this machine's instances starting with ``prefix``
         (literally: glob characters are plain characters), in order, paged
         through the store's index (never a full keyspace scan)."""
-        return stores.get_store().list_keys(prefix, machine=self.entry.machine.id)
+        return backend.get_store().list_keys(prefix, machine=self.entry.machine.id)
 
     def page(
         self, prefix: str = "", *, after: str = "", limit: int = 50, state: str | None = None
     ) -> tuple[list[str], str]:
         """One page of keys after the cursor ``after`` and the next cursor
         ('' at the end); ``state`` keeps instances in that full state id."""
-        return stores.get_store().list_page(
+        return backend.get_store().list_page(
             prefix, after=after, limit=limit, machine=self.entry.machine.id, state=state
         )
 
@@ -408,13 +370,13 @@ class InstanceManager:
         """Transition-log records of ``key`` after ``after_seq``, oldest first
         (:class:`InstanceDoesNotExist` for another machine's instance)."""
         self._check_owner(key)
-        return stores.get_log().read(key, after_seq=after_seq, limit=limit)
+        return backend.get_log().read(key, after_seq=after_seq, limit=limit)
 
     def latest(self, key: str, count: int = 20) -> list[TransitionRecord]:
         """The newest ``count`` transition-log records, oldest first
         (:class:`InstanceDoesNotExist` for another machine's instance)."""
         self._check_owner(key)
-        return stores.get_log().read_last(key, count=count)
+        return backend.get_log().read_last(key, count=count)
 
     def __repr__(self) -> str:
         return f"<InstanceManager {self.entry.name!r}>"

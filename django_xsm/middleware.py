@@ -192,21 +192,21 @@ class RequestInfo:
         user = getattr(self._request, "user", None)
         self._resolve(user, use_user=True)
 
+    def _resolved(self) -> tuple[str, str]:
+        if self._actor is None or self._principal is None:
+            self._sync_resolve()
+        assert self._actor is not None and self._principal is not None
+        return self._actor, self._principal
+
     @property
     def actor(self) -> str:
         """Who acts, for the transition log (resolved on first access)."""
-        if self._actor is None:
-            self._sync_resolve()
-        assert self._actor is not None
-        return self._actor
+        return self._resolved()[0]
 
     @property
     def principal(self) -> str:
         """The idempotency scope of this request's key."""
-        if self._principal is None:
-            self._sync_resolve()
-        assert self._principal is not None
-        return self._principal
+        return self._resolved()[1]
 
     async def aresolve(self) -> None:
         """Resolve actor and principal from async code: ``request.user`` is
@@ -249,7 +249,7 @@ def get_request_info(request: HttpRequest) -> RequestInfo:
     if isinstance(found, RequestInfo):
         return found
     info = RequestInfo(request)
-    request.xsm = info
+    request.xsm = info  # type: ignore[attr-defined]  # django-xsm's own request attribute
     return info
 
 
@@ -271,17 +271,19 @@ class XsmMiddleware:
         if self.is_async:
             markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> Any:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         if self.is_async:
             return self.__acall__(request)
         info = get_request_info(request)
         response = self.get_response(request)
+        assert isinstance(response, HttpResponseBase)  # a sync chain
         return self._finish(info, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         info = get_request_info(request)
-        response = await self.get_response(request)
-        return self._finish(info, response)
+        pending = self.get_response(request)
+        assert not isinstance(pending, HttpResponseBase)  # an async chain
+        return self._finish(info, await pending)
 
     @staticmethod
     def _finish(info: RequestInfo, response: HttpResponseBase) -> HttpResponseBase:

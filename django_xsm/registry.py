@@ -31,13 +31,13 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from django_xsm import conf
+from django_xsm import backend, conf
 from django_xsm.engine import Machine, MachineLogic, create_machine
 from django_xsm.exceptions import UnknownMachineError, XsmError
 
@@ -194,6 +194,7 @@ class Registry:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._entries: dict[str, MachineEntry] | None = None
+        self._names: dict[str, str] = {}
         self._problems: list[LoadProblem] = []
 
     def load(self) -> list[LoadProblem]:
@@ -234,6 +235,7 @@ class Registry:
                 entries[name] = MachineEntry(name, machine, source)
                 by_id.setdefault(machine.id, entries[name])
             self._entries = entries
+            self._names = {machine_id: entry.name for machine_id, entry in by_id.items()}
             self._problems = problems
             return list(problems)
 
@@ -287,19 +289,29 @@ class Registry:
         records name their machine by id)."""
         return {e.machine.id: e.machine for e in self._all().values()}
 
-    def name_for_machine_id(self, machine_id: str) -> str | None:
-        for entry in self._all().values():
-            if entry.machine.id == machine_id:
-                return entry.name
-        return None
+    @overload
+    def name_for_machine_id(self, machine_id: str) -> str | None: ...
+
+    @overload
+    def name_for_machine_id(self, machine_id: str, default: str) -> str: ...
+
+    def name_for_machine_id(self, machine_id: str, default: str | None = None) -> str | None:
+        """The registered name of the machine whose id stored records carry
+        (the first name registered for it), else ``default``."""
+        self._all()
+        return self._names.get(machine_id, default)
 
     def reset(self) -> None:
         """Forget the compiled machines (reloaded on next use)."""
         with self._lock:
             self._entries = None
+            self._names = {}
             self._problems = []
 
 
 #: The process-wide registry.
 machines = Registry()
 conf.on_reset(machines.reset)
+# The backend runs and names these machines (timer scanner, transition
+# signals and log lines) without importing this module.
+backend.use_machines(machines)

@@ -15,7 +15,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from django_xsm import stores
+from django_xsm import backend
 from django_xsm.exceptions import StoreUnavailableError, XsmError
 from django_xsm.registry import machines
 
@@ -44,7 +44,7 @@ def ready(request: HttpRequest) -> JsonResponse:
     """Readiness: 200 with the store's latency, or 503 + Retry-After with
     ``reason`` ``"configuration"`` or ``"store"``."""
     try:
-        backend = stores.get_backend()
+        found = backend.get_backend()
         problems = machines.problems
     except StoreUnavailableError:
         return _not_ready("store")
@@ -54,13 +54,13 @@ def ready(request: HttpRequest) -> JsonResponse:
         return _not_ready("configuration")
     if problems:
         return _not_ready("configuration")
-    info = backend.store.health()  # never raises, bounded by the socket timeout
+    info = found.store.health()  # never raises, bounded by the socket timeout
     if not info.get("ok"):
         return _not_ready("store")
     return JsonResponse(
         {
             "status": "ready",
-            "store": backend.description,
+            "store": found.description,
             "latency_ms": info.get("latency_ms"),
             "machines": machines.names(),
         }

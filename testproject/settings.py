@@ -93,7 +93,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
-        "json": {"()": "django_xsm.transitions.JsonFormatter"},
+        "json": {"()": "django_xsm.backend.transitions.JsonFormatter"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain"},

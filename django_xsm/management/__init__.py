@@ -16,8 +16,9 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
-from django_xsm.durations import MAX_DURATION, parse_duration
 from django_xsm.exceptions import StoreUnavailableError, XsmError
+
+from .durations import MAX_DURATION, parse_duration
 
 __all__ = ["XsmCommand", "command_errors", "duration_type", "int_type"]
 

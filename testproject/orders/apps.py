@@ -44,7 +44,7 @@ def start_timer_thread(interval_s: float) -> threading.Thread:
     reach it; with a real Redis, ``manage.py xsm_scan_timers --loop`` in its
     own process is the production set-up (many scanners may run at once).
     """
-    from django_xsm.stores import get_scanner
+    from django_xsm.backend import get_scanner
 
     def run() -> None:
         scanner = get_scanner()

@@ -18,7 +18,8 @@ import redis
 import redis.asyncio.connection
 import redis.connection
 
-from django_xsm import conf, stores
+from django_xsm import backend as stores
+from django_xsm import conf
 from tests.django import views
 from tests.support import LIVE_URL, delete_namespace
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from django_xsm import conf, stores
+from django_xsm import backend as stores
+from django_xsm import conf
 
 
 def test_defaults_fill_every_key(settings: Any):

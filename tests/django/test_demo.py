@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from django_xsm import stores
+from django_xsm import backend as stores
 from django_xsm.registry import machines
 from testproject.orders import payments
 from testproject.orders.receivers import OUTBOX

@@ -1,4 +1,4 @@
-"""Every row of the HTTP table (DESIGN.md §6), for sync and async views, on
+"""Every row of the HTTP table (docs/http.md), for sync and async views, on
 fakeredis and on the live server."""
 
 from __future__ import annotations
@@ -420,7 +420,7 @@ def test_readiness_503_and_liveness_200_when_store_down(client: Any, dead_store:
 def test_readiness_503_when_the_namespace_cannot_be_used(
     client: Any, backend: Any, monkeypatch: Any
 ):
-    from django_xsm import stores
+    from django_xsm import backend as stores
     from django_xsm.exceptions import StoreError
 
     def newer_layout() -> Any:

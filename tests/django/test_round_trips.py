@@ -1,7 +1,7 @@
-"""DESIGN §4: one decorated request with an Idempotency-Key, audit on, either
-lock, costs 2 Redis round trips (open; commit). Measured by counting what
-redis-py sends (one packet per command or pipeline), on fakeredis and on
-the live server."""
+"""docs/redis.md#round-trips: one decorated request with an Idempotency-Key,
+audit on, either lock, costs 2 Redis round trips (open; commit). Measured
+by counting what redis-py sends (one packet per command or pipeline), on
+fakeredis and on the live server."""
 
 from __future__ import annotations
 

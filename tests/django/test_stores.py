@@ -1,4 +1,4 @@
-"""django_xsm.stores: the backend built from settings."""
+"""django_xsm.backend: the backend built from settings."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import redis
 import redis.asyncio
 from django.core.exceptions import ImproperlyConfigured
 
-from django_xsm import clients, stores
+from django_xsm import backend as stores
+from django_xsm.backend import clients
+from django_xsm.backend.transitions import TransitionPlugin
 from django_xsm.exceptions import StoreUnavailableError
 from django_xsm.persistence import (
     AuditPlugin,
@@ -23,7 +25,6 @@ from django_xsm.persistence import (
     PessimisticLock,
 )
 from django_xsm.registry import machines
-from django_xsm.transitions import TransitionPlugin
 from tests.support import delete_namespace
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from django_xsm import stores
+from django_xsm import backend as stores
+from django_xsm.backend.transitions import JsonFormatter
 from django_xsm.registry import machines
 from django_xsm.signals import post_transition, pre_transition
-from django_xsm.transitions import JsonFormatter
 from tests.django import views
 
 

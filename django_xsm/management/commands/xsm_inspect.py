@@ -8,9 +8,9 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from django_xsm import operations
-from django_xsm.durations import format_duration
 from django_xsm.exceptions import SnapshotCorruptError
 from django_xsm.management import XsmCommand, command_errors, int_type
+from django_xsm.management.durations import format_duration
 
 
 def _json(value: Any, indent: int | None = None) -> str:

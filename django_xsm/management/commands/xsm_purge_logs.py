@@ -6,8 +6,8 @@ import time
 from typing import Any
 
 from django_xsm import operations
-from django_xsm.durations import format_duration
 from django_xsm.management import XsmCommand, command_errors, duration_type
+from django_xsm.management.durations import format_duration
 
 
 class Command(XsmCommand):

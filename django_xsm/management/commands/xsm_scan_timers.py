@@ -10,8 +10,8 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from django_xsm import operations
-from django_xsm.durations import format_duration
 from django_xsm.management import XsmCommand, command_errors, duration_type, int_type
+from django_xsm.management.durations import format_duration
 from django_xsm.persistence.timers import ScanResult
 
 

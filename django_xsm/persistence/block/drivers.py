@@ -165,7 +165,7 @@ class persisted(_Driver):
     _io_class = _SyncIO
 
     def __enter__(self) -> PersistedInstance:
-        self.io.run(self.block.open_op(self.io, self, claims_in_open=self.claims_in_open))
+        self.io.run(self.block.open_op(self.io, claims_in_open=self.claims_in_open))
         return self.block
 
     def __exit__(
@@ -198,7 +198,7 @@ class apersisted(_Driver):
             _require_async(self.log, "append_next", "log", "an async log such as AsyncRedisLog")
 
     async def __aenter__(self) -> PersistedInstance:
-        await self.io.arun(self.block.open_op(self.io, self, claims_in_open=self.claims_in_open))
+        await self.io.arun(self.block.open_op(self.io, claims_in_open=self.claims_in_open))
         return self.block
 
     async def __aexit__(

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import logging
 import time
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -115,18 +114,11 @@ class PersistedInstance(BlockState):
         idempotency, audit, self.hooks = sort_plugins(options.plugins)
         super().__init__(store, key, machine, options, idempotency=idempotency, audit=audit)
         self._io: BlockIO | None = None  # set when the block opened
-        self._driver: weakref.ref[Any] | None = None
 
     @property
     def is_async(self) -> bool:
         """True inside ``apersisted()``."""
         return self._io is not None and self._io.is_async
-
-    @property
-    def driver(self) -> Any:
-        """The ``persisted()`` / ``apersisted()`` object that opened this
-        block (held weakly: it holds the block, not the other way round)."""
-        return self._driver() if self._driver is not None else None
 
     # --- sending -------------------------------------------------------------
 
@@ -206,7 +198,7 @@ class PersistedInstance(BlockState):
 
     # --- open ----------------------------------------------------------------
 
-    def open_op(self, io: BlockIO, driver: Any, *, claims_in_open: bool) -> BlockOp[None]:
+    def open_op(self, io: BlockIO, *, claims_in_open: bool) -> BlockOp[None]:
         """Claim the block's key (inside the open when the inbox shares the
         store), open (polling a busy pessimistic lock until its timeout),
         and turn the record into a live instance run through ``io``."""
@@ -221,7 +213,6 @@ class PersistedInstance(BlockState):
             yield from self._abort_op()
             raise
         self._io = io
-        self._driver = weakref.ref(driver)
 
     def _open_polling(self, with_claims: bool) -> BlockOp[OpenResult]:
         lock = self.options.lock

@@ -237,7 +237,7 @@ def test_breadcrumbs_lead_back_through_machine_and_instance(backend: Any, client
 
 
 def test_a_damaged_record_is_shown_plainly_never_as_a_traceback(reader: Any) -> None:
-    from django_xsm.stores import get_store
+    from django_xsm.backend import get_store
 
     seed_ticket("t:bad")
     seed_ticket("t:good")

@@ -77,7 +77,7 @@ def test_hostile_context_keys_and_log_fields_render_inert(root: Any) -> None:
 
 
 def test_a_hostile_state_name_cannot_inject_markup_into_the_diagram() -> None:
-    from django_xsm.diagram import render_svg
+    from django_xsm.admin.diagram import render_svg
     from django_xsm.engine import create_machine
 
     machine = create_machine(

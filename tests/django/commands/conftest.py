@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from django_xsm import stores
+from django_xsm import backend as stores
 from django_xsm.persistence.records import ClaimRequest, InboxMark
 from django_xsm.redis.core import Many
 from django_xsm.redis.ops import Call

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from django_xsm.durations import format_duration, parse_duration
+from django_xsm.management.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 
-from django_xsm import operations, stores
+from django_xsm import backend as stores
+from django_xsm import operations
 from django_xsm.registry import machines
 from tests.django.commands.conftest import arm, run
 from tests.redis.helpers import layout_of

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 
-from django_xsm import operations, stores
+from django_xsm import backend as stores
+from django_xsm import operations
 from tests.django.commands.conftest import mark_rows, run, wait_for
 from tests.redis.helpers import layout_of
 

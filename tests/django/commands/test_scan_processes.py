@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from django_xsm import stores
+from django_xsm import backend as stores
 from django_xsm.registry import machines
 from tests.django.commands.conftest import arm, fires, wait_for
 from tests.support import LIVE_URL, live_only

@@ -168,5 +168,5 @@ def test_a_model_rebuilt_from_migration_state_has_one_version_column() -> None:
     rebuilt = state.apps.get_model("fieldapp", "Order")
     names = [f.name for f in rebuilt._meta.local_fields]
     assert names.count("status_version") == 1 and "status" in names
-    name, path, args, kwargs = rebuilt._meta.get_field("status").deconstruct()
+    _name, path, _args, kwargs = rebuilt._meta.get_field("status").deconstruct()
     assert (path, kwargs) == ("django_xsm.fields.StatechartField", {"machine": "shop"})

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+
+from django_xsm.engine import Machine, StateNode, Transition
 
 __all__ = ["describe_transition", "render_svg", "short_id"]
 
@@ -32,13 +33,13 @@ MAX_ROW_W = 820.0
 MIN_W = 90.0
 
 
-def short_id(machine: Any, state_id: str) -> str:
+def short_id(machine: Machine, state_id: str) -> str:
     """``state_id`` without the machine id (``order.paid`` -> ``paid``)."""
     head = f"{machine.id}."
     return state_id[len(head) :] if state_id.startswith(head) else state_id
 
 
-def describe_transition(machine: Any, transition: Any) -> str:
+def describe_transition(machine: Machine, transition: Transition) -> str:
     """One line for a transition: ``PAY → paid [guard]``, ``after 1000 → x``."""
     kind = getattr(transition, "kind", "on")
     if kind == "always" or not transition.event:
@@ -58,7 +59,7 @@ def describe_transition(machine: Any, transition: Any) -> str:
 
 @dataclass
 class _Box:
-    node: Any
+    node: StateNode
     label: str
     lines: list[str]
     w: float = 0.0
@@ -67,7 +68,7 @@ class _Box:
     kids: list[tuple[float, float, _Box]] = field(default_factory=list)
 
 
-def _measure(machine: Any, node: Any, *, is_root: bool) -> _Box:
+def _measure(machine: Machine, node: StateNode, *, is_root: bool) -> _Box:
     if node.type == "history":
         label = "H*" if node.history == "deep" else "H"
         box = _Box(node, label, [])
@@ -105,7 +106,7 @@ def _measure(machine: Any, node: Any, *, is_root: bool) -> _Box:
     return box
 
 
-def _style(node: Any, active: bool, in_parallel: bool) -> str:
+def _style(node: StateNode, active: bool, in_parallel: bool) -> str:
     # The root is always active: it is drawn plain, so the highlight means
     # something. Active leaves are filled; active containers only outlined.
     lit = active and node.parent is not None
@@ -159,7 +160,7 @@ def _render(box: _Box, x: float, y: float, active: Collection[str], in_parallel:
     return "\n".join(out)
 
 
-def render_svg(machine: Any, active: Collection[str] = ()) -> SafeString:
+def render_svg(machine: Machine, active: Collection[str] = ()) -> SafeString:
     """The chart of ``machine`` as an ``<svg>`` element, states whose full
     id is in ``active`` highlighted. Safe to inline: all text is escaped."""
     root = _measure(machine, machine.root, is_root=True)

@@ -1,8 +1,9 @@
 """Redis clients for the Django layer: from a URL, from a django-redis
 cache alias, or the embedded in-process fakeredis.
 
-:mod:`django_xsm.stores` decides which one a process uses and caches it;
-this module only builds clients. Nothing here ever puts a host, port or
+:mod:`django_xsm.backend.build` decides which one a process uses and caches
+it, after :func:`django_xsm.backend.readiness.require_usable` has accepted
+the settings; this module only builds clients. Nothing here ever puts a host, port or
 password into an error message (URLs may carry credentials).
 """
 
@@ -80,13 +81,10 @@ def reset_embedded() -> None:
 def embedded_client(*, is_async: bool) -> Any:
     """A (sync or asyncio) fakeredis client on this process's embedded server."""
     global _embedded_server, _embedded_logged
-    try:
-        import fakeredis
-        import lupa  # noqa: F401  (fakeredis runs the Lua scripts through it)
-    except ImportError as exc:
-        raise ImproperlyConfigured(
-            f"The embedded XSM store needs fakeredis and lupa ({exc.name} is not installed)",
-        ) from exc
+    # Installed: readiness.require_usable checked both (fakeredis runs the
+    # Lua scripts through lupa).
+    import fakeredis
+
     if _embedded_server is None:
         _embedded_server = fakeredis.FakeServer()
         if not _embedded_logged:
@@ -130,9 +128,8 @@ def cache_alias_problem(alias: str) -> str | None:
 
 
 def cache_client(alias: str) -> Any:
-    problem = cache_alias_problem(alias)
-    if problem:
-        raise ImproperlyConfigured(f"XSM['CACHE_ALIAS']: {problem}")
+    """The write client of the django-redis cache ``alias`` (one that
+    :func:`cache_alias_problem` accepted)."""
     from django_redis import get_redis_connection
 
     try:

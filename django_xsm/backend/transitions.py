@@ -1,8 +1,10 @@
 """Transition signals and structured transition logging, as one plugin.
 
 :class:`TransitionPlugin` is part of every block the Django layer opens
-(views, ``machines[...].objects.open()``, the timer scanner). For each event
-it:
+(views, ``machines[...].objects.open()``, the timer scanner). It names
+machines by their registered name, which it gets from whoever builds it
+(``name_of``: machine id -> name); it never imports the registry. For each
+event it:
 
 * sends ``pre_transition`` before the engine runs it (a receiver may raise
   to refuse it);
@@ -29,17 +31,16 @@ import json
 import logging
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 
-from django_xsm.persistence import Plugin, apersisted
+from django_xsm.persistence import Plugin
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.records import CommitResult
-
-from .signals import post_transition, pre_transition, signal_database
+from django_xsm.signals import post_transition, pre_transition, signal_database
 
 __all__ = ["JsonFormatter", "TransitionPlugin", "log_refused", "send_deferred"]
 
@@ -60,19 +61,17 @@ def _text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
 
 
-def machine_name(block: PersistedInstance) -> str:
-    """The registered name of the block's machine (its id if unregistered)."""
-    from .registry import machines
-
-    machine_id = str(getattr(block.machine, "id", ""))
-    return machines.name_for_machine_id(machine_id) or machine_id
-
-
 def _fields(
-    block: PersistedInstance, item: _Pending, *, accepted: bool, version: int, seq: int
+    machine: str,
+    block: PersistedInstance,
+    item: _Pending,
+    *,
+    accepted: bool,
+    version: int,
+    seq: int,
 ) -> dict[str, Any]:
     return {
-        "machine": machine_name(block),
+        "machine": machine,
         "key": block.key,
         "event": item.event,
         "from": item.from_state,
@@ -139,12 +138,15 @@ def log_refused(
 class TransitionPlugin(Plugin):
     """Signals and log lines for every block (see the module docstring).
 
-    One instance may serve many blocks at once (the backend shares it):
-    per-block state is kept in weak dictionaries keyed by the block, so an
-    aborted block leaves nothing behind.
+    ``name_of(machine_id)`` gives the registered name of a machine (the id
+    itself is used for a machine it does not know). One instance may serve
+    many blocks at once (the backend shares it): per-block state is kept in
+    weak dictionaries keyed by the block, so an aborted block leaves nothing
+    behind.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, name_of: Callable[[str], str | None]) -> None:
+        self._name_of = name_of
         self._lock = threading.Lock()
         self._current: weakref.WeakKeyDictionary[PersistedInstance, _Pending] = (
             weakref.WeakKeyDictionary()
@@ -156,15 +158,21 @@ class TransitionPlugin(Plugin):
             weakref.WeakKeyDictionary()
         )
 
+    def machine_name(self, block: PersistedInstance) -> str:
+        """The registered name of the block's machine (its id if unregistered)."""
+        machine_id = str(getattr(block.machine, "id", ""))
+        return self._name_of(machine_id) or machine_id
+
     def before_send(
         self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
     ) -> None:
         state = block.value
+        name = self.machine_name(block)
         with self._lock:
             self._current[block] = _Pending(event_type, dict(payload), state)
         pre_transition.send(
-            sender=machine_name(block),
-            machine=machine_name(block),
+            sender=name,
+            machine=name,
             key=block.key,
             event=event_type,
             payload=dict(payload),
@@ -184,15 +192,17 @@ class TransitionPlugin(Plugin):
             with self._lock:
                 self._accepted.setdefault(block, []).append(item)
         else:
-            _log(_fields(block, item, accepted=False, version=block.version, seq=0))
+            name = self.machine_name(block)
+            _log(_fields(name, block, item, accepted=False, version=block.version, seq=0))
 
     def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
         with self._lock:
             items = self._accepted.pop(block, [])
-        is_async = isinstance(block.driver, apersisted)
+        is_async = block.is_async
+        name = self.machine_name(block)
         for index, item in enumerate(items):
             seq = result.first_seq + index if result.first_seq else 0
-            fields = _fields(block, item, accepted=True, version=result.version, seq=seq)
+            fields = _fields(name, block, item, accepted=True, version=result.version, seq=seq)
             _log(fields)
             kwargs = {
                 "machine": fields["machine"],
@@ -252,7 +262,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message and, for
     transition lines, every field of ``record.xsm``.
 
-    ``LOGGING = {"formatters": {"json": {"()": "django_xsm.transitions.JsonFormatter"}}}``
+    ``LOGGING = {"formatters": {"json": {"()": "django_xsm.backend.transitions.JsonFormatter"}}}``
     """
 
     def format(self, record: logging.LogRecord) -> str:

@@ -13,12 +13,17 @@ from typing import Any
 from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
-from django_xsm import stores
+from django_xsm import backend
+from django_xsm.engine import Machine
 from django_xsm.exceptions import StoreUnavailableError, XsmError
+from django_xsm.managers import InstanceView
+from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
+from django_xsm.persistence.records import TimerFailure
 from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
-from .admin_support import (
+from .diagram import render_svg, short_id
+from .support import (
     PageMixin,
     display_json,
     display_value,
@@ -26,8 +31,6 @@ from .admin_support import (
     require,
     store_guard,
 )
-from .diagram import render_svg, short_id
-from .models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
 
 __all__ = ["ReadViews"]
 
@@ -37,15 +40,19 @@ LOG_PAGE = 20
 DEAD_LETTERS_SHOWN = 50
 
 
-def _int(value: Any, default: int, low: int, high: int) -> int:
+def _int(value: str | None, default: int, low: int, high: int) -> int:
+    if value is None:
+        return default
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return default
     return min(max(number, low), high)
 
 
-def _deadline_rows(machine: Any, view: Any, now_ms: int) -> tuple[list[dict[str, Any]], Any]:
+def _deadline_rows(
+    machine: Machine, view: InstanceView, now_ms: int
+) -> tuple[list[dict[str, Any]], TimerFailure | None]:
     failures = dict(view.timer_failures)
     rows = []
     for d in sorted(view.deadlines, key=lambda d: (d.due_ms, d.entry)):
@@ -64,7 +71,7 @@ def _deadline_rows(machine: Any, view: Any, now_ms: int) -> tuple[list[dict[str,
     return rows, failures.get(INSTANCE_FAILURE)
 
 
-def _next_deadline(view: Any) -> dict[str, Any] | None:
+def _next_deadline(view: InstanceView) -> dict[str, Any] | None:
     if not view.deadlines:
         return None
     failures = view.timer_failures
@@ -75,9 +82,6 @@ def _next_deadline(view: Any) -> dict[str, Any] | None:
 
 class ReadViews(PageMixin):
     """Pages every user with ``view_instance`` may open."""
-
-    def entry(self, name: str) -> MachineEntry:
-        return machines[name]
 
     @store_guard
     def machines_view(self, request: HttpRequest) -> HttpResponse:
@@ -92,10 +96,10 @@ class ReadViews(PageMixin):
             }
             for e in machines.values()
         ]
-        backend = stores.get_backend()
+        current = backend.get_backend()
         dead = [
             {"key": key, "since": ms_datetime(ms), "url": self.url("find", key=key)}
-            for key, ms in backend.store.dead_letters(limit=DEAD_LETTERS_SHOWN)
+            for key, ms in current.store.dead_letters(limit=DEAD_LETTERS_SHOWN)
         ]
         return self.render(
             request,
@@ -104,7 +108,7 @@ class ReadViews(PageMixin):
             machines=rows,
             problems=machines.problems,
             dead_letters=dead,
-            store=backend.description,
+            store=current.description,
             find_url=self.url("find"),
         )
 
@@ -116,8 +120,8 @@ class ReadViews(PageMixin):
         invalid = self.bad_key(request, key)
         if invalid is not None:
             return invalid
-        record = stores.get_store().load(key)
-        name = machines.name_for_machine_id(record.machine_id) if record else None
+        record = backend.get_store().load(key)
+        name = machines.name_for_machine_id(record.owner) if record else None
         if name is None:
             return self.render(request, "missing.html", "No such instance", status=404, key=key)
         return HttpResponseRedirect(self.url("detail", name, key=key))
@@ -183,24 +187,16 @@ class ReadViews(PageMixin):
     @store_guard
     def detail_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW)
-        entry = self.entry(machine)
-        key = request.GET.get("key", "")
-        invalid = self.bad_key(request, key, entry)
-        if invalid is not None:
-            return invalid
+        entry, key = self.target(request, machine)
         try:
             view = entry.objects.get(key)
         except InstanceDoesNotExist:
-            view = None
+            return self.missing(request, entry, key)
         except StoreUnavailableError:
             raise
         except XsmError as exc:
             return self.render(
                 request, "missing.html", "Unreadable instance", status=500, key=key, error=exc
-            )
-        if view is None:
-            return self.render(
-                request, "missing.html", "No such instance", status=404, key=key, machine=entry
             )
         now_ms = time.time_ns() // 1_000_000
         deadlines, blanket = _deadline_rows(entry.machine, view, now_ms)
@@ -274,8 +270,8 @@ class ReadViews(PageMixin):
         }
 
 
-def _can(view: Any, event: str) -> bool:
+def _can(view: InstanceView, event: str) -> bool:
     try:
-        return bool(view.can(event))
+        return view.can(event)
     except Exception:  # a guard that raises on an empty payload: not "accepted now"
         return False

@@ -18,16 +18,19 @@ from django.contrib import messages
 from django.contrib.admin.models import CHANGE, DELETION
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 
-from django_xsm import operations, stores
+from django_xsm import backend, operations
 from django_xsm.exceptions import (
     ConflictError,
     LockTimeoutError,
     StoreUnavailableError,
 )
 from django_xsm.middleware import get_request_info
+from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
+from django_xsm.persistence.records import StoredRecord
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry
 
-from .admin_support import (
+from .diagram import describe_transition
+from .support import (
     PageMixin,
     actor_of,
     display_json,
@@ -36,8 +39,6 @@ from .admin_support import (
     require,
     store_guard,
 )
-from .diagram import describe_transition
-from .models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
 
 __all__ = ["ActionViews", "SendEventForm"]
 
@@ -94,15 +95,7 @@ class SendEventForm(forms.Form):
 
 
 class ActionViews(PageMixin):
-    """Send, fire and forget (``entry()`` comes from the read views)."""
-
-    def entry(self, name: str) -> MachineEntry:  # pragma: no cover - ReadViews provides it
-        raise NotImplementedError
-
-    def _missing(self, request: HttpRequest, entry: MachineEntry, key: str) -> HttpResponse:
-        return self.render(
-            request, "missing.html", "No such instance", status=404, key=key, machine=entry
-        )
+    """Send, fire and forget."""
 
     def _back(self, entry: MachineEntry, key: str) -> HttpResponse:
         return HttpResponseRedirect(self.url("detail", entry.name, key=key))
@@ -112,15 +105,11 @@ class ActionViews(PageMixin):
     @store_guard
     def send_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW, PERM_SEND)
-        entry = self.entry(machine)
-        key = request.GET.get("key", "")
-        invalid = self.bad_key(request, key, entry)
-        if invalid is not None:
-            return invalid
-        record = stores.get_store().load(key)
-        if record is None or record.machine_id not in ("", entry.machine.id):
-            return self._missing(request, entry, key)
-        page = {
+        entry, key = self.target(request, machine)
+        record = backend.get_store().load(key)
+        if record is None or not entry.objects.owns(record):
+            return self.missing(request, entry, key)
+        page: dict[str, Any] = {
             "machine": entry,
             "key": key,
             "detail_url": self.url("detail", machine, key=key),
@@ -140,7 +129,12 @@ class ActionViews(PageMixin):
         return self._apply(request, entry, key, form, page, request.POST.get("version", ""))
 
     def _preview(
-        self, request: HttpRequest, entry: MachineEntry, record: Any, form: Any, page: Any
+        self,
+        request: HttpRequest,
+        entry: MachineEntry,
+        record: StoredRecord,
+        form: SendEventForm,
+        page: dict[str, Any],
     ) -> HttpResponse:
         """The event's effect from the pure ``machine.transition()``; nothing
         runs and nothing is written."""
@@ -193,8 +187,8 @@ class ActionViews(PageMixin):
         request: HttpRequest,
         entry: MachineEntry,
         key: str,
-        form: Any,
-        page: Any,
+        form: SendEventForm,
+        page: dict[str, Any],
         version: str,
     ) -> HttpResponse:
         event, payload = form.cleaned_data["event"], form.cleaned_data["payload"]
@@ -220,7 +214,7 @@ class ActionViews(PageMixin):
                     before = display_value(block.value)
                     receipt = block.send({**payload, "type": event}, reason=reason)
         except InstanceDoesNotExist:
-            return self._missing(request, entry, key)
+            return self.missing(request, entry, key)
         except (ConflictError, LockTimeoutError):
             receipt = None
         except StoreUnavailableError:
@@ -253,19 +247,11 @@ class ActionViews(PageMixin):
         require(request, PERM_VIEW, PERM_FIRE)
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        entry = self.entry(machine)
-        key = request.GET.get("key", "")
-        invalid = self.bad_key(request, key, entry)
-        if invalid is not None:
-            return invalid
-        try:
-            entry.objects.get(key)
-        except InstanceDoesNotExist:
-            return self._missing(request, entry, key)
+        entry, key, _view = self.stored(request, machine)
         force = request.POST.get("force") in ("1", "on", "true")
         # The admin acts, not the background timer loop: the transition log
         # names the admin user (``actor=`` replaces the scanner's xsm:timer).
-        result = stores.get_scanner().fire(key, force=force, actor=actor_of(request))
+        result = backend.get_scanner().fire(key, force=force, actor=actor_of(request))
         kind = "every armed timer" if force else "due timers"
         text = f"Fired {kind}: {result.fired} fired"
         if result.stale:
@@ -286,15 +272,7 @@ class ActionViews(PageMixin):
     @store_guard
     def forget_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW, PERM_FORGET)
-        entry = self.entry(machine)
-        key = request.GET.get("key", "")
-        invalid = self.bad_key(request, key, entry)
-        if invalid is not None:
-            return invalid
-        try:
-            view = entry.objects.get(key)
-        except InstanceDoesNotExist:
-            return self._missing(request, entry, key)
+        entry, key, view = self.stored(request, machine)
         if request.method != "POST":
             return self.render(
                 request,
@@ -304,7 +282,7 @@ class ActionViews(PageMixin):
                 key=key,
                 view=view,
                 state=display_value(view.value),
-                log_records=stores.get_log().last_seq(key),
+                log_records=backend.get_log().last_seq(key),
                 crumb="Forget",
                 action_url=self.url("forget", machine, key=key),
                 detail_url=self.url("detail", machine, key=key),

@@ -2,7 +2,7 @@
 
 ::
 
-    from django_xsm.stores import get_backend
+    from django_xsm.backend import get_backend
     backend = get_backend()        # .store, .inbox, .log, .plugins, .client
     backend.store.health()
 
@@ -15,16 +15,20 @@ Where the Redis connection comes from, in order:
   (``get_redis_connection``), so the app shares that pool;
 * otherwise the embedded default: an in-process fakeredis (Lua through
   lupa), when ``EMBEDDED`` is True or unset with ``DEBUG=True``. It is logged
-  once per process; every other case is ``ImproperlyConfigured`` (and
-  ``xsm.E008`` in ``manage.py check``), so a production process never
-  silently keeps its state in memory.
+  once per process; every other case is ``ImproperlyConfigured`` (the same
+  problems ``manage.py check`` reports, see :mod:`.readiness`), so a
+  production process never silently keeps its state in memory.
 
 Guarantees: one sync client per process, shared by the store, the inbox
 and the log with one prefix, so a block opens in one round trip and
-commits in one (DESIGN §4). Async views get the same objects on a
+commits in one (docs/redis.md#round-trips). Async views get the same objects on a
 ``redis.asyncio`` client, one per event loop (asyncio connections belong to
 the loop that opened them; an ASGI server runs one loop per process).
 Everything is rebuilt when the settings change (``conf.on_reset``).
+
+The registered machines come from the registry, which hands itself over
+with :func:`use_machines` when it is imported (this package never imports
+it): the timer scanner runs them and the transition plugin names them.
 """
 
 from __future__ import annotations
@@ -32,21 +36,24 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from django_xsm import clients, conf
+from django_xsm import conf
+from django_xsm.engine import Machine
 from django_xsm.persistence import (
     AuditPlugin,
     DueTimerScanner,
     IdempotencyPlugin,
     OptimisticLock,
     PessimisticLock,
+    Plugin,
 )
-from django_xsm.persistence.base import validate_prefix
+from django_xsm.persistence.base import Codec
 from django_xsm.persistence.locks import LockStrategy
 from django_xsm.redis import (
     AsyncRedisInbox,
@@ -57,18 +64,20 @@ from django_xsm.redis import (
     RedisStore,
 )
 
-__all__ = [
-    "AsyncBackend",
-    "Backend",
-    "get_async_backend",
-    "get_backend",
-    "get_inbox",
-    "get_log",
-    "get_scanner",
-    "get_store",
-    "lock_strategy",
-    "reset",
-]
+from . import clients
+from .readiness import require_usable
+from .transitions import TransitionPlugin
+
+#: What a block's ``plugins=`` holds.
+BlockPlugin = IdempotencyPlugin | AuditPlugin | Plugin
+
+
+class MachineDirectory(Protocol):
+    """The registered machines, as the backend needs them (the registry)."""
+
+    def by_machine_id(self) -> dict[str, Machine]: ...
+
+    def name_for_machine_id(self, machine_id: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +94,7 @@ class Backend:
     store: RedisStore
     inbox: RedisInbox
     log: RedisLog
-    plugins: tuple[Any, ...]
+    plugins: tuple[BlockPlugin, ...]
     source: str
     description: str
 
@@ -94,17 +103,18 @@ class Backend:
 class AsyncBackend:
     """The asyncio twin of :class:`Backend`, bound to one event loop.
 
-    Its client is closed when that loop shuts down (see :func:`_tie_to_loop`).
+    Its client is closed when that loop shuts down
+    (:func:`django_xsm.backend.clients.tie_to_loop`).
     """
 
     client: Any
     store: AsyncRedisStore
     inbox: AsyncRedisInbox
     log: AsyncRedisLog
-    plugins: tuple[Any, ...]
+    plugins: tuple[BlockPlugin, ...]
     source: str
     description: str
-    closer: Any = field(default=None, repr=False, compare=False)
+    closer: AsyncGenerator[None, None] | None = field(default=None, repr=False, compare=False)
 
 
 _lock = threading.Lock()
@@ -112,6 +122,25 @@ _backend: Backend | None = None
 _async_backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBackend] = (
     weakref.WeakKeyDictionary()
 )
+_machines: MachineDirectory | None = None
+
+
+def use_machines(directory: MachineDirectory) -> None:
+    """Make ``directory`` the registered machines of this process."""
+    global _machines
+    _machines = directory
+
+
+def _directory() -> MachineDirectory:
+    if _machines is None:
+        raise ImproperlyConfigured(
+            "No machine registry is loaded; add 'django_xsm' to INSTALLED_APPS"
+        )
+    return _machines
+
+
+def _machine_name(machine_id: str) -> str | None:
+    return None if _machines is None else _machines.name_for_machine_id(machine_id)
 
 
 def reset() -> None:
@@ -130,6 +159,9 @@ def reset() -> None:
 conf.on_reset(reset)
 
 
+# --- building ----------------------------------------------------------------------
+
+
 def _source(s: conf.XsmSettings) -> tuple[str, str]:
     if s.redis_url:
         return "url", "redis (XSM['REDIS_URL'])"
@@ -138,62 +170,73 @@ def _source(s: conf.XsmSettings) -> tuple[str, str]:
     return "embedded", "embedded fakeredis (in-process)"
 
 
-def _check_ready(s: conf.XsmSettings) -> None:
-    if s.redis_url and s.cache_alias:
-        raise ImproperlyConfigured(
-            "XSM sets both REDIS_URL and CACHE_ALIAS; keep one",
-        )
-    if s.prefix is None:
-        raise ImproperlyConfigured(
-            "XSM['PREFIX'] is required (one namespace per application, e.g. 'shop')",
-        )
-    try:
-        validate_prefix(s.prefix)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"XSM['PREFIX']: {exc}") from exc
-    if not (s.redis_url or s.cache_alias or s.uses_embedded):
-        raise ImproperlyConfigured(
-            "XSM has no Redis configured: set XSM['REDIS_URL'] or XSM['CACHE_ALIAS'] "
-            "(the in-process fakeredis default only runs with DEBUG=True or "
-            "XSM['EMBEDDED']=True)",
-        )
+def _client(s: conf.XsmSettings, source: str, *, is_async: bool) -> Any:
+    if source == "url":
+        return clients.url_client(s, is_async=is_async)
+    if source == "cache":
+        assert s.cache_alias is not None
+        client = clients.cache_client(s.cache_alias)
+        return clients.async_twin(client) if is_async else client
+    return clients.embedded_client(is_async=is_async)
 
 
-def _codec(s: conf.XsmSettings) -> Any:
+def _codec(s: conf.XsmSettings) -> Codec | None:
     if s.codec is None:
         return None
     try:
         found = import_string(s.codec)
     except ImportError as exc:
         raise ImproperlyConfigured(f"XSM['CODEC']: cannot import {s.codec!r}: {exc}") from exc
+    codec: Codec
     if hasattr(found, "encode") and hasattr(found, "decode") and not isinstance(found, type):
-        return found
+        codec = found
+        return codec
     if callable(found):
-        return found()
+        codec = found()
+        return codec
     raise ImproperlyConfigured(f"XSM['CODEC']: {s.codec!r} is neither a codec nor a factory")
 
 
-def _plugins(s: conf.XsmSettings, inbox: Any, log: Any) -> tuple[Any, ...]:
-    from django_xsm.transitions import TransitionPlugin
+_Store = TypeVar("_Store", RedisStore, AsyncRedisStore)
+_Inbox = TypeVar("_Inbox", RedisInbox, AsyncRedisInbox)
+_Log = TypeVar("_Log", RedisLog, AsyncRedisLog)
 
-    plugins: list[Any] = [
+
+def _connect(*, is_async: bool) -> tuple[conf.XsmSettings, str, str, Any]:
+    """The settings, the connection's source and description, and its client."""
+    s = conf.get_settings()
+    require_usable(s)
+    source, description = _source(s)
+    return s, source, description, _client(s, source, is_async=is_async)
+
+
+def _members(
+    s: conf.XsmSettings,
+    client: Any,
+    kinds: tuple[type[_Store], type[_Inbox], type[_Log]],
+) -> tuple[_Store, _Inbox, _Log, tuple[BlockPlugin, ...]]:
+    """Store, inbox and log on one client and prefix, and the plugins every
+    block gets (idempotency, audit when enabled, transition signals/logs)."""
+    store_kind, inbox_kind, log_kind = kinds
+    assert s.prefix is not None  # require_usable refused a missing prefix
+    store = store_kind(
+        client,
+        prefix=s.prefix,
+        codec=_codec(s),
+        max_snapshot_bytes=s.max_snapshot_bytes,
+        ttl_s=s.instance_ttl_s,
+        lock_ttl_ms=s.lock_ttl_ms,
+        buckets=s.buckets,
+    )
+    inbox = inbox_kind(client, prefix=s.prefix, buckets=s.buckets)
+    log = log_kind(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets)
+    plugins: list[BlockPlugin] = [
         IdempotencyPlugin(inbox, ttl_s=s.idempotency.ttl_s, lease_s=s.idempotency.lease_s)
     ]
     if s.audit.enabled:
         plugins.append(AuditPlugin(log, redact=s.audit.redact))
-    plugins.append(TransitionPlugin())
-    return tuple(plugins)
-
-
-def _store_kwargs(s: conf.XsmSettings) -> dict[str, Any]:
-    return {
-        "prefix": s.prefix,
-        "codec": _codec(s),
-        "max_snapshot_bytes": s.max_snapshot_bytes,
-        "ttl_s": s.instance_ttl_s,
-        "lock_ttl_ms": s.lock_ttl_ms,
-        "buckets": s.buckets,
-    }
+    plugins.append(TransitionPlugin(_machine_name))
+    return store, inbox, log, tuple(plugins)
 
 
 # --- public accessors ----------------------------------------------------------------
@@ -212,23 +255,9 @@ def get_backend() -> Backend:
         return found
     with _lock:
         if _backend is None:
-            s = conf.get_settings()
-            _check_ready(s)
-            source, description = _source(s)
-            if source == "url":
-                client = clients.url_client(s, is_async=False)
-            elif source == "cache":
-                assert s.cache_alias is not None
-                client = clients.cache_client(s.cache_alias)
-            else:
-                client = clients.embedded_client(is_async=False)
-            assert s.prefix is not None
-            store = RedisStore(client, **_store_kwargs(s))
-            inbox = RedisInbox(client, prefix=s.prefix, buckets=s.buckets)
-            log = RedisLog(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets)
-            _backend = Backend(
-                client, store, inbox, log, _plugins(s, inbox, log), source, description
-            )
+            s, source, description, client = _connect(is_async=False)
+            store, inbox, log, plugins = _members(s, client, (RedisStore, RedisInbox, RedisLog))
+            _backend = Backend(client, store, inbox, log, plugins, source, description)
         return _backend
 
 
@@ -245,30 +274,11 @@ def get_async_backend() -> AsyncBackend:
     with _lock:
         found = _async_backends.get(loop)
         if found is None:
-            s = conf.get_settings()
-            _check_ready(s)
-            source, description = _source(s)
-            if source == "url":
-                client = clients.url_client(s, is_async=True)
-            elif source == "cache":
-                assert s.cache_alias is not None
-                client = clients.async_twin(clients.cache_client(s.cache_alias))
-            else:
-                client = clients.embedded_client(is_async=True)
-            assert s.prefix is not None
-            store = AsyncRedisStore(client, **_store_kwargs(s))
-            inbox = AsyncRedisInbox(client, prefix=s.prefix, buckets=s.buckets)
-            log = AsyncRedisLog(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets)
-            found = AsyncBackend(
-                client,
-                store,
-                inbox,
-                log,
-                _plugins(s, inbox, log),
-                source,
-                description,
-                closer=clients.tie_to_loop(client),
-            )
+            s, source, description, client = _connect(is_async=True)
+            kinds = (AsyncRedisStore, AsyncRedisInbox, AsyncRedisLog)
+            store, inbox, log, plugins = _members(s, client, kinds)
+            closer = clients.tie_to_loop(client)
+            found = AsyncBackend(client, store, inbox, log, plugins, source, description, closer)
             _async_backends[loop] = found
         return found
 
@@ -309,13 +319,12 @@ def get_scanner(*, lock: str | LockStrategy | None = None) -> DueTimerScanner:
     """A due-timer scanner over every registered machine, with the same
     plugins as views (timer fires are audited, signalled and logged with
     the actor ``xsm:timer``) and the ``TIMERS`` retry policy."""
-    from django_xsm.registry import machines
-
     backend = get_backend()
     timers = conf.get_settings().timers
+    machines: Mapping[str, Machine] = _directory().by_machine_id()
     return DueTimerScanner(
         backend.store,
-        machines.by_machine_id(),
+        machines,
         plugins=backend.plugins,
         lock=lock_strategy(lock),
         max_attempts=timers.max_attempts,

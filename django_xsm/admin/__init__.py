@@ -1,5 +1,10 @@
 """The "XSM" section of the Django admin: an audit browser over the store.
 
+The package holds :class:`InstanceAdmin` (here, registered like any
+``admin.py``), its read-only pages (:mod:`.pages`), its write actions
+(:mod:`.actions`), what the pages share (:mod:`.support`) and the SVG state
+diagram (:mod:`.diagram`).
+
 Registered on ``admin.site`` automatically (``django.contrib.admin``'s
 autodiscovery); for another ``AdminSite`` call
 ``site.register(Instance, InstanceAdmin)``. Pages (under
@@ -22,26 +27,34 @@ of :mod:`django_xsm.models` itself and answers 403 without them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
-from .admin_actions import ActionViews
-from .admin_views import ReadViews
-from .models import PERM_VIEW, Instance
+from django_xsm.models import PERM_VIEW, Instance
+
+from .actions import ActionViews
+from .pages import ReadViews
 
 __all__ = ["InstanceAdmin"]
 
 
-class InstanceAdmin(ReadViews, ActionViews, admin.ModelAdmin):
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Instance]
+else:  # ModelAdmin is generic for the type checker only
+    _ModelAdmin = admin.ModelAdmin
+
+
+class InstanceAdmin(ReadViews, ActionViews, _ModelAdmin):
     """Browse instances held in Redis; actions behind their own permissions."""
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm(PERM_VIEW))
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_view_permission(self, request: HttpRequest, obj: Instance | None = None) -> bool:
         return bool(request.user.has_perm(PERM_VIEW))
 
     # Nothing here is a database row: the admin's own add/change/delete
@@ -49,16 +62,16 @@ class InstanceAdmin(ReadViews, ActionViews, admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Instance | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Instance | None = None) -> bool:
         return False
 
     def get_urls(self) -> list[URLPattern]:
         site = self.admin_site
 
-        def page(view: Any, route: str, name: str) -> URLPattern:
+        def page(view: Callable[..., HttpResponse], route: str, name: str) -> URLPattern:
             return path(route, site.admin_view(view), name=f"django_xsm_{name}")
 
         return [

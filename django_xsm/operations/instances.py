@@ -1,16 +1,13 @@
-"""Inspect and forget one instance (``xsm_inspect``, ``xsm_forget``).
-
-Re-exported by :mod:`django_xsm.operations`, the commands' library.
-"""
+"""Inspect and forget one instance (``xsm_inspect``, ``xsm_forget``, the
+admin's "forget")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from django_xsm import conf, stores
+from django_xsm import backend, conf
 from django_xsm.engine import Deadline
 from django_xsm.exceptions import InstanceNotFoundError, SnapshotCorruptError, XsmError
 from django_xsm.persistence.audit import DEFAULT_REDACT, redact
@@ -19,7 +16,7 @@ from django_xsm.persistence.records import TimerFailure, ms_to_datetime
 from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
 from django_xsm.registry import machines
 
-__all__ = ["forget_instance", "forget_preview", "inspect_instance", "iso", "machine_name"]
+__all__ = ["forget_instance", "forget_preview", "inspect_instance", "iso", "redacted"]
 
 
 def iso(ms: int) -> str:
@@ -27,15 +24,10 @@ def iso(ms: int) -> str:
     return ms_to_datetime(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def machine_name(machine_id: str) -> str:
-    """The registry name of a stored machine id (the id itself when no
-    configured machine has it)."""
-    return machines.name_for_machine_id(machine_id) or machine_id
-
-
-def _redactor() -> Callable[[Any], Any]:
-    fragments = [*DEFAULT_REDACT, *conf.get_settings().audit.redact]
-    return lambda value: redact(value, fragments)
+def redacted(value: Any) -> Any:
+    """``value`` with sensitive fields hidden: the default denylist plus the
+    ``AUDIT['REDACT']`` fragments (what the transition log hides)."""
+    return redact(value, [*DEFAULT_REDACT, *conf.get_settings().audit.redact])
 
 
 def _failure(failure: TimerFailure | None) -> dict[str, Any] | None:
@@ -61,8 +53,8 @@ def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> d
     still shown from its raw snapshot, with ``problem`` saying why.
     """
     validate_key(key)
-    backend = stores.get_backend()
-    record = backend.store.load(key)
+    current = backend.get_backend()
+    record = current.store.load(key)
     if record is None:
         raise InstanceNotFoundError(key)
     now = system_clock_ms() if now_ms is None else now_ms
@@ -87,7 +79,6 @@ def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> d
             value, status = instance.value, str(instance.status)
             context, state_ids = dict(instance.context), list(instance.state_ids)
             deadlines = list(instance.deadlines)
-    clean = _redactor()
     failures = dict(record.timer_failures)
     blanket = failures.get(INSTANCE_FAILURE)
     shown = []
@@ -104,7 +95,7 @@ def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> d
                 "dead_lettered": bool((failure and failure.dead) or (blanket and blanket.dead)),
             }
         )
-    history = backend.log.read_last(key, count=log) if log > 0 else []
+    history = current.log.read_last(key, count=log) if log > 0 else []
     return {
         "key": key,
         "machine": name,
@@ -115,8 +106,8 @@ def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> d
         "status": status,
         "value": value,
         "state_ids": state_ids,
-        "context": clean(context),
-        "locked": backend.store.lock_holder(key) is not None,
+        "context": redacted(context),
+        "locked": current.store.lock_holder(key) is not None,
         "deadlines": shown,
         "instance_failure": _failure(blanket),
         "dead_lettered": any(d["dead_lettered"] for d in shown) or bool(blanket and blanket.dead),
@@ -132,7 +123,7 @@ def inspect_instance(key: str, *, log: int = 10, now_ms: int | None = None) -> d
                 "accepted": r.accepted,
                 "actor": r.actor,
                 "reason": r.reason,
-                "payload": clean(dict(r.payload)),
+                "payload": redacted(dict(r.payload)),
                 "idempotency_key": r.idempotency_key,
                 "correlation_id": r.correlation_id,
             }
@@ -147,25 +138,25 @@ def forget_preview(key: str) -> dict[str, Any]:
     ``log`` (True when a transition log exists), ``idempotency`` (rows),
     and ``empty`` when nothing is stored."""
     validate_key(key)
-    backend = stores.get_backend()
+    current = backend.get_backend()
     described: dict[str, Any] | None = None
     try:
-        record = backend.store.load(key)
+        record = current.store.load(key)
     except SnapshotCorruptError as exc:  # a damaged record can still be erased
         record, described = None, {"damaged": exc.message}
     if record is not None:
         machine_id = record.owner
         described = {
-            "machine": machine_name(machine_id),
+            "machine": machines.name_for_machine_id(machine_id, machine_id),
             "version": record.version,
             "value": record.snapshot.get("value"),
             "updated_at": iso(record.updated_ms),
         }
     try:
-        has_log = bool(backend.log.read_last(key, count=1))
+        has_log = bool(current.log.read_last(key, count=1))
     except SnapshotCorruptError:
         has_log = True
-    rows = backend.inbox.count_for_instance(key)
+    rows = current.inbox.count_for_instance(key)
     return {
         "key": key,
         "record": described,
@@ -183,7 +174,7 @@ def forget_instance(key: str) -> dict[str, int]:
     Only the highest version number stays, so a re-created instance never
     reuses a version."""
     validate_key(key)
-    backend = stores.get_backend()
-    counts = dict(backend.store.forget(key))
-    counts["idempotency"] = backend.inbox.forget_instance(key)
+    current = backend.get_backend()
+    counts = dict(current.store.forget(key))
+    counts["idempotency"] = current.inbox.forget_instance(key)
     return counts

@@ -5,7 +5,8 @@ The admin reads instances through the registry's managers and writes
 through ``InstanceManager.open()`` / ``get_scanner()`` with the admin user
 as actor, so everything an operator does lands in the transition log like
 any other event. Display data is passed through
-:func:`django_xsm.persistence.audit.redact` (the one redaction function)
+:func:`django_xsm.operations.redacted` (the one redaction function with
+the ``AUDIT['REDACT']`` fragments)
 and escaped by the templates.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import django
+from django.contrib.admin import AdminSite
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
@@ -26,20 +28,21 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from django_xsm import conf
 from django_xsm.exceptions import (
     InvalidConfigError,
     SnapshotCorruptError,
     StoreUnavailableError,
     UnknownMachineError,
 )
-from django_xsm.persistence.audit import DEFAULT_REDACT, redact
+from django_xsm.managers import InstanceView
+from django_xsm.models import PERM_VIEW, Instance
+from django_xsm.operations import redacted
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.records import ms_to_datetime
-
-from .models import PERM_VIEW, Instance
+from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 __all__ = [
+    "PageAnswer",
     "PageMixin",
     "display_json",
     "display_value",
@@ -49,6 +52,15 @@ __all__ = [
 ]
 
 TEMPLATES = "admin/django_xsm/"
+
+
+class PageAnswer(Exception):
+    """Raised by a page helper to answer with ``response`` instead of the
+    page (:func:`store_guard` returns it)."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__(response.status_code)
+        self.response = response
 
 
 def require(request: HttpRequest, *perms: str) -> None:
@@ -67,6 +79,8 @@ def store_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     def guarded(self: PageMixin, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return view(self, request, *args, **kwargs)
+        except PageAnswer as answer:
+            return answer.response
         except StoreUnavailableError as exc:
             response = self.render(
                 request,
@@ -115,12 +129,6 @@ def display_value(value: Any) -> str:
     return ", ".join(leaves(value, "")) if value is not None else "—"
 
 
-def redacted(value: Any) -> Any:
-    """``value`` with sensitive fields hidden: the default denylist plus the
-    ``AUDIT['REDACT']`` fragments (what the transition log hides)."""
-    return redact(value, [*DEFAULT_REDACT, *conf.get_settings().audit.redact])
-
-
 def display_json(value: Any) -> str:
     """Redacted, pretty JSON text (escaped later by the template)."""
     return json.dumps(redacted(value), indent=2, ensure_ascii=False, default=str)
@@ -129,7 +137,7 @@ def display_json(value: Any) -> str:
 class PageMixin:
     """Rendering and URL helpers of :class:`django_xsm.admin.InstanceAdmin`."""
 
-    admin_site: Any
+    admin_site: AdminSite
     model: type[Instance]
 
     def url(self, name: str, machine: str | None = None, **query: Any) -> str:
@@ -162,9 +170,12 @@ class PageMixin:
             **context,
         }
         response = TemplateResponse(request, TEMPLATES + template, data, status=status)
-        return response.render()
+        response.render()
+        return response
 
-    def crumbs(self, machine: Any, key: str, here: str = "") -> list[tuple[str, str]]:
+    def crumbs(
+        self, machine: MachineEntry | None, key: str, here: str = ""
+    ) -> list[tuple[str, str]]:
         """(label, href) from the admin index to this page ('' = current)."""
         site = self.admin_site.name
         found = [
@@ -182,7 +193,39 @@ class PageMixin:
         found[-1] = (label, "")
         return found
 
-    def bad_key(self, request: HttpRequest, key: str, machine: Any = None) -> HttpResponse | None:
+    def entry(self, name: str) -> MachineEntry:
+        """The registered machine ``name`` (404 through :func:`store_guard`)."""
+        return machines[name]
+
+    def missing(self, request: HttpRequest, entry: MachineEntry, key: str) -> HttpResponse:
+        """The 404 page of an instance that is not stored."""
+        return self.render(
+            request, "missing.html", "No such instance", status=404, key=key, machine=entry
+        )
+
+    def target(self, request: HttpRequest, machine: str) -> tuple[MachineEntry, str]:
+        """The machine and the ``?key=`` an instance page is about; answers
+        with the 400 page (:class:`PageAnswer`) for a key that cannot be an
+        instance key."""
+        entry = self.entry(machine)
+        key = request.GET.get("key", "")
+        invalid = self.bad_key(request, key, entry)
+        if invalid is not None:
+            raise PageAnswer(invalid)
+        return entry, key
+
+    def stored(self, request: HttpRequest, machine: str) -> tuple[MachineEntry, str, InstanceView]:
+        """:meth:`target` and the stored instance; answers with the 400 or
+        404 page (:class:`PageAnswer`)."""
+        entry, key = self.target(request, machine)
+        try:
+            return entry, key, entry.objects.get(key)
+        except InstanceDoesNotExist:
+            raise PageAnswer(self.missing(request, entry, key)) from None
+
+    def bad_key(
+        self, request: HttpRequest, key: str, machine: MachineEntry | None = None
+    ) -> HttpResponse | None:
         """A plain 400 page when ``key`` cannot be an instance key (empty,
         too long, control characters), else None."""
         try:
@@ -202,8 +245,10 @@ class PageMixin:
     def history(self, request: HttpRequest, machine: str, key: str, flag: int, text: str) -> None:
         """Record an admin action in Django's admin history (``LogEntry``):
         it outlives the instance, unlike the transition log."""
+        user_id = request.user.pk
+        assert user_id is not None  # admin_view lets only staff users in
         LogEntry.objects.create(
-            user_id=request.user.pk,
+            user_id=user_id,
             content_type=ContentType.objects.get_for_model(self.model, for_concrete_model=False),
             object_id=f"{machine}:{key}",
             object_repr=f"{machine} {key}"[:200],
