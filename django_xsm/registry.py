@@ -15,7 +15,10 @@
 * a path to a ``.json`` file holding the config (relative paths are taken
   from ``settings.BASE_DIR``);
 * a dict ``{"CONFIG": <either of the above>, "LOGIC": "<dotted path to a
-  MachineLogic or a factory>", "VERSION": "<machine version>"}``.
+  MachineLogic or a factory>", "VERSION": "<machine version>",
+  "PERMISSIONS": {"REFUND": "orders.refund_order"}}``; ``PERMISSIONS``
+  maps event types to the Django permission a user needs to send them
+  from the admin's buttons and ``order.status.events(user=...)``.
 
 Machines compile once, in ``AppConfig.ready`` (and again only when the
 settings change). A machine that fails to load does not stop start-up: the
@@ -54,7 +57,7 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-_SPEC_KEYS = ("CONFIG", "LOGIC", "VERSION")
+_SPEC_KEYS = ("CONFIG", "LOGIC", "VERSION", "PERMISSIONS")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +84,18 @@ class MachineEntry:
 
     DoesNotExist = InstanceDoesNotExist
 
-    def __init__(self, name: str, machine: Machine, source: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        machine: Machine,
+        source: str,
+        permissions: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.machine = machine
         self.source = source
+        #: event type -> the permission ("app_label.codename") sending it needs
+        self.permissions: dict[str, str] = dict(permissions or {})
         self.objects = InstanceManager(self)
 
     def __repr__(self) -> str:
@@ -142,6 +153,25 @@ def _resolve(ref: Any, what: str) -> Any:
     if not isinstance(found, Machine | Mapping | MachineLogic) and callable(found):
         found = found()
     return found
+
+
+def _permissions(spec: Any, machine: Machine) -> dict[str, str]:
+    """The ``PERMISSIONS`` of a dict spec, checked against the machine."""
+    found = spec.get("PERMISSIONS", {}) if isinstance(spec, Mapping) else {}
+    if not isinstance(found, Mapping):
+        raise _Problem("PERMISSIONS must be a dict", "e.g. {'REFUND': 'orders.refund_order'}")
+    for event, permission in found.items():
+        if event not in machine.events:
+            raise _Problem(
+                f"PERMISSIONS names event {event!r}, which the machine does not have",
+                f"the machine's events: {', '.join(sorted(machine.events)) or 'none'}",
+            )
+        if not isinstance(permission, str) or permission.count(".") != 1:
+            raise _Problem(
+                f"PERMISSIONS[{event!r}] must be 'app_label.codename', got {permission!r}",
+                "e.g. 'orders.refund_order'",
+            )
+    return dict(found)
 
 
 def _compile(spec: Any) -> tuple[Machine, str]:
@@ -218,6 +248,7 @@ class Registry:
                     continue
                 try:
                     machine, source = _compile(spec)
+                    permissions = _permissions(spec, machine)
                 except _Problem as exc:
                     problems.append(LoadProblem(name, source, exc.message, exc.hint))
                     continue
@@ -232,7 +263,7 @@ class Registry:
                         )
                     )
                     continue
-                entries[name] = MachineEntry(name, machine, source)
+                entries[name] = MachineEntry(name, machine, source, permissions)
                 by_id.setdefault(machine.id, entries[name])
             self._entries = entries
             self._names = {machine_id: entry.name for machine_id, entry in by_id.items()}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import string
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from django.core import checks
@@ -38,7 +39,7 @@ __all__ = ["ON_DELETE_CHOICES", "StatechartField", "StatechartVersionField"]
 ON_DELETE_CHOICES = ("forget", "keep")
 
 
-class StatechartVersionField(models.PositiveBigIntegerField):
+class StatechartVersionField(models.PositiveBigIntegerField):  # type: ignore[type-arg]
     """The companion ``<name>_version`` column: the Redis version the state
     column was projected from (0: nothing committed yet).
 
@@ -52,17 +53,19 @@ class StatechartVersionField(models.PositiveBigIntegerField):
         kwargs["editable"] = False
         super().__init__(*args, **kwargs)
 
-    def deconstruct(self) -> tuple[str, str, list[Any], dict[str, Any]]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _path, args, kwargs = super().deconstruct()
         kwargs.pop("editable", None)
         if kwargs.get("default") == 0:
             kwargs.pop("default")
         return name, "django_xsm.fields.StatechartVersionField", args, kwargs
 
-    def contribute_to_class(self, cls: type[models.Model], name: str, **kwargs: Any) -> None:
+    def contribute_to_class(
+        self, cls: type[models.Model], name: str, private_only: bool = False
+    ) -> None:
         if any(f.name == name for f in cls._meta.local_fields):
             return
-        super().contribute_to_class(cls, name, **kwargs)
+        super().contribute_to_class(cls, name, private_only)
 
     def pre_save(self, model_instance: models.Model, add: bool) -> Any:
         # An ordinary save() must not write a stale projection over a newer
@@ -154,7 +157,7 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
     def version_attname(self) -> str:
         return f"{self.name}_version"
 
-    def deconstruct(self) -> tuple[str, str, list[Any], dict[str, Any]]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _path, args, kwargs = super().deconstruct()
         kwargs.pop("editable", None)
         if kwargs.get("max_length") == 255:
@@ -170,8 +173,10 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
             kwargs["on_delete"] = self.on_delete
         return name, "django_xsm.fields.StatechartField", args, kwargs
 
-    def contribute_to_class(self, cls: type[models.Model], name: str, **kwargs: Any) -> None:
-        super().contribute_to_class(cls, name, **kwargs)
+    def contribute_to_class(
+        self, cls: type[models.Model], name: str, private_only: bool = False
+    ) -> None:
+        super().contribute_to_class(cls, name, private_only)
         if cls._meta.abstract:
             return
         if not any(f.name == self.version_attname for f in cls._meta.local_fields):
@@ -202,7 +207,9 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
         # Forms, model_to_dict() and serializers (dumpdata) see the string.
         return obj.__dict__.get(self.attname, "")
 
-    def formfield(self, **kwargs: Any) -> Any:
+    def formfield(
+        self, form_class: Any = None, choices_form_class: Any = None, **kwargs: Any
+    ) -> None:
         return None  # never editable in a form: state changes through events
 
     # --- system checks -----------------------------------------------------------

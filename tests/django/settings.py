@@ -72,7 +72,11 @@ XSM = {
     "MACHINES": {
         "ticket": "tests.django.machines.ticket",
         "order": "testproject.orders.machines.order",
-        "shop": "tests.fieldapp.machines.shop_order",
+        "shop": {
+            "CONFIG": "tests.fieldapp.machines.SHOP_ORDER",
+            "LOGIC": "tests.fieldapp.machines.shop_logic",
+            "PERMISSIONS": {"REFUND": "fieldapp.refund_order"},
+        },
         "parcel": "tests.fieldapp.machines.parcel",
     },
     "LOCK_TIMEOUT_S": 0.2,

@@ -345,3 +345,23 @@ def test_async_open_create_false(backend: Any):
 
     with pytest.raises(machines["ticket"].DoesNotExist):
         asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("permissions", "problem"),
+    [
+        ({"NOPE": "orders.x"}, "names event 'NOPE'"),
+        ({"BUMP": "no_dot"}, "must be 'app_label.codename'"),
+        ("orders.x", "PERMISSIONS must be a dict"),
+    ],
+)
+def test_bad_permissions_are_a_load_problem(xsm: Any, permissions: Any, problem: str):
+    xsm(MACHINES={"ticket": {"CONFIG": "tests.django.machines.ticket", "PERMISSIONS": permissions}})
+    [found] = machines.problems
+    assert problem in found.message
+
+
+def test_permissions_map_events_to_django_permissions(xsm: Any):
+    xsm(MACHINES={"ticket": {"CONFIG": "tests.django.machines.ticket",
+                             "PERMISSIONS": {"BUMP": "orders.bump_ticket"}}})  # fmt: skip
+    assert machines["ticket"].permissions == {"BUMP": "orders.bump_ticket"}

@@ -39,9 +39,8 @@ def _pays_enough(ctx: dict[str, Any], event: Any) -> bool:
     return int(event["amount"]) >= 10
 
 
-shop_order = create_machine(
-    SHOP_ORDER, logic=MachineLogic(actions={"add": _add}, guards={"paysEnough": _pays_enough})
-)
+shop_logic = MachineLogic(actions={"add": _add}, guards={"paysEnough": _pays_enough})
+shop_order = create_machine(SHOP_ORDER, logic=shop_logic)
 
 PARCEL: dict[str, Any] = {
     "id": "parcel",

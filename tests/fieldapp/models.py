@@ -14,6 +14,9 @@ class Order(models.Model):
     total = models.PositiveIntegerField(default=0)
     status = StatechartField(machine="shop")
 
+    class Meta:
+        permissions = [("refund_order", "Can refund an order")]
+
     def __str__(self) -> str:
         return f"Order {self.pk}"
 

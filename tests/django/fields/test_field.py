@@ -203,3 +203,18 @@ async def _async_scenario(alias: str) -> None:
     assert (fresh.status, fresh.status_version) == ("paid", 2)
     history = await sync_to_async(order.status.history)()
     assert [r.actor for r in history] == ["", "eve"]
+
+
+def test_events_for_a_user_hide_what_needs_a_missing_permission(
+    alias: str, backend: Any, django_user_model: Any
+) -> None:
+    from django.contrib.auth.models import Permission
+
+    order = Order.objects.using(alias).create()
+    order.status.send("PAY_ANYWAY")
+    clerk = django_user_model.objects.create_user("clerk")
+    assert order.status.events(user=clerk) == ["SHIP"]  # REFUND needs fieldapp.refund_order
+    clerk.user_permissions.add(Permission.objects.get(codename="refund_order"))
+    clerk = django_user_model.objects.get(pk=clerk.pk)  # permissions are cached per object
+    assert order.status.events(user=clerk) == ["SHIP", "REFUND"]
+    assert machines["shop"].permissions == {"REFUND": "fieldapp.refund_order"}
