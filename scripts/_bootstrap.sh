@@ -102,6 +102,42 @@ xsm_ensure_redis() {
     return 1
 }
 
+xsm_pg_ping() {  # xsm_pg_ping HOST PORT -> 0 when PostgreSQL answers
+    "$VENV/bin/python" - "$1" "$2" <<'PY' >/dev/null 2>&1
+import sys, psycopg
+psycopg.connect(host=sys.argv[1], port=int(sys.argv[2]), user="postgres", dbname="postgres",
+                connect_timeout=2).close()
+PY
+}
+
+xsm_ensure_postgres() {
+    # The model-field tests also run on PostgreSQL: the given XSM_PG_HOST /
+    # XSM_PG_PORT, else 127.0.0.1:5432 when it answers, else a private
+    # server on a free loopback port (Debian's postgresql package, trust
+    # auth, stopped at exit by pid). Without one those tests skip, unless
+    # XSM_REQUIRE_PG=1 (CI), which makes them fail.
+    local host="${XSM_PG_HOST:-127.0.0.1}" port="${XSM_PG_PORT:-5432}"
+    if xsm_pg_ping "$host" "$port"; then return 0; fi
+    local bin
+    bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
+    if [ -z "$bin" ]; then
+        echo "==> installing postgresql (Debian package) for the model-field tests" >&2
+        xsm_apt_install postgresql || { echo "PostgreSQL tests will be skipped" >&2; return 0; }
+        bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
+    fi
+    local dir runas=()
+    dir="$(mktemp -d /tmp/xsm-pg-XXXXXX)"
+    port="$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres "$dir"; runas=(runuser -u postgres --); fi
+    "${runas[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust >/dev/null
+    "${runas[@]}" "$bin/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c listen_addresses=127.0.0.1" \
+        -l "$dir/log" -w start >/dev/null
+    XSM_OWN_PG_DIR="$dir"
+    trap 'kill "$(cat "${XSM_OWN_REDIS_PIDFILE:-/dev/null}" 2>/dev/null)" 2>/dev/null || true;
+          kill "$(head -1 "$XSM_OWN_PG_DIR/data/postmaster.pid" 2>/dev/null)" 2>/dev/null || true' EXIT
+    export XSM_PG_HOST=127.0.0.1 XSM_PG_PORT="$port"
+}
+
 xsm_ensure_chromium() {
     # The browser tests drive Debian's chromium through Playwright
     # (executable_path); Playwright never downloads a browser here.
