@@ -36,6 +36,7 @@ event loop's asyncio client; both behave the same.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import string
 from collections.abc import Callable, Iterable
@@ -43,6 +44,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
 from django.core.exceptions import ImproperlyConfigured
+from django.db import models
 from django.http import HttpRequest, HttpResponseBase
 
 from django_xsm import conf, http
@@ -52,6 +54,7 @@ from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.locks import LockStrategy
 
+from .fields.binding import RowBinding
 from .managers import OpenOptions
 from .middleware import RequestInfo, get_request_info
 from .registry import MachineEntry, machines
@@ -120,6 +123,31 @@ def _methods(idempotent: Iterable[str] | bool | None) -> frozenset[str] | None:
     return methods
 
 
+def _binding(
+    machine: str | None,
+    key: Any,
+    model: type[models.Model] | None,
+    lookup: str,
+    url_kwarg: str | None,
+    field: str | None,
+) -> RowBinding | None:
+    """The model binding of ``@stateful_view(model=...)``, or None for a
+    key-based view (which needs ``machine`` and ``key``)."""
+    if model is None:
+        if not isinstance(machine, str) or not machine or key is None:
+            raise ImproperlyConfigured(
+                "stateful_view needs a machine and a key ('order', key='order:{order_id}') "
+                "or a model (model=Order)"
+            )
+        return None
+    if machine is not None or key is not None:
+        raise ImproperlyConfigured(
+            "stateful_view(model=...) takes the machine and the key from the model's "
+            "StatechartField; drop machine= and key="
+        )
+    return RowBinding(model, lookup=lookup, url_kwarg=url_kwarg, field=field)
+
+
 def _error_response(exc: XsmError, request: HttpRequest) -> HttpResponseBase:
     """The HTTP answer to ``exc``; re-raised when Django should show it
     (an unmapped error while ``DEBUG`` is on)."""
@@ -150,9 +178,13 @@ class _Call:
 
 
 def stateful_view(
-    machine: str,
+    machine: str | None = None,
     *,
-    key: str | Callable[..., str],
+    key: str | Callable[..., str] | None = None,
+    model: type[models.Model] | None = None,
+    lookup: str = "pk",
+    url_kwarg: str | None = None,
+    field: str | None = None,
     create: bool = True,
     lock: str | LockStrategy | None = None,
     strict: bool = True,
@@ -171,8 +203,17 @@ def stateful_view(
     re-runs (None: ``CONFLICT_RETRIES``).
 
     The view is called as ``view(request, *args, instance=block, **kwargs)``.
+
+    Bound to a model instead (``@stateful_view(model=Order)``): the row is
+    looked up by ``lookup`` (default ``"pk"``) from the URL kwarg
+    ``url_kwarg`` (default: the lookup's name) and the block is the row's
+    ``StatechartField`` (``field``: its name, when the model has several);
+    the view is called with ``row=`` as well, a missing row is a 404, and
+    the row's projection moves forward after the commit.
     """
-    build_key = _key_builder(key)
+    binding = _binding(machine, key, model, lookup, url_kwarg, field)
+    machine_name = binding.field.machine_name if binding is not None else str(machine)
+    build_key = _key_builder(key) if binding is None and key is not None else None
     required = _methods(idempotent)
     if not (
         lock is None or isinstance(lock, LockStrategy) or lock in ("optimistic", "pessimistic")
@@ -186,15 +227,23 @@ def stateful_view(
         raise ImproperlyConfigured(f"stateful_view(retries={retries!r}) must be an int >= 0")
 
     def prepare(
-        request: HttpRequest, args: tuple[Any, ...], kwargs: dict[str, Any]
+        request: HttpRequest,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        row: models.Model | None = None,
     ) -> _Call | HttpResponseBase:
-        if "instance" in kwargs:
-            raise ImproperlyConfigured(
-                "stateful_view passes the instance as 'instance'; rename the URL kwarg"
-            )
+        for reserved in ("instance", "row") if binding is not None else ("instance",):
+            if reserved in kwargs:
+                raise ImproperlyConfigured(
+                    f"stateful_view passes {reserved!r} to the view; rename the URL kwarg"
+                )
         info = get_request_info(request)
-        entry = machines[machine]
-        instance_key = build_key(request, args, kwargs)
+        entry = machines[machine_name]
+        if binding is not None and row is not None:
+            instance_key = binding.statechart(row).key
+        else:
+            assert build_key is not None
+            instance_key = build_key(request, args, kwargs)
         if not isinstance(instance_key, str):
             raise ImproperlyConfigured(
                 f"stateful_view key callable returned {type(instance_key).__name__}, not str"
@@ -252,15 +301,22 @@ def stateful_view(
                     # read them, and request.user must not be touched
                     # synchronously on the event loop.
                     await get_request_info(request).aresolve()
-                    call = prepare(request, args, kwargs)
+                    row = await binding.arow(kwargs) if binding is not None else None
+                    call = prepare(request, args, kwargs, row)
                     if isinstance(call, HttpResponseBase):
                         return call
+                    extra = {"row": row} if binding is not None else {}
 
                     async def attempt() -> HttpResponseBase:
-                        async with call.entry.objects.aopen(call.key, **options(call)) as block:
+                        opened: contextlib.AbstractAsyncContextManager[Any]
+                        if binding is not None and row is not None:
+                            opened = binding.statechart(row).aopen(**options(call))
+                        else:
+                            opened = call.entry.objects.aopen(call.key, **options(call))
+                        async with opened as block:
                             if block.duplicate:
                                 return http.replay_response(block.replayed_result, request)
-                            response = await view(request, *args, instance=block, **kwargs)
+                            response = await view(request, *args, instance=block, **extra, **kwargs)
                             return remember(block, call, response, view)
 
                     return await aretry_on_conflict(attempt, attempts=attempts())
@@ -272,17 +328,23 @@ def stateful_view(
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             try:
-                call = prepare(request, args, kwargs)
+                row = binding.row(kwargs) if binding is not None else None
+                call = prepare(request, args, kwargs, row)
                 if isinstance(call, HttpResponseBase):
                     return call
+                extra = {"row": row} if binding is not None else {}
 
                 def attempt() -> HttpResponseBase:
-                    with call.entry.objects.open(call.key, **options(call)) as block:
+                    opened: contextlib.AbstractContextManager[Any]
+                    if binding is not None and row is not None:
+                        opened = binding.statechart(row).open(**options(call))
+                    else:
+                        opened = call.entry.objects.open(call.key, **options(call))
+                    with opened as block:
                         if block.duplicate:
                             return http.replay_response(block.replayed_result, request)
-                        return remember(
-                            block, call, view(request, *args, instance=block, **kwargs), view
-                        )
+                        response = view(request, *args, instance=block, **extra, **kwargs)
+                        return remember(block, call, response, view)
 
                 return retry_on_conflict(attempt, attempts=attempts())
             except XsmError as exc:

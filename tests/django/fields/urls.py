@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import include, path
+
+from . import views
+
+urlpatterns = [
+    path("", include("tests.django.urls")),
+    path("orders/<int:pk>/pay", views.pay),
+    path("orders/<int:pk>/apay", views.apay),
+    path("slug-orders/<str:name>/add", views.add),
+]
