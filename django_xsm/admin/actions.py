@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from django import forms
@@ -19,6 +20,7 @@ from django.contrib.admin.models import CHANGE, DELETION
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 
 from django_xsm import backend, operations
+from django_xsm.engine import Machine
 from django_xsm.exceptions import (
     ConflictError,
     LockTimeoutError,
@@ -40,12 +42,62 @@ from .support import (
     store_guard,
 )
 
-__all__ = ["ActionViews", "SendEventForm"]
+__all__ = ["MAX_PAYLOAD_CHARS", "ActionViews", "SendEventForm", "parse_payload", "preview_effect"]
 
 logger = logging.getLogger("django_xsm.admin")
 
 MAX_PAYLOAD_CHARS = 64 * 1024
 DEFAULT_REASON = "sent from the admin"
+
+
+def parse_payload(text: str) -> dict[str, Any]:
+    """An event payload typed in a form: a JSON object without ``type``
+    (``""`` is ``{}``); :class:`~django.forms.ValidationError` otherwise.
+    Callers cap the text at :data:`MAX_PAYLOAD_CHARS` first."""
+    text = text.strip() or "{}"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
+    except RecursionError:  # "[[[[..." nested deeper than the parser's stack
+        raise forms.ValidationError("The payload is nested too deeply.") from None
+    if not isinstance(data, dict):
+        raise forms.ValidationError("The payload must be a JSON object ({...}).")
+    if "type" in data:
+        raise forms.ValidationError("Put the event type in the Event field, not the payload.")
+    return data
+
+
+def preview_effect(
+    machine: Machine, snapshot: Mapping[str, Any], event: str, payload: dict[str, Any]
+) -> dict[str, Any]:
+    """What sending ``event`` with ``payload`` to ``snapshot`` would do, for
+    the confirmation pages (``admin/django_xsm/_effect.html``): computed
+    with the pure ``machine.transition()``, so nothing runs and nothing is
+    written. Raises whatever evaluating the event raises (a guard that
+    needs a payload field, an invalid event)."""
+    now_ms = time.time_ns() // 1_000_000
+    result = machine.transition(snapshot, {**payload, "type": event}, now=now_ms)
+    after = result.snapshot
+    return {
+        "event": event,
+        "accepted": result.accepted,
+        "changed": result.changed,
+        "before": display_value(snapshot.get("value")),
+        "after": display_value(after.get("value")),
+        "status_after": after.get("status", ""),
+        "transitions": [describe_transition(machine, t) for t in result.transitions],
+        "actions": [
+            {"type": a.type, "params": display_json(dict(a.params)) if a.params else ""}
+            for a in result.actions
+        ],
+        "deadlines": [
+            {"event": d.get("event_type"), "due": ms_datetime(d.get("due_ms"))}
+            for d in after.get("deadlines", ())
+        ],
+        "payload_json": json.dumps(payload, ensure_ascii=False),
+        "payload_display": display_json(payload),
+    }
 
 
 class SendEventForm(forms.Form):
@@ -76,16 +128,7 @@ class SendEventForm(forms.Form):
         return event
 
     def clean_payload(self) -> dict[str, Any]:
-        text = self.cleaned_data["payload"].strip() or "{}"
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
-        if not isinstance(data, dict):
-            raise forms.ValidationError("The payload must be a JSON object ({...}).")
-        if "type" in data:
-            raise forms.ValidationError("Put the event type in the Event field, not the payload.")
-        return data
+        return parse_payload(self.cleaned_data["payload"])
 
     def clean_reason(self) -> str:
         reason = str(self.cleaned_data["reason"]).strip()
@@ -139,11 +182,8 @@ class ActionViews(PageMixin):
         """The event's effect from the pure ``machine.transition()``; nothing
         runs and nothing is written."""
         event, payload = form.cleaned_data["event"], form.cleaned_data["payload"]
-        now_ms = time.time_ns() // 1_000_000
         try:
-            result = entry.machine.transition(
-                record.snapshot, {**payload, "type": event}, now=now_ms
-            )
+            effect = preview_effect(entry.machine, record.snapshot, event, payload)
         except Exception as exc:  # a guard raising on this payload, an invalid event...
             return self.render(
                 request,
@@ -154,31 +194,14 @@ class ActionViews(PageMixin):
                 status=400,
                 **page,
             )
-        snapshot = result.snapshot
         return self.render(
             request,
             "send_confirm.html",
             f"Confirm {event} on {page['key']}",
             form=form,
-            event=event,
-            payload_json=json.dumps(payload, ensure_ascii=False),
-            payload_display=display_json(payload),
             reason=form.cleaned_data["reason"],
             version=record.version,
-            accepted=result.accepted,
-            changed=result.changed,
-            before=display_value(record.snapshot.get("value")),
-            after=display_value(snapshot.get("value")),
-            status_after=snapshot.get("status", ""),
-            transitions=[describe_transition(entry.machine, t) for t in result.transitions],
-            actions=[
-                {"type": a.type, "params": display_json(dict(a.params)) if a.params else ""}
-                for a in result.actions
-            ],
-            deadlines=[
-                {"event": d.get("event_type"), "due": ms_datetime(d.get("due_ms"))}
-                for d in snapshot.get("deadlines", ())
-            ],
+            **effect,
             **page,
         )
 

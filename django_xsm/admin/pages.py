@@ -32,7 +32,7 @@ from .support import (
     store_guard,
 )
 
-__all__ = ["ReadViews"]
+__all__ = ["ReadViews", "deadline_rows", "log_page"]
 
 PAGE_SIZE = 25
 MAX_PAGE_SIZE = 200
@@ -50,9 +50,11 @@ def _int(value: str | None, default: int, low: int, high: int) -> int:
     return min(max(number, low), high)
 
 
-def _deadline_rows(
+def deadline_rows(
     machine: Machine, view: InstanceView, now_ms: int
 ) -> tuple[list[dict[str, Any]], TimerFailure | None]:
+    """The pending deadlines for display (soonest first, with their retry
+    bookkeeping) and the failure of the instance as a whole, if any."""
     failures = dict(view.timer_failures)
     rows = []
     for d in sorted(view.deadlines, key=lambda d: (d.due_ms, d.entry)):
@@ -199,7 +201,7 @@ class ReadViews(PageMixin):
                 request, "missing.html", "Unreadable instance", status=500, key=key, error=exc
             )
         now_ms = time.time_ns() // 1_000_000
-        deadlines, blanket = _deadline_rows(entry.machine, view, now_ms)
+        deadlines, blanket = deadline_rows(entry.machine, view, now_ms)
         user = request.user
         events = [e for e in entry.machine.events if not e.startswith("xstate.")]
         return self.render(
@@ -227,47 +229,60 @@ class ReadViews(PageMixin):
         )
 
     def timeline(self, request: HttpRequest, entry: MachineEntry, key: str) -> dict[str, Any]:
-        """One page of the transition log: the newest ``LOG_PAGE`` records,
-        or those after ``?after_seq=`` (oldest first within the page)."""
-        raw = request.GET.get("after_seq", "")
-        after = int(raw) if raw.isdigit() and len(raw) < 19 else None
-        if after is None:
-            records = entry.objects.latest(key, LOG_PAGE)
-            newer = False
-        else:
-            found = entry.objects.history(key, after_seq=after, limit=LOG_PAGE + 1)
-            records, newer = found[:LOG_PAGE], len(found) > LOG_PAGE
-        start = records[0].seq - 1 if records else (after or 0)
-        rows = [
-            {
-                "seq": r.seq,
-                "time": r.timestamp,
-                "actor": r.actor,
-                "event": r.event_type,
-                "from": display_value(r.from_state),
-                "to": display_value(r.to_state),
-                "reason": r.reason,
-                "correlation_id": r.correlation_id,
-                "idempotency_key": r.idempotency_key,
-                "version": r.version,
-                "accepted": r.accepted,
-                "payload": display_json(r.payload) if r.payload else "",
-            }
-            for r in records
-        ]
-        base = {"key": key}
+        """One page of the transition log (:func:`log_page`) with its links."""
+        found = log_page(entry, key, request.GET.get("after_seq", ""))
+
+        def link(after_seq: str | None) -> str:
+            if after_seq is None:
+                return ""
+            return self.url("detail", entry.name, key=key, after_seq=after_seq or None)
+
         return {
-            "rows": rows,
-            "older_url": self.url(
-                "detail", entry.name, after_seq=str(max(0, start - LOG_PAGE)), **base
-            )
-            if start > 0
-            else "",
-            "newer_url": self.url("detail", entry.name, after_seq=str(rows[-1]["seq"]), **base)
-            if newer and rows
-            else "",
-            "latest_url": self.url("detail", entry.name, **base) if after is not None else "",
+            "rows": found["rows"],
+            "older_url": link(found["older"]),
+            "newer_url": link(found["newer"]),
+            "latest_url": link(found["latest"]),
         }
+
+
+def log_page(entry: MachineEntry, key: str, after_seq: str) -> dict[str, Any]:
+    """One page of ``key``'s transition log for display: the newest
+    ``LOG_PAGE`` records, or those after ``after_seq`` (the ``?after_seq=``
+    text; oldest first within the page). ``rows`` are redacted;
+    ``older``/``newer`` are the ``after_seq`` of the neighbouring pages and
+    ``latest`` is ``""`` (the newest page) when this is an older one; each
+    is None when there is no such page."""
+    after = int(after_seq) if after_seq.isdigit() and len(after_seq) < 19 else None
+    if after is None:
+        records = entry.objects.latest(key, LOG_PAGE)
+        newer = False
+    else:
+        found = entry.objects.history(key, after_seq=after, limit=LOG_PAGE + 1)
+        records, newer = found[:LOG_PAGE], len(found) > LOG_PAGE
+    start = records[0].seq - 1 if records else (after or 0)
+    rows = [
+        {
+            "seq": r.seq,
+            "time": r.timestamp,
+            "actor": r.actor,
+            "event": r.event_type,
+            "from": display_value(r.from_state),
+            "to": display_value(r.to_state),
+            "reason": r.reason,
+            "correlation_id": r.correlation_id,
+            "idempotency_key": r.idempotency_key,
+            "version": r.version,
+            "accepted": r.accepted,
+            "payload": display_json(r.payload) if r.payload else "",
+        }
+        for r in records
+    ]
+    return {
+        "rows": rows,
+        "older": str(max(0, start - LOG_PAGE)) if start > 0 else None,
+        "newer": str(rows[-1]["seq"]) if newer and rows else None,
+        "latest": "" if after is not None else None,
+    }
 
 
 def _can(view: InstanceView, event: str) -> bool:
