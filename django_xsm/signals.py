@@ -10,8 +10,8 @@
     Sent once per accepted event, in order, only after the block's commit
     is durable, with the version the commit produced. Sync blocks send it
     through ``transaction.on_commit`` of the database in
-    :data:`signal_database` (``"default"``; a model field's row's
-    database): inside ``transaction.atomic()`` receivers run when the
+    :data:`signal_database` (``"default"`` unless set; a model field sets
+    its row's database): inside ``transaction.atomic()`` receivers run when the
     transaction commits and never when it rolls back; outside one, right
     away. Async blocks await them after the commit (Django runs no
     transaction around async code). Receivers may be sync
@@ -19,7 +19,16 @@
     receiver is logged by Django (logger ``django.dispatch``) and does not
     undo or fail the request: the change is already stored.
 
-Keyword arguments of both: ``machine`` (registered name), ``key``,
+``post_commit``
+    Sent once per committed block, right after the Redis commit and before
+    ``post_transition``, synchronously: inside the caller's database
+    transaction when one is open (async blocks: awaited after the block).
+    Arguments: ``machine``, ``key``, ``value`` and ``state_ids`` (the
+    committed state), ``version``. For projections that must move with the
+    caller's transaction (the ``StatechartField`` columns use it); side
+    effects belong in ``post_transition``.
+
+Keyword arguments of both transition signals: ``machine`` (registered name), ``key``,
 ``event`` (type), ``payload`` (as sent, not redacted), ``actor``,
 ``correlation_id``. ``pre_transition`` adds ``state`` (value before) and
 ``instance`` (the open block); ``post_transition`` adds ``from_state``,
@@ -35,11 +44,19 @@ from contextvars import ContextVar
 from django.db import DEFAULT_DB_ALIAS
 from django.dispatch import Signal
 
-__all__ = ["post_transition", "pre_transition", "signal_database"]
+__all__ = ["commit_database", "post_commit", "post_transition", "pre_transition", "signal_database"]
 
-#: The database whose transaction ``post_transition`` waits for. A
-#: ``StatechartField`` sets it to its row's database around its blocks.
-signal_database: ContextVar[str] = ContextVar("xsm_signal_database", default=DEFAULT_DB_ALIAS)
+#: The database whose transaction ``post_transition`` waits for, when set
+#: (``None``: the default database). A ``StatechartField`` sets it to its
+#: row's database around its blocks.
+signal_database: ContextVar[str | None] = ContextVar("xsm_signal_database", default=None)
+
+
+def commit_database() -> str:
+    """The database of :data:`signal_database`, or the default one."""
+    return signal_database.get() or DEFAULT_DB_ALIAS
+
 
 pre_transition = Signal()
+post_commit = Signal()
 post_transition = Signal()

@@ -40,7 +40,7 @@ from django.db import transaction
 from django_xsm.persistence import Plugin
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.records import CommitResult
-from django_xsm.signals import post_transition, pre_transition, signal_database
+from django_xsm.signals import commit_database, post_commit, post_transition, pre_transition
 
 __all__ = ["JsonFormatter", "TransitionPlugin", "log_refused", "send_deferred"]
 
@@ -157,6 +157,9 @@ class TransitionPlugin(Plugin):
         self._deferred: weakref.WeakKeyDictionary[PersistedInstance, list[dict[str, Any]]] = (
             weakref.WeakKeyDictionary()
         )
+        self._deferred_commit: weakref.WeakKeyDictionary[PersistedInstance, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def machine_name(self, block: PersistedInstance) -> str:
         """The registered name of the block's machine (its id if unregistered)."""
@@ -200,6 +203,20 @@ class TransitionPlugin(Plugin):
             items = self._accepted.pop(block, [])
         is_async = block.is_async
         name = self.machine_name(block)
+        committed = {
+            "machine": name,
+            "key": block.key,
+            "value": block.value,
+            "state_ids": tuple(block.state_ids),
+            "version": result.version,
+        }
+        if is_async:
+            with self._lock:
+                self._deferred_commit[block] = committed
+        else:
+            # Now, inside the caller's database transaction (if any): a
+            # projection moves, or rolls back, with it.
+            post_commit.send_robust(sender=name, **committed)
         for index, item in enumerate(items):
             seq = result.first_seq + index if result.first_seq else 0
             fields = _fields(name, block, item, accepted=True, version=result.version, seq=seq)
@@ -232,9 +249,13 @@ class TransitionPlugin(Plugin):
                 )
 
     async def send_deferred(self, block: PersistedInstance) -> None:
-        """Send the ``post_transition`` signals an async block committed."""
+        """Send the ``post_commit`` / ``post_transition`` signals an async
+        block committed."""
         with self._lock:
+            committed = self._deferred_commit.pop(block, None)
             items = self._deferred.pop(block, [])
+        if committed is not None:
+            await post_commit.asend_robust(sender=committed["machine"], **committed)
         for kwargs in items:
             await post_transition.asend_robust(sender=kwargs["machine"], **kwargs)
 
@@ -244,7 +265,7 @@ def _when_committed(send: Any) -> None:
     none is open. Outside a transaction the connection is not touched (an
     app without a database, or code where database access is not allowed,
     still gets its signals)."""
-    using = signal_database.get()
+    using = commit_database()
     if transaction.get_connection(using).in_atomic_block:
         transaction.on_commit(send, using=using)
     else:

@@ -33,14 +33,12 @@ from django_xsm.registry import machines
 from django_xsm.signals import signal_database
 
 from .events import AvailableEvent, available_events
-from .keys import instance_key
-from .projection import aadvance_row, advance_row, project_value
+from .keys import FieldSpec, instance_key
+from .projection import aadvance_row, advance_row, project_value, projecting_row
 
 if TYPE_CHECKING:
     from django_xsm.managers import InstanceView
     from django_xsm.registry import MachineEntry
-
-    from .field import StatechartField
 
 __all__ = ["AvailableEvent", "BoundStatechart", "initial_column"]
 
@@ -61,7 +59,7 @@ class BoundStatechart:
 
     __slots__ = ("_view", "field", "row")
 
-    def __init__(self, row: models.Model, field: StatechartField) -> None:
+    def __init__(self, row: models.Model, field: FieldSpec) -> None:
         self.row = row
         self.field = field
         self._view: Any = _UNLOADED
@@ -176,26 +174,42 @@ class BoundStatechart:
     def open(self, **options: Any) -> Iterator[Any]:
         """``with order.status.open(actor=...) as block:`` — one ``persisted()``
         block (options as ``machines[...].objects.open``); the row moves
-        forward once the block committed."""
+        forward with the commit (``post_commit``, in the caller's
+        transaction), and a block that committed nothing still repairs a
+        row that lagged behind what it loaded."""
         key = self.key  # before any I/O: an unsaved row has no key
-        # post_transition waits for the commit of the row's database.
-        token = signal_database.set(self._database)
+        # post_transition waits for the commit of the row's database, and
+        # the commit's projection moves this row.
+        tokens = (signal_database.set(self._database), projecting_row.set((self.field, self.row)))
         try:
             with self.entry.objects.open(key, **options) as block:
                 yield block
         finally:
-            signal_database.reset(token)
+            projecting_row.reset(tokens[1])
+            signal_database.reset(tokens[0])
         self._view = _UNLOADED  # the next read loads what was committed
-        self._advance(project_value(block.value), block.version)
+        state, version = project_value(block.value), block.version
+        if block.committed is not None:
+            self._set_row(state, version)  # the post_commit receiver wrote it
+        else:
+            self._advance(state, version)
 
     @contextlib.asynccontextmanager
     async def aopen(self, **options: Any) -> AsyncIterator[Any]:
         """The asyncio twin of :meth:`open`."""
         key = self.key
-        async with self.entry.objects.aopen(key, **options) as block:
-            yield block
+        token = projecting_row.set((self.field, self.row))
+        try:
+            async with self.entry.objects.aopen(key, **options) as block:
+                yield block
+        finally:
+            projecting_row.reset(token)
         self._view = _UNLOADED
-        await self._aadvance(project_value(block.value), block.version)
+        state, version = project_value(block.value), block.version
+        if block.committed is not None:
+            self._set_row(state, version)
+        else:
+            await self._aadvance(state, version)
 
     def send(self, event: Any, /, **kwargs: Any) -> Any:
         """Send one event in its own block; returns the receipt. Options as
@@ -238,6 +252,8 @@ class BoundStatechart:
         return version > self.row_version
 
     def _set_row(self, state: str, version: int) -> None:
+        if not self._fenced(version):
+            return
         self.row.__dict__[self.field.attname] = state
         self.row.__dict__[self.field.version_attname] = version
 

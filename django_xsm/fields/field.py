@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from django.apps import apps as global_apps
 from django.core import checks
 from django.db import models
 from django.db.models.query_utils import DeferredAttribute
@@ -30,6 +31,7 @@ from django_xsm.exceptions import StateAssignmentError
 
 from .bound import BoundStatechart, initial_column
 from .lifecycle import forget_on_delete
+from .projection import register_field
 
 __all__ = ["ON_DELETE_CHOICES", "StatechartField", "StatechartVersionField"]
 
@@ -184,6 +186,9 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
             # Right after this field in field order (forms, admin, dumpdata).
             companion.creation_counter = self.creation_counter + 0.5  # type: ignore[assignment]
             cls.add_to_class(self.version_attname, companion)
+        if cls._meta.apps is not global_apps:
+            return  # a model rebuilt from migrations: no receivers of its own
+        register_field(self)
         if self.on_delete == "forget":
             post_delete.connect(forget_on_delete(self), sender=cls, weak=False)
 

@@ -8,24 +8,37 @@ before any Redis I/O, with an error that says to save the row first.
 
 from __future__ import annotations
 
+import functools
+import re
 import string
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.db import models
 
 from django_xsm.exceptions import UnsavedInstanceError
 
-if TYPE_CHECKING:
-    from .field import StatechartField
+__all__ = ["FieldSpec", "instance_key", "key_pattern", "row_lookup"]
 
-__all__ = ["instance_key"]
+
+class FieldSpec(Protocol):
+    """What the modules below ``field.py`` read of a ``StatechartField``
+    (a protocol, so they need not import the field module)."""
+
+    name: str
+    attname: str
+    machine_name: str
+    key_template: str
+    model: Any
+
+    @property
+    def version_attname(self) -> str: ...
 
 
 class _RowValues(Mapping[str, Any]):
     """The row's values by placeholder name, for ``str.format_map``."""
 
-    def __init__(self, row: models.Model, field: StatechartField) -> None:
+    def __init__(self, row: models.Model, field: FieldSpec) -> None:
         self.row = row
         self.field = field
 
@@ -42,6 +55,30 @@ class _RowValues(Mapping[str, Any]):
         return 0
 
 
-def instance_key(row: models.Model, field: StatechartField) -> str:
+def instance_key(row: models.Model, field: FieldSpec) -> str:
     """The Redis instance key of ``row``'s statechart in ``field``."""
     return string.Formatter().vformat(field.key_template, (), _RowValues(row, field))
+
+
+@functools.lru_cache(maxsize=256)
+def key_pattern(template: str) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """A regex matching the keys ``template`` produces, and its placeholder
+    names in order (one capture group each)."""
+    out, names = [], []
+    for literal, name, _spec, _conv in string.Formatter().parse(template):
+        out.append(re.escape(literal))
+        if name is not None:
+            out.append("(.+)")
+            names.append(name)
+    return re.compile("".join(out), re.DOTALL), tuple(names)
+
+
+def row_lookup(field: FieldSpec, key: str) -> dict[str, str] | None:
+    """The ORM lookup naming the row of ``key``, when the field's template
+    has exactly one placeholder (``"order:{pk}"`` -> ``{"pk": "42"}``);
+    None when the key is not one of this field's or cannot be parsed."""
+    pattern, names = key_pattern(field.key_template)
+    if len(names) != 1:
+        return None
+    found = pattern.fullmatch(key)
+    return {names[0]: found.group(1)} if found else None

@@ -11,24 +11,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import models, transaction
 
 from django_xsm.exceptions import XsmError
 from django_xsm.registry import machines
 
-from .keys import instance_key
-
-if TYPE_CHECKING:
-    from .field import StatechartField
+from .keys import FieldSpec, instance_key
 
 __all__ = ["forget_on_delete"]
 
 logger = logging.getLogger("django_xsm.fields")
 
 
-def forget_on_delete(field: StatechartField) -> Callable[..., None]:
+def forget_on_delete(field: FieldSpec) -> Callable[..., None]:
     """A ``post_delete`` receiver that forgets the row's statechart."""
 
     def receiver(sender: Any, instance: models.Model, using: str, **kwargs: Any) -> None:

@@ -4,19 +4,54 @@ Redis holds the statechart; a model row holds two columns derived from it:
 the *state column* (the active atomic states below the root, dotted, with
 ``","`` between parallel regions in document order) and the *version
 column* (the Redis version that column was computed from). The row is
-only ever moved forward: every write is one ``UPDATE ... WHERE pk = %s
+only ever moved forward: every write is one ``UPDATE ... WHERE <lookup>
 AND <version> < %s``, so two workers whose updates land in any order can
 never move it backwards.
+
+Every commit of a Django-layer block sends ``post_commit`` (inside the
+caller's database transaction); :func:`project_commit` moves the row the
+commit belongs to: the row a ``BoundStatechart`` block runs for, or, for
+commits made elsewhere (the timer scanner, the admin, ``objects.send``),
+the row found from the key when the field's key template has a single
+placeholder (``"order:{pk}"``: the key names the row).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
-from django.db import models
+from django.db import models, router
 
-__all__ = ["aadvance_row", "advance_row", "leaf_paths", "project_value"]
+from django_xsm.signals import post_commit
+
+from .keys import FieldSpec, instance_key, row_lookup
+
+__all__ = [
+    "aadvance_row",
+    "advance_row",
+    "leaf_paths",
+    "project_commit",
+    "project_value",
+    "projecting_row",
+    "register_field",
+]
+
+#: The (field, row) a ``BoundStatechart`` block runs for: its commit moves
+#: that row, in that row's database.
+projecting_row: ContextVar[tuple[FieldSpec, models.Model] | None] = ContextVar(
+    "xsm_projecting_row", default=None
+)
+
+#: machine name -> the StatechartFields of installed models that use it
+_FIELDS: dict[str, list[FieldSpec]] = {}
+
+
+def register_field(field: FieldSpec) -> None:
+    """Called by a StatechartField on a concrete, installed model: commits
+    of its machine made anywhere then move its rows."""
+    _FIELDS.setdefault(field.machine_name, []).append(field)
 
 
 def leaf_paths(value: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -48,11 +83,12 @@ def project_value(value: Any) -> str:
 
 
 def _fenced(
-    model: type[models.Model], pk: Any, version_column: str, version: int, using: str
+    model: type[models.Model], lookup: Any, version_column: str, version: int, using: str
 ) -> models.QuerySet[Any]:
     # _base_manager: a custom default manager that filters rows (soft
     # delete, tenancy) must not hide the row being projected.
-    return model._base_manager.using(using).filter(pk=pk, **{f"{version_column}__lt": version})
+    where = lookup if isinstance(lookup, dict) else {"pk": lookup}
+    return model._base_manager.using(using).filter(**where, **{f"{version_column}__lt": version})
 
 
 def advance_row(
@@ -66,8 +102,9 @@ def advance_row(
     using: str,
 ) -> bool:
     """Move one row's projection forward to ``(state, version)``: one SQL
-    ``UPDATE``, in the caller's transaction when one is open. True when the
-    row moved (False: it was already at or past ``version``, or is gone)."""
+    ``UPDATE``, in the caller's transaction when one is open. ``pk`` is the
+    primary key, or a dict lookup naming the row. True when the row moved
+    (False: it was already at or past ``version``, or is gone)."""
     rows = _fenced(model, pk, version_column, version, using).update(
         **{state_column: state, version_column: version}
     )
@@ -89,3 +126,41 @@ async def aadvance_row(
         **{state_column: state, version_column: version}
     )
     return bool(rows)
+
+
+def project_commit(
+    sender: Any, *, machine: str, key: str, value: Any, version: int, **kwargs: Any
+) -> None:
+    """``post_commit`` receiver: move the row(s) the commit belongs to."""
+    state = project_value(value)
+    bound = projecting_row.get()
+    if bound is not None:
+        field, row = bound
+        if field.machine_name == machine and instance_key(row, field) == key:
+            advance_row(
+                type(row),
+                row.pk,
+                state_column=field.attname,
+                version_column=field.version_attname,
+                state=state,
+                version=version,
+                using=row._state.db or router.db_for_write(type(row)),
+            )
+            return
+    for field in _FIELDS.get(machine, ()):
+        lookup = row_lookup(field, key)
+        if lookup is None:
+            continue
+        model = field.model
+        advance_row(
+            model,
+            lookup,
+            state_column=field.attname,
+            version_column=field.version_attname,
+            state=state,
+            version=version,
+            using=router.db_for_write(model),
+        )
+
+
+post_commit.connect(project_commit, dispatch_uid="django_xsm.fields.projection")

@@ -13,8 +13,6 @@ field's key template whose row no longer exists).
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +24,7 @@ from django_xsm.exceptions import InstanceNotFoundError
 from django_xsm.registry import machines
 
 from .field import StatechartField
-from .keys import instance_key
+from .keys import instance_key, key_pattern
 from .projection import advance_row, project_value
 
 __all__ = ["SyncReport", "statechart_fields", "sync_field"]
@@ -55,16 +53,6 @@ def statechart_fields(labels: list[str] | None = None) -> list[StatechartField]:
         for f in model._meta.local_fields
         if isinstance(f, StatechartField) and not model._meta.abstract
     ]
-
-
-def _template_pattern(template: str) -> re.Pattern[str]:
-    """A regex matching the keys ``template`` can produce."""
-    out = []
-    for literal, name, _spec, _conv in string.Formatter().parse(template):
-        out.append(re.escape(literal))
-        if name is not None:
-            out.append(".+")
-    return re.compile("".join(out) + r"\Z")
 
 
 def _literal_prefix(template: str) -> str:
@@ -123,9 +111,9 @@ def sync_field(
         if progress is not None:
             progress(report)
     claimed |= _claimed_by_other_fields(f, using)
-    pattern = _template_pattern(f.key_template)
+    pattern = key_pattern(f.key_template)[0]
     for key in objects.keys(_literal_prefix(f.key_template)):
-        if pattern.match(key) and key not in claimed:
+        if pattern.fullmatch(key) and key not in claimed:
             report.orphans.append(key)
     if forget_orphans and not dry_run:
         for key in report.orphans:
@@ -137,11 +125,11 @@ def sync_field(
 def _claimed_by_other_fields(f: StatechartField, using: str) -> set[str]:
     """Keys of rows of other fields on the same machine whose templates can
     produce keys of ``f``'s template: such an instance is not an orphan."""
-    pattern = _template_pattern(f.key_template)
+    pattern = key_pattern(f.key_template)[0]
     claimed: set[str] = set()
     for other in statechart_fields():
         if other is f or other.machine_name != f.machine_name:
             continue
         for page in _rows(other.model, using, 1000):
-            claimed.update(k for row in page if pattern.match(k := instance_key(row, other)))
+            claimed.update(k for row in page if pattern.fullmatch(k := instance_key(row, other)))
     return claimed
