@@ -17,7 +17,9 @@ from django_xsm.registry import machines
 from testproject.orders import payments
 from testproject.orders.receivers import OUTBOX
 
-pytestmark = pytest.mark.urls("testproject.urls")
+# The demo keeps its orders as rows (StatechartField): every test uses the
+# database, with real commits (post_transition waits for them).
+pytestmark = [pytest.mark.urls("testproject.urls"), pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 WIDGETS = {"items": [{"sku": "widget", "qty": 2, "price_cents": 1250}]}
 
@@ -218,3 +220,37 @@ def test_manage_py_check_passes_on_the_embedded_default(tmp_path: Path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_orders_are_rows_whose_state_column_follows_every_path(client: Any, backend: Any):
+    """The API (model-less keyed views), the webhook (objects.send) and the
+    timer scanner all commit without the row at hand; the row follows."""
+    from django_xsm import backend as xsm_backend
+    from testproject.orders.models import Order
+
+    first, second = create(client, "c-a"), create(client, "c-b")
+    assert Order.objects.get(pk=first).status == "cart"
+    post(client, f"/api/orders/{first}/checkout", key="co-a")
+    post(client, f"/api/orders/{second}/checkout", key="co-b")
+    deliver(client, first, 2500)
+    assert Order.objects.filter(status="paid").get().pk == first
+    assert Order.objects.get(pk=first).status_version == 3  # create, checkout, payment
+    paid = client.get("/?state=paid").content.decode()
+    assert f"order:{first}" in paid and f"order:{second}" not in paid
+    assert "paid (1)" in paid and "awaiting_payment (1)" in paid
+    # the payment timeout, fired by the scanner, moves the unpaid row
+    xsm_backend.get_scanner().fire(f"order:{second}", force=True)
+    assert Order.objects.get(pk=second).status == "cancelled"
+
+
+def test_pages_show_money_and_times_as_people_read_them(client: Any, backend: Any):
+    order_id = create(client)
+    post(client, f"/api/orders/{order_id}/checkout", key="co")
+    page = client.get(f"/orders/{order_id}/").content.decode()
+    assert "$12.50" in page and "$25.00" in page and "¢" not in page
+    assert " UTC" in page and "due at 20" in page  # the pending timer, not raw ISO
+    index = client.get("/").content.decode()
+    assert index.index(f"order:{order_id}") < index.index("</tbody>")
+    newer = create(client, "create-2")
+    index = client.get("/").content.decode()
+    assert index.index(f"order:{newer}") < index.index(f"order:{order_id}")  # newest first
