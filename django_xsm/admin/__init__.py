@@ -3,7 +3,9 @@
 The package holds :class:`InstanceAdmin` (here, registered like any
 ``admin.py``), its read-only pages (:mod:`.pages`), its write actions
 (:mod:`.actions`), what the pages share (:mod:`.support`) and the SVG state
-diagram (:mod:`.diagram`).
+diagram (:mod:`.diagram`); and, for the ModelAdmin of your own models with
+a ``StatechartField``, :class:`StatechartAdminMixin` (:mod:`.mixin`) with
+its state filter (:mod:`.filters`).
 
 Registered on ``admin.site`` automatically (``django.contrib.admin``'s
 autodiscovery); for another ``AdminSite`` call
@@ -37,9 +39,11 @@ from django.urls import URLPattern, path
 from django_xsm.models import PERM_VIEW, Instance
 
 from .actions import ActionViews
+from .filters import StatechartStateFilter
+from .mixin import StatechartAdminMixin
 from .pages import ReadViews
 
-__all__ = ["InstanceAdmin"]
+__all__ = ["InstanceAdmin", "StatechartAdminMixin", "StatechartStateFilter"]
 
 
 if TYPE_CHECKING:

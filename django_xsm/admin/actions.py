@@ -64,7 +64,9 @@ def parse_payload(text: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise forms.ValidationError("The payload must be a JSON object ({...}).")
     if "type" in data:
-        raise forms.ValidationError("Put the event type in the Event field, not the payload.")
+        raise forms.ValidationError(
+            "The payload may not hold 'type': the event type is given on its own."
+        )
     return data
 
 

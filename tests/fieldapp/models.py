@@ -1,5 +1,5 @@
 """Models of the model-field tests: integer, UUID and string primary keys,
-another key template, and ``on_delete="keep"``."""
+another key template, ``on_delete="keep"``, and two statecharts on one row."""
 
 from __future__ import annotations
 
@@ -33,3 +33,13 @@ class SlugOrder(models.Model):
 
 class Parcel(models.Model):
     state = StatechartField(machine="parcel")
+
+
+class Shipment(models.Model):
+    """Two statecharts on one row (the admin mixin shows a panel each)."""
+
+    payment = StatechartField(machine="shop", key="shipment-payment:{pk}")
+    delivery = StatechartField(machine="parcel", key="shipment:{pk}")
+
+    def __str__(self) -> str:
+        return f"Shipment {self.pk}"

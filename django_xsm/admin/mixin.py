@@ -1,0 +1,386 @@
+"""``StatechartAdminMixin``: your own models' statecharts in their ModelAdmin.
+
+::
+
+    @admin.register(Order)
+    class OrderAdmin(StatechartAdminMixin, admin.ModelAdmin):
+        list_display = ["id", "total", "status"]
+
+For every ``StatechartField`` of the model, the mixin adds the state column
+to ``list_display`` and a :class:`~.filters.StatechartStateFilter` to
+``list_filter`` (when they do not name it already), and a panel to the
+change page: current state, the chart with its active states, context
+(redacted), deadlines, the events the user may send as buttons and the
+transition log. A button opens
+``<object_id>/statechart/<field>/send/?event=E``: the preview of the XSM
+browser's send page, then a CSRF-checked POST sends the event as the admin
+user (``reason="admin"``), recorded in the transition log and in the admin
+history (``LogEntry``). It needs the ModelAdmin's change permission and the
+event's permission from the machine's ``PERMISSIONS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import django
+from django import forms
+from django.apps import apps
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.text import capfirst
+
+from django_xsm import backend
+from django_xsm.exceptions import (
+    ConflictError,
+    EventNotAcceptedError,
+    LockTimeoutError,
+    StoreUnavailableError,
+    XsmError,
+)
+from django_xsm.fields import BoundStatechart, StatechartField
+from django_xsm.fields.events import may_send
+from django_xsm.middleware import get_request_info
+from django_xsm.registry import MachineEntry, machines
+
+from .actions import MAX_PAYLOAD_CHARS, parse_payload, preview_effect
+from .diagram import render_svg, short_id
+from .filters import StatechartStateFilter
+from .pages import deadline_rows, log_page
+from .support import actor_of, display_json, display_value
+
+__all__ = ["StatechartAdminMixin"]
+
+logger = logging.getLogger("django_xsm.admin")
+
+TEMPLATES = "admin/django_xsm/"
+#: The transition log's ``reason`` for an event sent from a change page.
+REASON = "admin"
+UNAVAILABLE = "The XSM state store is unavailable right now; try again shortly."
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:  # ModelAdmin is generic for the type checker only
+    _ModelAdmin = object
+
+
+class PayloadForm(forms.Form):
+    """The send page's form: the event's data, limited like the XSM
+    browser's (:data:`~.actions.MAX_PAYLOAD_CHARS`)."""
+
+    payload = forms.CharField(
+        required=False,
+        initial="{}",
+        max_length=MAX_PAYLOAD_CHARS,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 60, "spellcheck": "false"}),
+        help_text="A JSON object: the event's data (without 'type').",
+    )
+
+    def clean_payload(self) -> dict[str, Any]:
+        return parse_payload(self.cleaned_data["payload"])
+
+
+class StatechartAdminMixin(_ModelAdmin):
+    """Statechart columns, filters, change-page panels and event buttons
+    for a ``ModelAdmin`` (see the module docstring). Put it before
+    ``admin.ModelAdmin`` in the bases."""
+
+    change_form_template = TEMPLATES + "statechart_change_form.html"
+
+    # --- the changelist ----------------------------------------------------------------
+
+    def statechart_fields(self) -> list[StatechartField]:
+        """The model's ``StatechartField`` s, in field order."""
+        return [f for f in self.opts.fields if isinstance(f, StatechartField)]
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = list(super().get_list_display(request))
+        missing = [f.name for f in self.statechart_fields() if f.name not in shown]
+        return [*shown, *missing]
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        names = {f.name for f in self.statechart_fields()}
+        filters: list[Any] = []
+        for item in super().get_list_filter(request):
+            # A plain "status" would list the column's distinct values;
+            # the state filter lists the chart's states instead.
+            filters.append((item, StatechartStateFilter) if item in names else item)
+        named = {item[0] if isinstance(item, (list, tuple)) else item for item in filters}
+        filters += [(name, StatechartStateFilter) for name in sorted(names - named, key=str)]
+        return filters
+
+    # --- the change page ---------------------------------------------------------------
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        if obj is not None and obj.pk is not None and not add:
+            context["xsm_panels"] = [
+                self.statechart_panel(request, obj, f) for f in self.statechart_fields()
+            ]
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def statechart_panel(
+        self, request: HttpRequest, obj: models.Model, field: StatechartField
+    ) -> dict[str, Any]:
+        """What the change page shows of ``obj``'s statechart in ``field``."""
+        bound: BoundStatechart = getattr(obj, field.name)
+        panel: dict[str, Any] = {
+            "name": field.name,
+            "label": capfirst(field.verbose_name),
+            "machine": field.machine_name,
+            "column": bound.column,
+        }
+        entry = machines.get(field.machine_name)
+        if entry is None:
+            return {**panel, "problem": f"Machine {field.machine_name!r} is not registered."}
+        try:
+            panel["key"] = key = bound.key
+            view = bound.view()
+            state_ids = bound.state_ids
+            can_change = self.has_change_permission(request, obj)
+            events = bound.events(user=request.user) if can_change else []
+            send_url = self.statechart_url("send", obj, field.name)
+            now_ms = time.time_ns() // 1_000_000
+            deadlines = deadline_rows(entry.machine, view, now_ms)[0] if view is not None else []
+            log = log_page(entry, key, request.GET.get(f"{field.name}_after_seq", ""))
+            panel.update(
+                state=display_value(bound.value),
+                state_ids=[short_id(entry.machine, s) for s in state_ids if s != entry.machine.id],
+                version=bound.version,
+                status=view.status if view is not None else "not started",
+                updated=view.updated_at if view is not None else None,
+                diagram=render_svg(entry.machine, state_ids),
+                context_json=display_json(bound.context),
+                deadlines=deadlines,
+                can_change=can_change,
+                events=[
+                    {
+                        "type": str(e),
+                        "conditional": e.conditional,
+                        "url": f"{send_url}?{urlencode({'event': e})}",
+                    }
+                    for e in events
+                ],
+                log=log["rows"],
+                log_links=self._log_links(request, field.name, log),
+            )
+        except StoreUnavailableError:
+            panel["problem"] = UNAVAILABLE
+        except XsmError as exc:
+            panel["problem"] = f"The statechart cannot be read: {exc}"
+        return panel
+
+    def _log_links(
+        self, request: HttpRequest, name: str, log: dict[str, Any]
+    ) -> list[tuple[str, str]]:
+        param = f"{name}_after_seq"
+        links = []
+        for label, after in (("« Older", log["older"]), ("Newer »", log["newer"])):
+            if after is not None:
+                query = request.GET.copy()
+                query[param] = after
+                links.append((label, f"?{query.urlencode()}#xsm-{name}"))
+        if log["latest"] is not None:
+            query = request.GET.copy()
+            query.pop(param, None)
+            links.append(("Latest", f"?{query.urlencode()}#xsm-{name}"))
+        return links
+
+    # --- sending -----------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<path:object_id>/statechart/<str:field>/send/",
+                self.admin_site.admin_view(self.statechart_send_view),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_statechart_send",
+            ),
+            *super().get_urls(),
+        ]
+
+    def statechart_url(self, page: str, obj: models.Model, field: str = "") -> str:
+        """The URL of ``obj``'s change page (``"change"``) or of the send
+        page of its ``field`` (``"send"``)."""
+        opts = self.opts
+        name = f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}"
+        if page == "change":
+            return reverse(f"{name}_change", args=(quote(obj.pk),))
+        return reverse(f"{name}_statechart_{page}", args=(quote(obj.pk), field))
+
+    def statechart_send_view(
+        self, request: HttpRequest, object_id: str, field: str
+    ) -> HttpResponse:
+        """Preview an event (GET, or POST ``step=preview``), then send it
+        (POST ``step=apply``); see the module docstring."""
+        chart_field = next((f for f in self.statechart_fields() if f.name == field), None)
+        entry = machines.get(chart_field.machine_name) if chart_field is not None else None
+        if chart_field is None or entry is None:
+            raise Http404(f"{self.opts.verbose_name} has no statechart field {field!r}")
+        obj = self.get_object(request, unquote(object_id))
+        if not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        if obj is None:  # as the admin's own change view answers
+            messages.warning(
+                request,
+                f"{capfirst(self.opts.verbose_name)} with ID “{object_id}” does not exist. "
+                "Perhaps it was deleted?",
+            )
+            return HttpResponseRedirect(reverse(f"{self.admin_site.name}:index"))
+        event = request.GET.get("event", "")
+        if event.startswith("xstate.") or event not in entry.machine.events:
+            raise Http404(f"Machine {entry.name!r} has no event {event!r}")
+        if not may_send(entry, event, request.user):
+            raise PermissionDenied
+        target = _Target(
+            obj, chart_field, entry, getattr(obj, field), event,
+            f"{self.statechart_url('change', obj)}#xsm-{field}",
+        )  # fmt: skip
+        form = PayloadForm(request.POST if request.method == "POST" else None)
+        try:
+            if request.method == "POST" and form.is_valid() and request.POST.get("step") == "apply":
+                return self._send(request, target, form)
+            return self._preview(request, target, form)
+        except StoreUnavailableError:
+            messages.error(request, UNAVAILABLE)
+            return HttpResponseRedirect(target.back)
+
+    def _preview(
+        self, request: HttpRequest, target: _Target, form: PayloadForm, *, status: int = 200
+    ) -> HttpResponse:
+        entry, event = target.entry, target.event
+        key = target.bound.key
+        record = backend.get_store().load(key)
+        if record is not None and not entry.objects.owns(record):
+            messages.error(request, f"{key} belongs to another machine; nothing can be sent.")
+            return HttpResponseRedirect(target.back)
+        snapshot: Mapping[str, Any]
+        if record is None:  # no event yet: sending starts the instance first
+            snapshot = entry.machine.initial_snapshot(now=time.time_ns() // 1_000_000).snapshot
+        else:
+            snapshot = record.snapshot
+        effect: dict[str, Any] = {}
+        error = ""
+        if form.is_bound and not form.is_valid():
+            status = 400
+        else:
+            payload = form.cleaned_data["payload"] if form.is_bound else {}
+            try:
+                effect = preview_effect(entry.machine, snapshot, event, payload)
+            except Exception as exc:  # a guard that needs a payload field, an invalid event
+                error = (
+                    f"{event} cannot be evaluated with this payload: {type(exc).__name__}: {exc}"
+                )
+                status = 400 if form.is_bound else status
+        opts, obj = self.opts, target.obj
+        send_url = self.statechart_url("send", obj, target.field.name)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Send {event} to {obj}",
+            "xsm_crumbs": self._crumbs(obj, f"Send {event}"),
+            "xsm_crumbs_ol": django.VERSION >= (6, 0),
+            "opts": opts,
+            "app_label": opts.app_label,
+            "original": obj,
+            "field_label": capfirst(target.field.verbose_name),
+            "key": key,
+            "version": record.version if record is not None else 0,
+            "reason": REASON,
+            "form": form,
+            "error": error,
+            "previewed": bool(effect),
+            "change_url": target.back,
+            "action_url": f"{send_url}?{urlencode({'event': event})}",
+            **effect,
+            "event": event,
+        }
+        return TemplateResponse(request, TEMPLATES + "statechart_send.html", context, status=status)
+
+    def _crumbs(self, obj: models.Model, here: str) -> list[tuple[str, str]]:
+        """(label, href) from the admin index to the send page ('' = here)."""
+        opts, site = self.opts, self.admin_site.name
+        return [
+            ("Home", reverse(f"{site}:index")),
+            (
+                str(apps.get_app_config(opts.app_label).verbose_name),
+                reverse(f"{site}:app_list", kwargs={"app_label": opts.app_label}),
+            ),
+            (
+                str(capfirst(opts.verbose_name_plural)),
+                reverse(f"{site}:{opts.app_label}_{opts.model_name}_changelist"),
+            ),
+            (str(obj), self.statechart_url("change", obj)),
+            (here, ""),
+        ]
+
+    def _send(self, request: HttpRequest, target: _Target, form: PayloadForm) -> HttpResponse:
+        bound, event, name = target.bound, target.event, target.field.name
+        before = display_value(bound.value)
+        if request.POST.get("version", "") != str(bound.version):
+            # The preview was of another state: show the new one instead.
+            messages.warning(
+                request,
+                f"{name} changed since the preview; nothing was sent. "
+                "Review the new preview and send again.",
+            )
+            return self._preview(request, target, form, status=409)
+        try:
+            # The event as one dict: payload keys never reach send()'s own
+            # options (actor, lock, idempotency_key, ...).
+            receipt = bound.send(
+                {**form.cleaned_data["payload"], "type": event},
+                actor=actor_of(request),
+                reason=REASON,
+                correlation_id=get_request_info(request).correlation_id,
+            )
+        except StoreUnavailableError:
+            raise
+        except (ConflictError, LockTimeoutError):
+            messages.error(request, f"{target.obj} is busy (locked or changing); nothing was sent.")
+            return HttpResponseRedirect(target.back)
+        except EventNotAcceptedError:
+            receipt = None
+        except Exception as exc:  # an action raised: the block rolled back
+            logger.exception("admin send of %s to %s.%s failed", event, target.obj, name)
+            messages.error(request, f"{event} failed and nothing was saved: {exc!r}")
+            return HttpResponseRedirect(target.back)
+        if receipt is None or not receipt.accepted:
+            messages.error(
+                request,
+                f"Refused: {event} is not accepted in state {before} "
+                "(no transition for it, or a guard said no). Nothing changed.",
+            )
+            return HttpResponseRedirect(target.back)
+        text = f"Sent {event} to {name}: {before} → {display_value(receipt.value)}"
+        self.log_change(request, target.obj, text)
+        messages.success(request, f"{text}.")
+        return HttpResponseRedirect(target.back)
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """What a send page is about: the row, its field, the machine, the
+    bound statechart, the event and the change page to go back to."""
+
+    obj: models.Model
+    field: StatechartField
+    entry: MachineEntry
+    bound: BoundStatechart
+    event: str
+    back: str
