@@ -48,11 +48,19 @@ __all__ = [
 ]
 
 # RFC 9110 tchar plus ":" "/" (RFC 8941 tokens) and "=" (base64 padding).
-_TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+\-.^_`|~:/=]+$")
-_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@\-]{1,128}$")
+_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~:/=]+")
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@\-]{1,128}")
 _MAX_RAW_HEADER = 1024
 _MAX_ACTOR = 200
+
+
+def _several_keys() -> IdempotencyKeyError:
+    # The server joins repeated headers with ", ": two keys arrived.
+    return IdempotencyKeyError(
+        "several Idempotency-Key values were sent",
+        hint="send exactly one Idempotency-Key header per request",
+    )
 
 
 def parse_idempotency_key(raw: str) -> str:
@@ -82,12 +90,16 @@ def parse_idempotency_key(raw: str) -> str:
                 i += 2
                 continue
             if char == '"':
+                if inner[i + 1 :].lstrip(" \t").startswith(","):
+                    raise _several_keys()
                 raise IdempotencyKeyError("Idempotency-Key quoted string has an unescaped quote")
             out.append(char)
             i += 1
         key = "".join(out)
     else:
-        if value and not _TOKEN.match(value):
+        if "," in value:
+            raise _several_keys()
+        if value and not _TOKEN.fullmatch(value):
             raise IdempotencyKeyError(
                 "Idempotency-Key is neither a token nor a quoted string",
                 hint='send a UUID, or quote the value: Idempotency-Key: "my key"',
@@ -100,7 +112,7 @@ def parse_correlation_id(request: HttpRequest) -> str:
     """The request's correlation id (see the module docstring)."""
     traceparent = request.META.get("HTTP_TRACEPARENT", "")
     if traceparent:
-        found = _TRACEPARENT.match(traceparent.strip().lower())
+        found = _TRACEPARENT.fullmatch(traceparent.strip().lower())
         if found:
             version, trace_id, parent_id, _flags, rest = found.groups()
             valid = (
@@ -114,7 +126,7 @@ def parse_correlation_id(request: HttpRequest) -> str:
     header = conf.get_settings().request_id_header
     if header:
         value = request.META.get("HTTP_" + header.upper().replace("-", "_"), "")
-        if value and _REQUEST_ID.match(value):
+        if value and _REQUEST_ID.fullmatch(value):
             return str(value)
     return uuid.uuid4().hex
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from django_xsm import backend
@@ -31,6 +32,7 @@ def _not_ready(reason: str) -> JsonResponse:
     return response
 
 
+@csrf_exempt  # no cookies read, nothing changed: a POST is a 405, not a CSRF 403
 @never_cache
 @require_safe
 def health(request: HttpRequest) -> JsonResponse:
@@ -38,6 +40,7 @@ def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@csrf_exempt
 @never_cache
 @require_safe
 def ready(request: HttpRequest) -> JsonResponse:

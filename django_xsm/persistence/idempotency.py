@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
-_PRINTABLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")
+_PRINTABLE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
 
 
 def validate_idempotency_key(key: object) -> str:
@@ -57,7 +57,7 @@ def validate_idempotency_key(key: object) -> str:
         raise IdempotencyKeyError(
             f"Idempotency key is {len(key)} characters long, over {MAX_IDEMPOTENCY_KEY_LENGTH}"
         )
-    if not _PRINTABLE.match(key):
+    if not _PRINTABLE.fullmatch(key):
         raise IdempotencyKeyError(
             "Idempotency key contains control, non-ASCII or surrounding space characters"
         )

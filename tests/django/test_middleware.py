@@ -235,3 +235,32 @@ def test_parse_idempotency_key(raw: str, key: str):
 def test_parse_idempotency_key_rejects(raw: str):
     with pytest.raises(IdempotencyKeyError):
         parse_idempotency_key(raw)
+
+
+@pytest.mark.parametrize("raw", ["a, b", "a,b", '"a", "b"', '"a" ,"b"'])
+def test_two_idempotency_key_headers_are_named_as_such(raw: str):
+    """A server joins repeated headers with ', ': the message says what happened."""
+    with pytest.raises(IdempotencyKeyError, match="several Idempotency-Key values"):
+        parse_idempotency_key(raw)
+
+
+def test_an_idempotency_key_ending_in_a_newline_is_a_400(client: Any, backend: Any):
+    response = client.post("/t/nl/bump", HTTP_IDEMPOTENCY_KEY="a\n")
+    assert response.status_code == 400
+
+
+def test_a_request_id_ending_in_a_newline_is_replaced_not_echoed(client: Any):
+    # "$" accepted a trailing newline: the echoed header was a BadHeaderError (500)
+    response = client.get("/plain", HTTP_X_REQUEST_ID="abc\n")
+    correlation = response.json()["correlation_id"]
+    assert HEX32.match(correlation), correlation
+    assert response["X-Request-ID"] == correlation
+
+
+@pytest.mark.parametrize("path", ["/_xsm/health", "/_xsm/ready"])
+def test_probes_answer_post_with_405_and_allow(path: str, backend: Any):
+    from django.test import Client
+
+    response = Client(enforce_csrf_checks=True).post(path)
+    assert response.status_code == 405
+    assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "HEAD"}
