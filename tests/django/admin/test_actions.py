@@ -146,7 +146,8 @@ def test_an_action_that_raises_saves_nothing(seeded: Any, operator: Any) -> None
         ({"event": "xstate.after.60000.ticket.open"}, b"use \xe2\x80\x9cFire timers now"),
         ({"event": "BUMP", "payload": "[1]"}, b"must be a JSON object"),
         ({"event": "BUMP", "payload": "{oops"}, b"Not valid JSON"),
-        ({"event": "BUMP", "payload": '{"type": "X"}'}, b"not the payload"),
+        ({"event": "BUMP", "payload": '{"type": "X"}'}, b"may not hold"),
+        ({"event": "BUMP", "payload": "[" * 5000 + "]" * 5000}, b"nested too deeply"),
     ],
 )
 def test_send_validates_the_form(seeded: Any, operator: Any, data: Any, message: bytes) -> None:
