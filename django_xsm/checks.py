@@ -110,8 +110,12 @@ def _callables(s: conf.XsmSettings) -> list[CheckMessage]:
             continue
         try:
             found: Any = import_string(path)
-        except ImportError as exc:
-            out.append(Error(f"{name}: cannot import {path!r}: {exc}", id="xsm.E010"))
+        except (ImportError, ValueError, TypeError) as exc:
+            # "." or "a..b" are not dotted paths at all (ValueError / TypeError)
+            reason = str(exc).replace(path, "it") if len(path) > 200 else str(exc)
+            out.append(
+                Error(f"{name}: cannot import {path[:200]!r}: {reason[:300]}", id="xsm.E010")
+            )
             continue
         if not callable(found) and not hasattr(found, "encode"):
             out.append(Error(f"{name}: {path!r} is not callable", id="xsm.E010"))
@@ -171,6 +175,9 @@ def check_settings(
     """Every non-deploy check (see the module docstring)."""
     try:
         s = conf.get_settings()
+    except conf.InvalidSettings as exc:
+        # every problem at once, so one round of fixes is enough
+        return [Error(p, hint="see docs/settings.md", id="xsm.E001") for p in exc.problems]
     except ImproperlyConfigured as exc:
         return [Error(str(exc), hint="see docs/settings.md", id="xsm.E001")]
     return [

@@ -265,3 +265,32 @@ def test_checks_run_through_manage_py_check(xsm: Any):
     call_command("check", tags=["xsm"])  # no error
     with pytest.raises(SystemCheckError, match=r"xsm\.W010"):
         call_command("check", tags=["xsm"], deploy=True, fail_level="WARNING")
+
+
+def test_every_settings_problem_is_reported_at_once(settings: Any):
+    settings.XSM = {
+        "PREFIX": "shop",
+        "PREFX": "typo",
+        "LOCK": "mutex",
+        "LOCK_TIMEOUT_S": 10**400,
+        "IDEMPOTENCY": {"REQUIRED": [[]], "TTL_S": float("nan")},
+    }
+    errors = [e for e in check_settings() if e.id == "xsm.E001"]
+    text = "\n".join(e.msg for e in errors)
+    assert len(errors) == 5, text
+    for named in ("'PREFX'", "XSM['LOCK']", "XSM['LOCK_TIMEOUT_S']", "['REQUIRED']", "['TTL_S']"):
+        assert named in text
+    assert len(text) < 2000  # 10**400 is not printed in full
+
+
+@pytest.mark.parametrize("actor", [".", "..", "a..b", "x" * 10_000])
+def test_a_path_that_is_not_importable_is_an_error_not_a_crash(xsm: Any, actor: str):
+    xsm(ACTOR=actor)
+    [error] = [e for e in check_settings() if e.id == "xsm.E010"]
+    assert "XSM['ACTOR']: cannot import" in error.msg and len(error.msg) < 1000
+
+
+def test_a_huge_request_timeout_is_refused_clearly(xsm: Any):
+    xsm(REQUEST_TIMEOUT_S=1e300)
+    [error] = [e for e in check_settings() if e.id == "xsm.E001"]
+    assert "XSM['REQUEST_TIMEOUT_S']" in error.msg

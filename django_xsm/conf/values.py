@@ -1,0 +1,137 @@
+"""The ``XSM`` setting's defaults and its parsed, typed form (``XsmSettings``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DEFAULTS", "SAFE_METHODS", "WATCHED", "Audit", "Idempotency", "Timers", "XsmSettings"]
+
+#: The documented defaults (docs/settings.md). Nested dicts are merged key by
+#: key with what the project sets, so ``"AUDIT": {"MAXLEN": 1000}`` keeps
+#: ``ENABLED`` and ``REDACT``.
+DEFAULTS: dict[str, Any] = {
+    "REDIS_URL": None,
+    "REDIS_OPTIONS": {},
+    "CACHE_ALIAS": None,
+    "EMBEDDED": None,
+    "PREFIX": None,
+    "MACHINES": {},
+    "LOCK": "optimistic",
+    "LOCK_TTL_MS": 30_000,
+    "LOCK_TIMEOUT_S": 1.0,
+    "CONFLICT_RETRIES": 3,
+    "SOCKET_TIMEOUT_S": 5.0,
+    "MAX_SNAPSHOT_BYTES": 1024 * 1024,
+    "INSTANCE_TTL_S": None,
+    "BUCKETS": None,
+    "CODEC": None,
+    "ACTOR": None,
+    "REQUEST_ID_HEADER": "X-Request-ID",
+    "REQUEST_TIMEOUT_S": None,
+    "IDEMPOTENCY": {
+        "HEADER": "Idempotency-Key",
+        "REQUIRED": ["POST"],
+        "TTL_S": 86_400,
+        "LEASE_S": None,
+        "MAX_RESPONSE_BYTES": 64 * 1024,
+        "PRINCIPAL": None,
+    },
+    "AUDIT": {
+        "ENABLED": True,
+        "MAXLEN": None,
+        "REDACT": [],
+    },
+    "TIMERS": {
+        "MAX_ATTEMPTS": 5,
+        "BACKOFF_S": 1.0,
+        "MAX_BACKOFF_S": 300.0,
+    },
+}
+
+_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS")
+#: Settings whose change invalidates what was built from XSM.
+WATCHED = frozenset({"XSM", "DEBUG", "CACHES", "BASE_DIR"})
+_HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotency:
+    """``XSM['IDEMPOTENCY']``."""
+
+    header: str
+    required: frozenset[str]
+    ttl_s: float
+    lease_s: float | None
+    max_response_bytes: int
+    principal: str | None
+
+    @property
+    def meta_key(self) -> str:
+        """The ``request.META`` name of :attr:`header`."""
+        return "HTTP_" + self.header.upper().replace("-", "_")
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """``XSM['AUDIT']``."""
+
+    enabled: bool
+    maxlen: int | None
+    redact: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Timers:
+    """``XSM['TIMERS']``: retry policy of the due-timer scanner."""
+
+    max_attempts: int
+    backoff_s: float
+    max_backoff_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class XsmSettings:
+    """``settings.XSM`` validated and merged with :data:`DEFAULTS`.
+
+    ``raw`` is the merged dict (for display); the typed attributes are what
+    code should read.
+    """
+
+    redis_url: str | None
+    redis_options: Mapping[str, Any]
+    cache_alias: str | None
+    embedded: bool | None
+    prefix: str | None
+    machines: Mapping[str, Any]
+    lock: str
+    lock_ttl_ms: int
+    lock_timeout_s: float
+    conflict_retries: int
+    socket_timeout_s: float
+    max_snapshot_bytes: int
+    instance_ttl_s: float | None
+    buckets: int | None
+    codec: str | None
+    actor: str | None
+    request_id_header: str | None
+    request_timeout_s: float | None
+    idempotency: Idempotency
+    audit: Audit
+    timers: Timers
+    debug: bool
+    raw: Mapping[str, Any]
+
+    @property
+    def uses_embedded(self) -> bool:
+        """True when the store is the in-process fakeredis: nothing else is
+        configured and either ``EMBEDDED`` is True or it is unset and
+        ``DEBUG`` is on."""
+        if self.redis_url or self.cache_alias:
+            return False
+        return self.embedded if self.embedded is not None else self.debug
+
+
+# --- validation ------------------------------------------------------------------
