@@ -13,8 +13,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import redis.asyncio
-
 from django_xsm.persistence.records import (
     CommitResult,
     CommitUnit,
@@ -24,19 +22,15 @@ from django_xsm.persistence.records import (
     TimerFailure,
 )
 
-from .client import AsyncDriver, resolve_async_client
+from .client import AsyncSide
 from .store import _StoreBase, health_failure, with_latency
 
 __all__ = ["AsyncRedisStore"]
 
 
-class AsyncRedisStore(_StoreBase):
+class AsyncRedisStore(AsyncSide, _StoreBase):
     """Instances in Redis through ``redis.asyncio`` (a client or a URL);
     arguments as for :class:`~django_xsm.redis.RedisStore`."""
-
-    def _connect(self, client_or_url: Any) -> None:
-        self.client: redis.asyncio.Redis = resolve_async_client(client_or_url)
-        self.driver = AsyncDriver(self.client)
 
     async def load(self, key: str) -> StoredRecord | None:
         return await self.driver.run(self.core.load(key), key)

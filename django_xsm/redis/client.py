@@ -33,7 +33,9 @@ from .ops import Call
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "AsyncDriver",
+    "AsyncSide",
     "SyncDriver",
+    "SyncSide",
     "resolve_async_client",
     "resolve_client",
     "same_server",
@@ -246,3 +248,35 @@ class AsyncDriver:
         for command in wire.commands:
             queue.execute_command(*command)
         return await pipe.execute(raise_on_error=False)
+
+
+class _Side:
+    """How a backend reaches Redis: its ``client`` and the ``driver`` that
+    runs the core generators on it."""
+
+    prefix: str
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} prefix={self.prefix!r}>"
+
+
+class SyncSide(_Side):
+    """A blocking backend: ``redis.Redis`` or a URL, run by :class:`SyncDriver`."""
+
+    client: redis.Redis
+    driver: SyncDriver
+
+    def _connect(self, client_or_url: Any) -> None:
+        self.client = resolve_client(client_or_url)
+        self.driver = SyncDriver(self.client)
+
+
+class AsyncSide(_Side):
+    """An asyncio backend: ``redis.asyncio.Redis`` or a URL, run by :class:`AsyncDriver`."""
+
+    client: redis.asyncio.Redis
+    driver: AsyncDriver
+
+    def _connect(self, client_or_url: Any) -> None:
+        self.client = resolve_async_client(client_or_url)
+        self.driver = AsyncDriver(self.client)

@@ -18,7 +18,7 @@ from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.records import ClaimOutcome, ClaimRequest, InboxMark, InboxRelease
 
 from . import ops
-from .client import AsyncDriver, SyncDriver, resolve_async_client, resolve_client
+from .client import AsyncSide, SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .keys import SEP, escape_glob
 from .ops import Call, b2s
@@ -189,14 +189,21 @@ class InboxCore:
         return sum(int(r) for r in replies)
 
 
-class RedisInbox:
-    """Idempotency inbox on a blocking client; see InboxStore."""
+class _InboxBase:
+    """The constructor shared by both twins."""
 
     def __init__(self, client_or_url: Any, *, prefix: str, buckets: int | None = None) -> None:
-        self.client = resolve_client(client_or_url)
+        self._connect(client_or_url)
         self.prefix = prefix
         self.core = InboxCore(prefix, buckets)
-        self.driver = SyncDriver(self.client)
+
+    def _connect(self, client_or_url: Any) -> None:
+        """Set ``client`` and ``driver`` (blocking or asyncio)."""
+        raise NotImplementedError
+
+
+class RedisInbox(SyncSide, _InboxBase):
+    """Idempotency inbox on a blocking client; see InboxStore."""
 
     def claim(self, request: ClaimRequest) -> ClaimOutcome:
         return self.driver.run(self.core.claim(request), request.instance_key)
@@ -257,18 +264,9 @@ class RedisInbox:
         """Remove every row of ``scope`` (exactly that scope)."""
         return self.driver.run(self.core.forget(scope))
 
-    def __repr__(self) -> str:
-        return f"<RedisInbox prefix={self.prefix!r}>"
 
-
-class AsyncRedisInbox:
+class AsyncRedisInbox(AsyncSide, _InboxBase):
     """The asyncio twin of :class:`RedisInbox`."""
-
-    def __init__(self, client_or_url: Any, *, prefix: str, buckets: int | None = None) -> None:
-        self.client = resolve_async_client(client_or_url)
-        self.prefix = prefix
-        self.core = InboxCore(prefix, buckets)
-        self.driver = AsyncDriver(self.client)
 
     async def claim(self, request: ClaimRequest) -> ClaimOutcome:
         return await self.driver.run(self.core.claim(request), request.instance_key)

@@ -18,7 +18,7 @@ from django_xsm.persistence.base import validate_key, wall_to_ms
 from django_xsm.persistence.records import LogEntry, TransitionRecord
 
 from . import ops
-from .client import AsyncDriver, SyncDriver, resolve_async_client, resolve_client
+from .client import AsyncSide, SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .ops import Call, b2s
 
@@ -230,8 +230,9 @@ class LogCore:
         return int(n)
 
 
-class RedisLog:
-    """Transition log on a blocking client; see TransitionLogStore."""
+class _LogBase:
+    """The constructor shared by both twins. ``maxlen`` caps each stream
+    approximately (``MAXLEN ~``); None keeps every record."""
 
     def __init__(
         self,
@@ -241,11 +242,21 @@ class RedisLog:
         maxlen: int | None = None,
         buckets: int | None = None,
     ) -> None:
-        self.client = resolve_client(client_or_url)
+        self._connect(client_or_url)
         self.prefix = prefix
         self.maxlen = maxlen
         self.core = LogCore(prefix, buckets, maxlen)
-        self.driver = SyncDriver(self.client)
+
+    def _connect(self, client_or_url: Any) -> None:
+        """Set ``client`` and ``driver`` (blocking or asyncio)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} prefix={self.prefix!r} maxlen={self.maxlen}>"
+
+
+class RedisLog(SyncSide, _LogBase):
+    """Transition log on a blocking client; see TransitionLogStore."""
 
     def append(self, record: TransitionRecord) -> int:
         return self.driver.run(self.core.append(record), record.key)
@@ -312,26 +323,9 @@ class RedisLog:
     def forget(self, key: str) -> int:
         return self.driver.run(self.core.forget(key), key)
 
-    def __repr__(self) -> str:
-        return f"<RedisLog prefix={self.prefix!r} maxlen={self.maxlen}>"
 
-
-class AsyncRedisLog:
+class AsyncRedisLog(AsyncSide, _LogBase):
     """The asyncio twin of :class:`RedisLog`."""
-
-    def __init__(
-        self,
-        client_or_url: Any,
-        *,
-        prefix: str,
-        maxlen: int | None = None,
-        buckets: int | None = None,
-    ) -> None:
-        self.client = resolve_async_client(client_or_url)
-        self.prefix = prefix
-        self.maxlen = maxlen
-        self.core = LogCore(prefix, buckets, maxlen)
-        self.driver = AsyncDriver(self.client)
 
     async def append(self, record: TransitionRecord) -> int:
         return await self.driver.run(self.core.append(record), record.key)

@@ -16,8 +16,6 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import redis
-
 from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, XsmError
 from django_xsm.persistence.base import Codec, iter_pages, system_clock_ms
 from django_xsm.persistence.locks import StoreLock
@@ -30,7 +28,7 @@ from django_xsm.persistence.records import (
     TimerFailure,
 )
 
-from .client import SyncDriver, resolve_client, same_server
+from .client import SyncSide, same_server
 from .core import Op, StoreCore
 from .keys import KeyLayout
 
@@ -62,7 +60,7 @@ class _StoreBase:
     (default 16; an existing namespace keeps its own).
     """
 
-    client: object
+    client: Any
 
     def __init__(
         self,
@@ -120,17 +118,10 @@ class _StoreBase:
             )
         return self.core.open(request)
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} prefix={self.prefix!r}>"
 
-
-class RedisStore(_StoreBase):
+class RedisStore(SyncSide, _StoreBase):
     """Instances in Redis (``redis.Redis`` or a URL); arguments as for the
     shared base above."""
-
-    def _connect(self, client_or_url: Any) -> None:
-        self.client: redis.Redis = resolve_client(client_or_url)
-        self.driver = SyncDriver(self.client)
 
     def _started(self) -> None:
         try:
