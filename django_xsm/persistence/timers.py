@@ -49,7 +49,9 @@ TIMER_ACTOR = "xsm:timer"
 
 @dataclass(slots=True)
 class ScanResult:
-    """Counts of one scan. ``max_lag_ms``: the latest fire after its due time."""
+    """Counts of one scan. ``max_lag_ms``: the latest fire after its due time.
+    ``errors``: fires that raised; ``unavailable``: passes the store could
+    not be reached (the daemon waits those out; they are not errors)."""
 
     scanned: int = 0
     fired: int = 0
@@ -58,6 +60,7 @@ class ScanResult:
     errors: int = 0
     dead_lettered: int = 0
     max_lag_ms: int = 0
+    unavailable: int = 0
     failed_keys: list[str] = field(default_factory=list)
 
     def merge(self, other: ScanResult) -> None:
@@ -67,6 +70,7 @@ class ScanResult:
         self.locked += other.locked
         self.errors += other.errors
         self.dead_lettered += other.dead_lettered
+        self.unavailable += other.unavailable
         self.max_lag_ms = max(self.max_lag_ms, other.max_lag_ms)
         self.failed_keys.extend(other.failed_keys)
 
@@ -78,6 +82,7 @@ class ScanResult:
             "locked": self.locked,
             "dead_lettered": self.dead_lettered,
             "errors": self.errors,
+            "unavailable": self.unavailable,
             "max_lag_ms": self.max_lag_ms,
         }
 
@@ -301,7 +306,7 @@ class DueTimerScanner:
                 result = self.scan(limit=limit)
             except StoreUnavailableError as exc:
                 logger.warning("xsm timer scan: store unavailable (%s)", exc.cause or exc)
-                result = ScanResult(errors=1)
+                result = ScanResult(unavailable=1)
             total.merge(result)
             if on_scan is not None:
                 on_scan(result)

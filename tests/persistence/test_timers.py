@@ -287,7 +287,9 @@ def test_run_forever_waits_out_a_store_outage(b: Backends) -> None:
     scans: list[Any] = []
     calls = iter([False, False, True])
     total = scanner(b, clock).run_forever(0, stop=lambda: next(calls), on_scan=scans.append)
-    assert [s.errors for s in scans] == [1, 0] and total.fired == 1 and fired(b, "t:1") == 1
+    # an outage is "unavailable", not an error (errors are fires that raised)
+    assert [(s.unavailable, s.errors) for s in scans] == [(1, 0), (0, 0)]
+    assert total.fired == 1 and total.unavailable == 1 and fired(b, "t:1") == 1
 
 
 CHART: dict[str, Any] = {

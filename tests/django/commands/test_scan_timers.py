@@ -18,14 +18,17 @@ from tests.django.commands.conftest import arm, fires, run
 
 SUMMARY = re.compile(
     r"scanned=(\d+) fired=(\d+) stale=(\d+) locked=(\d+) dead_lettered=(\d+) errors=(\d+) "
-    r"max_lag_ms=(\d+)"
+    r"unavailable=(\d+) max_lag_ms=(\d+)"
 )
 
 
 def counts(text: str) -> dict[str, int]:
     found = SUMMARY.findall(text)
     assert found, text
-    names = ("scanned", "fired", "stale", "locked", "dead_lettered", "errors", "max_lag_ms")
+    names = (
+        "scanned", "fired", "stale", "locked", "dead_lettered", "errors", "unavailable",
+        "max_lag_ms",
+    )  # fmt: skip
     return dict(zip(names, map(int, found[-1]), strict=True))
 
 
@@ -220,5 +223,7 @@ def test_bad_arguments(backend: Any, args: list[str], fragment: str):
 def test_summary_format():
     from django_xsm.persistence.timers import ScanResult
 
-    text = xsm_scan_timers.summary(ScanResult(3, 2, 1, 0, 0, 0, 12))
-    assert text == "scanned=3 fired=2 stale=1 locked=0 dead_lettered=0 errors=0 max_lag_ms=12"
+    text = xsm_scan_timers.summary(ScanResult(3, 2, 1, 0, 0, 0, 12, unavailable=1))
+    assert text == (
+        "scanned=3 fired=2 stale=1 locked=0 dead_lettered=0 errors=0 unavailable=1 max_lag_ms=12"
+    )
