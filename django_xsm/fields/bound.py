@@ -34,7 +34,14 @@ from django_xsm.signals import signal_database
 
 from .events import AvailableEvent, available_events
 from .keys import FieldSpec, instance_key
-from .projection import aadvance_row, advance_row, project_value, projecting_row
+from .projection import (
+    RowMove,
+    aadvance_row,
+    advance_row,
+    field_move,
+    project_value,
+    projecting_row,
+)
 
 if TYPE_CHECKING:
     from django_xsm.managers import InstanceView
@@ -269,14 +276,8 @@ class BoundStatechart:
         await aadvance_row(type(self.row), self.row.pk, **self._columns(state, version))
         self._set_row(state, version)
 
-    def _columns(self, state: str, version: int) -> dict[str, Any]:
-        return {
-            "state_column": self.field.attname,
-            "version_column": self.field.version_attname,
-            "state": state,
-            "version": version,
-            "using": self._database,
-        }
+    def _columns(self, state: str, version: int) -> RowMove:
+        return field_move(self.field, state, version, self._database)
 
     @property
     def _database(self) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from django.db import models, router
 
@@ -29,8 +29,10 @@ from django_xsm.signals import post_commit
 from .keys import FieldSpec, instance_key, row_lookup
 
 __all__ = [
+    "RowMove",
     "aadvance_row",
     "advance_row",
+    "field_move",
     "leaf_paths",
     "project_commit",
     "project_value",
@@ -82,50 +84,56 @@ def project_value(value: Any) -> str:
     return ",".join(".".join(path) for path in leaf_paths(value))
 
 
+class RowMove(TypedDict):
+    """Where a row's projection moves to: the two columns, the new state and
+    version, and the database alias."""
+
+    state_column: str
+    version_column: str
+    state: str
+    version: int
+    using: str
+
+
+def field_move(field: FieldSpec, state: str, version: int, using: str) -> RowMove:
+    """The move of a row of ``field``'s model to ``(state, version)``."""
+    return RowMove(
+        state_column=field.attname,
+        version_column=field.version_attname,
+        state=state,
+        version=version,
+        using=using,
+    )
+
+
 def _fenced(
-    model: type[models.Model], lookup: Any, version_column: str, version: int, using: str
-) -> models.QuerySet[Any]:
+    model: type[models.Model], lookup: Any, move: RowMove
+) -> tuple[models.QuerySet[Any], dict[str, Any]]:
+    """The rows to update (only those behind ``move``'s version) and the
+    values to set."""
     # _base_manager: a custom default manager that filters rows (soft
     # delete, tenancy) must not hide the row being projected.
     where = lookup if isinstance(lookup, dict) else {"pk": lookup}
-    return model._base_manager.using(using).filter(**where, **{f"{version_column}__lt": version})
+    version_column, version = move["version_column"], move["version"]
+    rows = model._base_manager.using(move["using"]).filter(
+        **where, **{f"{version_column}__lt": version}
+    )
+    return rows, {move["state_column"]: move["state"], version_column: version}
 
 
-def advance_row(
-    model: type[models.Model],
-    pk: Any,
-    *,
-    state_column: str,
-    version_column: str,
-    state: str,
-    version: int,
-    using: str,
-) -> bool:
+def advance_row(model: type[models.Model], pk: Any, **move: Unpack[RowMove]) -> bool:
     """Move one row's projection forward to ``(state, version)``: one SQL
     ``UPDATE``, in the caller's transaction when one is open. ``pk`` is the
     primary key, or a dict lookup naming the row. True when the row moved
     (False: it was already at or past ``version``, or is gone)."""
-    rows = _fenced(model, pk, version_column, version, using).update(
-        **{state_column: state, version_column: version}
-    )
-    return bool(rows)
+    rows, values = _fenced(model, pk, move)
+    return bool(rows.update(**values))
 
 
-async def aadvance_row(
-    model: type[models.Model],
-    pk: Any,
-    *,
-    state_column: str,
-    version_column: str,
-    state: str,
-    version: int,
-    using: str,
-) -> bool:
+async def aadvance_row(model: type[models.Model], pk: Any, **move: Unpack[RowMove]) -> bool:
     """The asyncio twin of :func:`advance_row` (Django's async ORM)."""
-    rows = await _fenced(model, pk, version_column, version, using).aupdate(
-        **{state_column: state, version_column: version}
-    )
-    return bool(rows)
+    rows, values = _fenced(model, pk, move)
+    return bool(await rows.aupdate(**values))
 
 
 def project_commit(
@@ -137,30 +145,15 @@ def project_commit(
     if bound is not None:
         field, row = bound
         if field.machine_name == machine and instance_key(row, field) == key:
-            advance_row(
-                type(row),
-                row.pk,
-                state_column=field.attname,
-                version_column=field.version_attname,
-                state=state,
-                version=version,
-                using=row._state.db or router.db_for_write(type(row)),
-            )
+            using = row._state.db or router.db_for_write(type(row))
+            advance_row(type(row), row.pk, **field_move(field, state, version, using))
             return
     for field in _FIELDS.get(machine, ()):
         lookup = row_lookup(field, key)
         if lookup is None:
             continue
         model = field.model
-        advance_row(
-            model,
-            lookup,
-            state_column=field.attname,
-            version_column=field.version_attname,
-            state=state,
-            version=version,
-            using=router.db_for_write(model),
-        )
+        advance_row(model, lookup, **field_move(field, state, version, router.db_for_write(model)))
 
 
 post_commit.connect(project_commit, dispatch_uid="django_xsm.fields.projection")

@@ -25,7 +25,7 @@ from django_xsm.registry import machines
 
 from .field import StatechartField
 from .keys import instance_key, key_pattern
-from .projection import advance_row, project_value
+from .projection import advance_row, field_move, project_value
 
 __all__ = ["SyncReport", "statechart_fields", "sync_field"]
 
@@ -99,15 +99,8 @@ def sync_field(
             if view.version > int(getattr(row, f.version_attname) or 0):
                 report.repaired += 1
                 if not dry_run:
-                    advance_row(
-                        model,
-                        row.pk,
-                        state_column=f.attname,
-                        version_column=f.version_attname,
-                        state=project_value(view.value),
-                        version=view.version,
-                        using=using,
-                    )
+                    move = field_move(f, project_value(view.value), view.version, using)
+                    advance_row(model, row.pk, **move)
         if progress is not None:
             progress(report)
     claimed |= _claimed_by_other_fields(f, using)

@@ -15,7 +15,6 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any, TypeVar
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError
@@ -177,10 +176,5 @@ class StoreLock:
     def __enter__(self) -> str:
         return self.acquire()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
