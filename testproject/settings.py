@@ -74,7 +74,13 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 XSM = {
     "REDIS_URL": os.environ.get("REDIS_URL") or None,
     "PREFIX": "demo-shop",
-    "MACHINES": {"order": "testproject.orders.machines.order"},
+    "MACHINES": {
+        "order": {
+            "CONFIG": "testproject.orders.machines.order",
+            # the admin's Ship button needs this permission (orders.Order.Meta)
+            "PERMISSIONS": {"SHIP": "orders.ship_order"},
+        }
+    },
     "LOCK": "optimistic",
     "IDEMPOTENCY": {"REQUIRED": ["POST"]},
     "AUDIT": {"MAXLEN": 10_000},
