@@ -11,7 +11,7 @@ import datetime as _dt
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
@@ -169,22 +169,14 @@ class TransitionRecord:
     def timestamp(self) -> _dt.datetime:
         return ms_to_datetime(self.timestamp_ms)
 
+    @property
+    def entry(self) -> LogEntry:
+        """This record without its ``key``, ``seq`` and ``version``."""
+        return LogEntry(**_entry_values(self))
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "seq": self.seq,
-            "version": self.version,
-            "event_type": self.event_type,
-            "payload": dict(self.payload),
-            "actor": self.actor,
-            "reason": self.reason,
-            "from_state": self.from_state,
-            "to_state": self.to_state,
-            "idempotency_key": self.idempotency_key,
-            "correlation_id": self.correlation_id,
-            "timestamp_ms": self.timestamp_ms,
-            "accepted": self.accepted,
-        }
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return values | {"payload": dict(self.payload)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,21 +212,15 @@ class LogEntry:
             raise ArgumentTypeError("accepted", self.accepted, expected="a bool")
 
     def to_record(self, key: str, seq: int, version: int) -> TransitionRecord:
-        return TransitionRecord(
-            key=key,
-            seq=seq,
-            version=version,
-            event_type=self.event_type,
-            payload=self.payload,
-            actor=self.actor,
-            reason=self.reason,
-            from_state=self.from_state,
-            to_state=self.to_state,
-            idempotency_key=self.idempotency_key,
-            correlation_id=self.correlation_id,
-            timestamp_ms=self.timestamp_ms,
-            accepted=self.accepted,
-        )
+        return TransitionRecord(key=key, seq=seq, version=version, **_entry_values(self))
+
+
+#: The fields a LogEntry and its TransitionRecord have in common.
+_ENTRY_FIELDS = tuple(f.name for f in fields(LogEntry))
+
+
+def _entry_values(source: LogEntry | TransitionRecord) -> dict[str, Any]:
+    return {name: getattr(source, name) for name in _ENTRY_FIELDS}
 
 
 class ClaimStatus:

@@ -43,25 +43,10 @@ class LogCore:
     def append(self, record: TransitionRecord) -> Op[int]:
         validate_key(record.key)
         layout = yield from self.state.ensure()
-        entry = LogEntry(
-            record.event_type,
-            record.payload,
-            record.actor,
-            record.reason,
-            record.from_state,
-            record.to_state,
-            record.idempotency_key,
-            record.correlation_id,
-            record.timestamp_ms,
-            record.accepted,
+        call = ops.log_append_call(
+            layout, record.key, record.seq, record.version, record.entry, self.maxlen or 0
         )
-        seq = int(
-            (
-                yield ops.log_append_call(
-                    layout, record.key, record.seq, record.version, entry, self.maxlen or 0
-                )
-            )
-        )
+        seq = int((yield call))
         if seq < 0:
             raise InvalidConfigError(
                 f"seq {record.seq} is not above the last seq of {record.key!r}",
