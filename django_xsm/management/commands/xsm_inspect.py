@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from django_xsm import operations
-from django_xsm.exceptions import SnapshotCorruptError
+from django_xsm.exceptions import InstanceNotFoundError, SnapshotCorruptError
 from django_xsm.management import XsmCommand, command_errors, int_type
 from django_xsm.management.durations import format_duration
 
@@ -44,6 +44,12 @@ examples:
         with command_errors():
             try:
                 data = operations.inspect_instance(key, log=options["log"])
+            except InstanceNotFoundError as exc:
+                # the library's hint (create=True) means nothing on a command line
+                raise CommandError(
+                    f"{exc.message}; check the key (the admin's XSM browser lists and "
+                    "searches the stored instances)"
+                ) from exc
             except SnapshotCorruptError as exc:
                 raise CommandError(
                     f"{exc.message}. It cannot be shown; erase it with "

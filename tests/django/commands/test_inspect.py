@@ -115,6 +115,8 @@ def test_unknown_key(backend: Any):
     with pytest.raises(CommandError) as info:
         run("xsm_inspect", "alarm:none")
     assert "Instance 'alarm:none' does not exist" in str(info.value)
+    assert "create=True" not in str(info.value)  # meaningless on a command line
+    assert "check the key" in str(info.value)
     assert info.value.returncode == 1
 
 
