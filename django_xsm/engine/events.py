@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django_xsm.engine.text import brief
 from django_xsm.exceptions import InvalidEventError
 
 __all__ = [
@@ -124,7 +125,7 @@ def to_event(event_or_type: object, payload: Mapping[str, Any] | None = None) ->
         etype = event_or_type.get("type")
         if type(etype) is not str or not etype:
             raise InvalidEventError(
-                f"Event mapping needs a non-empty string 'type', got {etype!r}",
+                f"Event mapping needs a non-empty string 'type', got {brief(etype)}",
                 event=event_or_type,
                 hint="use {'type': 'PAY', ...payload}",
             )

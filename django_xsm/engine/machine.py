@@ -27,6 +27,7 @@ from .run.results import ActionCall, TransitionResult
 from .run.runner import Runner
 from .run.snapshot import dump_snapshot, load_snapshot
 from .run.state import RunState
+from .text import brief
 
 __all__ = ["Instance", "Machine", "create_machine"]
 
@@ -54,7 +55,7 @@ def create_machine(
         raise InvalidConfigError(
             f"version must be a string, got {type(version).__name__}",
             path="version",
-            hint=f"version={str(version)!r}",
+            hint="pass the version as a string",
         )
     if (
         isinstance(max_microsteps, bool)
@@ -219,7 +220,7 @@ class Machine(Program):
 def _check_now(now: object) -> None:
     if isinstance(now, bool) or not isinstance(now, int):
         raise InvalidConfigError(
-            f"now must be int milliseconds since the epoch, got {now!r:.40}",
+            f"now must be int milliseconds since the epoch, got {brief(now)}",
             path="now",
             hint="now=int(time.time() * 1000)",
         )

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from django_xsm.engine.events import WILDCARD, after_event_type, done_event_type
+from django_xsm.engine.text import brief
 from django_xsm.exceptions import InvalidConfigError
 
 from .compiled import Chart
@@ -79,7 +80,8 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
             where = path_join(spec.path, "id") if spec.explicit_id else spec.path
             problems.append(
                 (
-                    f"Duplicate state id {sid!r} (also used by {by_id[sid].path or 'the root'})",
+                    f"Duplicate state id {brief(sid)} "
+                    f"(also used by {by_id[sid].path or 'the root'})",
                     where,
                     "give one of them another 'id'",
                 )
@@ -106,9 +108,9 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
                 hint = suggest(spec.initial, [c.key for c in children])
                 problems.append(
                     (
-                        f"Unknown initial state {spec.initial!r} of {node.id!r}",
+                        f"Unknown initial state {brief(spec.initial)} of {brief(node.id)}",
                         path_join(spec.path, "initial"),
-                        hint or f"one of {', '.join(c.key for c in children)}",
+                        hint or f"one of {brief(', '.join(c.key for c in children))[1:-1]}",
                     )
                 )
         node._init_fields(
@@ -218,10 +220,10 @@ class _Resolver:
         if source.parent is None:
             self.problems.append(
                 (
-                    f"Target {target!r} is not valid from the root state",
+                    f"Target {brief(target)} is not valid from the root state",
                     path,
-                    f"root transitions target children with a dot ('.{target}') "
-                    f"or an id ('#{source.id}.{target}')",
+                    f"root transitions target children with a dot ({brief('.' + target)}) "
+                    f"or an id ({brief(f'#{source.id}.{target}')})",
                 )
             )
             return None
@@ -246,7 +248,7 @@ class _Resolver:
         hint = suggest(name, self.by_id)
         self.problems.append(
             (
-                f"Unknown target {ref!r}: no state has id {name!r}",
+                f"Unknown target {brief(ref)}: no state has id {brief(name)}",
                 path,
                 hint.replace("'", "'#", 1)
                 if hint
@@ -264,11 +266,11 @@ class _Resolver:
             if child is None:
                 keys = [c.key for c in node.children]
                 hint = suggest(key, keys) or (
-                    f"children of {node.id!r}: {', '.join(keys)}"
+                    f"children of {brief(node.id)}: {brief(', '.join(keys))[1:-1]}"
                     if keys
-                    else f"{node.id!r} has no child states"
+                    else f"{brief(node.id)} has no child states"
                 )
-                self.problems.append((f"Unknown target {written!r}", path, hint))
+                self.problems.append((f"Unknown target {brief(written)}", path, hint))
                 return None
             node = child
         return node
@@ -282,7 +284,7 @@ class _Resolver:
                 if lca.type != PARALLEL:
                     self.problems.append(
                         (
-                            f"Targets {a.id!r} and {b.id!r} cannot be active together",
+                            f"Targets {brief(a.id)} and {brief(b.id)} cannot be active together",
                             path,
                             "several targets must lie in different regions of a parallel state",
                         )
@@ -330,7 +332,7 @@ class _Binder:
         hint = suggest(name, known)
         self.missing.append(
             (
-                f"{what} {name!r} is not in the logic",
+                f"{what} {brief(name)} is not in the logic",
                 path,
                 hint or f"add it to MachineLogic({what}s=...)",
             )

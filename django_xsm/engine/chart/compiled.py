@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django_xsm.engine.text import brief
+
 from .model import HISTORY, Frozen, StateNode, Transition
 from .problems import suggest
 
@@ -66,7 +68,8 @@ class Chart(Frozen):
         if node is None:
             hint = suggest(state_id, self.by_id)
             raise KeyError(
-                f"Unknown state {state_id!r} in machine {self.id!r}" + (f"; {hint}" if hint else "")
+                f"Unknown state {brief(state_id)} in machine {brief(self.id)}"
+                + (f"; {hint}" if hint else "")
             )
         return node
 

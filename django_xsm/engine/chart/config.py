@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from django_xsm.engine.text import brief
 from django_xsm.exceptions import InvalidConfigError
 
 from .config_transitions import parse_actions, parse_transitions
@@ -91,10 +92,10 @@ def parse_config(config: object) -> ParsedConfig:
             (
                 f"The machine version must be a string, got {type(version).__name__}",
                 "version",
-                f"write it as {str(version)!r}",
+                'write it as a string, e.g. "1"',
             )
         )
-        version = str(version)
+        version = ""
     context = config.get("context", {})
     if context is None:
         context = {}
@@ -138,7 +139,7 @@ def _parse_state(
     is_root = spec.parent is None
     for key in raw:
         if not isinstance(key, str):
-            problems.append((f"Config keys must be strings, got {key!r}", path, ""))
+            problems.append((f"Config keys must be strings, got {brief(key)}", path, ""))
             continue
         if key in STATE_KEYS or (is_root and key in ROOT_ONLY_KEYS):
             continue
@@ -146,7 +147,7 @@ def _parse_state(
         if key in ROOT_ONLY_KEYS:
             problems.append(
                 (
-                    f"{key!r} is only allowed on the root of the config",
+                    f"{brief(key)} is only allowed on the root of the config",
                     where,
                     "move it to the top level",
                 )
@@ -154,7 +155,7 @@ def _parse_state(
         elif key in UNSUPPORTED_KEYS:
             problems.append(
                 (
-                    f"{key!r} is not supported by django-xsm",
+                    f"{brief(key)} is not supported by django-xsm",
                     where,
                     UNSUPPORTED_KEYS[key],
                 )
@@ -163,7 +164,7 @@ def _parse_state(
             allowed = STATE_KEYS | ROOT_ONLY_KEYS if is_root else STATE_KEYS
             problems.append(
                 (
-                    f"Unknown key {key!r}",
+                    f"Unknown key {brief(key)}",
                     where,
                     suggest(key, allowed) or f"allowed keys: {', '.join(sorted(allowed))}",
                 )
@@ -190,11 +191,11 @@ def _parse_state(
             problems.append(("'states' must be a dict of state key -> state config", spath, ""))
         else:
             for key, child in states.items():
-                cpath = _join(spath, key if isinstance(key, str) else repr(key))
+                cpath = _join(spath, key)
                 if not isinstance(key, str) or not key or "." in key or key.startswith("#"):
                     problems.append(
                         (
-                            f"Invalid state key {key!r}",
+                            f"Invalid state key {brief(key)}",
                             cpath,
                             "state keys are non-empty strings without '.' or a leading '#'",
                         )
@@ -236,7 +237,7 @@ def _parse_state(
             (
                 "A compound state needs 'initial'",
                 _join(path, "initial"),
-                f'add "initial": {first!r}',
+                f'add "initial": {brief(first)}',
             )
         )
 
@@ -269,7 +270,7 @@ def _parse_type(
         hint = suggest(stype, STATE_TYPES) if isinstance(stype, str) else ""
         problems.append(
             (
-                f"Unknown state type {stype!r}",
+                f"Unknown state type {brief(stype)}",
                 tpath,
                 hint or f"one of {', '.join(STATE_TYPES)}",
             )
@@ -305,7 +306,7 @@ def _parse_history(
     if hist not in ("shallow", "deep"):
         problems.append(
             (
-                f"Unknown history type {hist!r}",
+                f"Unknown history type {brief(hist)}",
                 _join(path, "history"),
                 'use "shallow" or "deep"',
             )

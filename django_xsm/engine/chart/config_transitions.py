@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.engine.events import is_valid_descriptor
+from django_xsm.engine.text import brief
 
 from .problems import check_json_depth, path_join, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
@@ -53,7 +54,7 @@ def parse_transitions(raw: Mapping[str, Any], spec: StateSpec, problems: Problem
                 elif not is_valid_descriptor(desc):
                     problems.append(
                         (
-                            f"Invalid event descriptor {desc!r}",
+                            f"Invalid event descriptor {brief(desc)}",
                             dpath,
                             "a wildcard is only allowed as the last token: '*' or 'prefix.*'",
                         )
@@ -118,7 +119,7 @@ def _delay(key: Any, path: str, problems: Problems) -> tuple[str, int | None] | 
         return key, None
     problems.append(
         (
-            f"Invalid delay {key!r}",
+            f"Invalid delay {brief(key)}",
             path,
             'use whole milliseconds ("1000") or the name of a delay in MachineLogic(delays=...)',
         )
@@ -181,7 +182,7 @@ def _transition(
             hint = (
                 "use 'reenter' (XState v5)" if key == "internal" else suggest(key, TRANSITION_KEYS)
             )
-            problems.append((f"Unknown transition key {key!r}", path_join(path, key), hint))
+            problems.append((f"Unknown transition key {brief(key)}", path_join(path, key), hint))
     seen = len(problems)
     targets = _targets(value.get("target"), path_join(path, "target"), problems)
     ok = ok and len(problems) == seen
@@ -303,7 +304,7 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
             if name.startswith("xstate."):
                 problems.append(
                     (
-                        f"Built-in action {name!r} is not supported",
+                        f"Built-in action {brief(name)} is not supported",
                         path,
                         f"only {RAISE!r} is",
                     )
@@ -329,7 +330,7 @@ def _raise_action(value: Mapping[str, Any], path: str, problems: Problems) -> li
     if extra:
         problems.append(
             (
-                f"Unsupported key {extra[0]!r} in xstate.raise",
+                f"Unsupported key {brief(extra[0])} in xstate.raise",
                 path_join(path, extra[0]),
                 "only 'event' is supported (no delays)",
             )

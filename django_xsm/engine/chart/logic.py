@@ -9,9 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django_xsm.engine.text import brief
 from django_xsm.exceptions import InvalidConfigError
 
-__all__ = ["MachineLogic"]
+from .problems import path_join
+
+__all__ = ["MAX_DELAY_MS", "MachineLogic"]
+
+# delays are whole milliseconds below 2**53 (about 285 000 years): exact as a
+# JSON number in every language, and far inside Redis' 64-bit scores and TTLs
+MAX_DELAY_MS = 2**53
 
 
 class MachineLogic:
@@ -38,12 +45,12 @@ class MachineLogic:
             ok = callable(value) or (
                 isinstance(value, int | float)
                 and not isinstance(value, bool)
-                and 0 <= value < float("inf")
+                and 0 <= value < MAX_DELAY_MS
             )
             if not isinstance(name, str) or not ok:
                 raise InvalidConfigError(
-                    f"Delay {name!r} must be milliseconds >= 0 or a function",
-                    path=f"logic.delays.{name}",
+                    f"Delay {brief(name)} must be milliseconds in [0, 2**53) or a function",
+                    path=path_join("logic.delays", name),
                     hint="e.g. delays={'TIMEOUT': 5000}",
                 )
             self.delays[name] = value
@@ -69,9 +76,9 @@ def _functions(
     for name, fn in given.items():
         if not isinstance(name, str) or not callable(fn):
             raise InvalidConfigError(
-                f"{kind[:-1].capitalize()} {name!r} must be a callable with a string name",
-                path=f"logic.{kind}.{name}",
-                hint=f"e.g. {kind}={{'{name}': my_function}}",
+                f"{kind[:-1].capitalize()} {brief(name)} must be a callable with a string name",
+                path=path_join(f"logic.{kind}", name),
+                hint=f"e.g. {kind}={{'name': my_function}}",
             )
         out[name] = fn
     return out

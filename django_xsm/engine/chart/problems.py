@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django_xsm.engine.text import brief
 from django_xsm.exceptions import InvalidConfigError
 
 from .specs import Problems
@@ -28,9 +29,9 @@ _SIMPLE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 
 def path_join(base: str, key: object) -> str:
     """JSON path: ``a.b`` for plain keys, ``a["x.*"]`` otherwise, ``a[0]`` for ints."""
-    if isinstance(key, int):
+    if type(key) is int and key.bit_length() <= 64:
         return f"{base}[{key}]"
-    text = str(key)
+    text = key if isinstance(key, str) else brief(key)
     if text and all(c in _SIMPLE for c in text):
         return f"{base}.{text}" if base else text
     quoted = text.replace("\\", "\\\\").replace('"', '\\"')
@@ -73,6 +74,8 @@ def check_json_depth(
 
 def suggest(word: str, choices: Any) -> str:
     """``"did you mean 'x'?"`` or ``""`` (difflib is imported only on error)."""
+    if not isinstance(word, str):
+        return ""
     import difflib
 
     names = [c for c in choices if isinstance(c, str)]

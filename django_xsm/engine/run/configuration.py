@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.engine.chart.model import ATOMIC, COMPOUND, FINAL, PARALLEL, StateNode
+from django_xsm.engine.text import brief
 
 __all__ = [
     "Configuration",
@@ -122,27 +123,29 @@ def _mask_below(node: StateNode, value: Any, where: str) -> int:
         elif isinstance(value, Mapping) and len(value) == 1:
             key, sub = next(iter(value.items()))
         else:
-            raise ValueError(f"{where}: expected one child key of {node.id!r}, got {value!r:.80}")
+            raise ValueError(f"{where}: expected one child key of {node.id!r}, got {brief(value)}")
         child = _child(node, key, where)
         if child.type in (ATOMIC, FINAL):
             if sub not in (None, {}):
-                raise ValueError(f"{where}.{key}: {child.id!r} is {child.type}, it has no children")
+                raise ValueError(
+                    f"{where}.{key}: {brief(child.id)} is {child.type}, it has no children"
+                )
             return child.bit
         if sub is None:
             raise ValueError(
-                f"{where}.{key}: {child.id!r} is {child.type}; its active children are missing"
+                f"{where}.{key}: {brief(child.id)} is {child.type}; its active children are missing"
             )
         return child.bit | _mask_below(child, sub, f"{where}.{key}")
     if node.type == PARALLEL:
         if not isinstance(value, Mapping):
             raise ValueError(
-                f"{where}: expected a dict of all regions of {node.id!r}, got {value!r:.80}"
+                f"{where}: expected a dict of all regions of {node.id!r}, got {brief(value)}"
             )
         expected = {c.key for c in node.regions}
         if set(value) != expected:
             raise ValueError(
-                f"{where}: regions of {node.id!r} are {sorted(expected)!r}, "
-                f"got {sorted(map(str, value))!r}"
+                f"{where}: regions of {brief(node.id)} are {brief(sorted(expected))}, "
+                f"got {brief(list(value))}"
             )
         mask = 0
         for region in node.regions:
@@ -155,7 +158,7 @@ def _mask_below(node: StateNode, value: Any, where: str) -> int:
                 mask |= _mask_below(region, sub, f"{where}.{region.key}")
         return mask
     if value != {}:
-        raise ValueError(f"{where}: {node.id!r} is {node.type}, expected {{}}")
+        raise ValueError(f"{where}: {brief(node.id)} is {node.type}, expected {{}}")
     return 0
 
 
@@ -163,4 +166,4 @@ def _child(node: StateNode, key: object, where: str) -> StateNode:
     for c in node.regions:
         if c.key == key:
             return c
-    raise ValueError(f"{where}: {node.id!r} has no child state {key!r}")
+    raise ValueError(f"{where}: {brief(node.id)} has no child state {brief(key)}")

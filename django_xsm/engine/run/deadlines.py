@@ -15,6 +15,7 @@ from typing import Any
 
 from django_xsm.engine.chart.model import Frozen
 from django_xsm.engine.events import Event
+from django_xsm.engine.text import brief
 from django_xsm.exceptions import InvalidConfigError
 
 __all__ = ["Deadline", "delay_ms"]
@@ -79,7 +80,7 @@ class Deadline(Frozen):
             state_id, entry, due = data["state_id"], data["entry"], data["due_ms"]
             event_type, delay = data["event_type"], data["delay"]
         except KeyError as exc:
-            raise ValueError(f"a deadline needs {exc.args[0]!r}") from None
+            raise ValueError(f"a deadline needs {brief(exc.args[0])}") from None
         for name, value, kind in (
             ("state_id", state_id, str),
             ("event_type", event_type, str),
@@ -88,7 +89,7 @@ class Deadline(Frozen):
             ("due_ms", due, int),
         ):
             if not isinstance(value, kind) or isinstance(value, bool):
-                raise ValueError(f"deadline {name} must be {kind.__name__}, got {value!r:.40}")
+                raise ValueError(f"deadline {name} must be {kind.__name__}, got {brief(value)}")
         return cls(state_id, entry, due, event_type, delay)
 
 

@@ -19,9 +19,10 @@ from typing import Any
 
 from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
 from django_xsm.engine.events import AFTER_PREFIX, Event
+from django_xsm.engine.text import brief
 from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError
 
-from .context import copy_data
+from .context import MappingView, ReadOnlyError, copy_data
 from .deadlines import delay_ms
 from .microstep import OP_ARM, OP_CALL, OP_RAISE, MicroPlan, compute_plan
 from .program import Program
@@ -90,14 +91,24 @@ class Stepper:
         else:
             collect.append(ActionCall(action.type, action.params, event))
 
-    def _guard(self, guard: Guard, event: Event) -> bool:
-        ctx = self._state.context
-        if guard.wants_params:
-            return bool(guard.fn(ctx, event, guard.params))
-        return bool(guard.fn(ctx, event))
-
     def _checker(self, event: Event) -> Callable[[Guard], bool]:
-        return lambda guard: self._guard(guard, event)
+        """Guards of one event see read-only views of the context and the
+        payload (a refused event must change nothing)."""
+        ctx = MappingView(self._state.context)
+        seen = Event(event.type, MappingView(event.data))  # type: ignore[arg-type]
+
+        def check(guard: Guard) -> bool:
+            try:
+                if guard.wants_params:
+                    return bool(guard.fn(ctx, seen, guard.params))
+                return bool(guard.fn(ctx, seen))
+            except ReadOnlyError:
+                raise ReadOnlyError(
+                    f"Guard {brief(guard.type)} at {guard.path} tried to change the context "
+                    "or the event: guards are read-only (change the context in an action)"
+                ) from None
+
+        return check
 
     def _time(self) -> int:
         """``now`` for this step: the clock is read at most once per send."""
@@ -108,7 +119,7 @@ class Stepper:
                 raw = self._clock()
                 if isinstance(raw, bool) or not isinstance(raw, int | float):
                     raise InvalidConfigError(
-                        f"The clock returned {raw!r}, not int milliseconds",
+                        f"The clock returned {brief(raw)}, not int milliseconds",
                         path="clock",
                         hint="clock=lambda: int(time.time() * 1000)",
                     )

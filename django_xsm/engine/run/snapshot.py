@@ -30,6 +30,7 @@ from typing import Any
 
 from django_xsm.engine.chart.compiled import Chart
 from django_xsm.engine.chart.model import ATOMIC, FINAL, HISTORY, StateNode
+from django_xsm.engine.text import brief
 from django_xsm.exceptions import MigrationError, SnapshotCorruptError
 
 from .configuration import mask_from_value
@@ -82,19 +83,22 @@ def load_snapshot(program: Program, data: object, *, now: int) -> tuple[RunState
     if missing:
         raise _corrupt(f"missing key(s) {', '.join(missing)}")
     if data["schema"] != SCHEMA or isinstance(data["schema"], bool):
-        raise _corrupt(f"unknown schema {data['schema']!r} (this engine reads schema {SCHEMA})")
+        raise _corrupt(
+            f"unknown schema {brief(data['schema'])} (this engine reads schema {SCHEMA})"
+        )
     if data["machine_id"] != chart.id:
-        raise _corrupt(f"it belongs to machine {data['machine_id']!r}, not {chart.id!r}")
+        raise _corrupt(f"it belongs to machine {brief(data['machine_id'])}, not {brief(chart.id)}")
     version = data["machine_version"]
     if not isinstance(version, str):
-        raise _corrupt(f"machine_version must be a string, got {version!r:.40}")
+        raise _corrupt(f"machine_version must be a string, got {brief(version)}")
     migrated = version != program.version
     if migrated:
         data = _migrate(program, data, version)
     elif data["structure"] != chart.structure_hash:
         raise _migration_error(
             program,
-            f"Snapshot of {chart.id!r} version {version!r} was written for another chart structure",
+            f"Snapshot of {brief(chart.id)} version {brief(version)} was written "
+            "for another chart structure",
             version,
             "the chart changed without a version bump: bump the machine "
             "version and add a migration from the old version",
@@ -105,7 +109,7 @@ def load_snapshot(program: Program, data: object, *, now: int) -> tuple[RunState
         if migrated:
             raise _migration_error(
                 program,
-                f"Migrating {chart.id!r} from version {version!r} produced an "
+                f"Migrating {brief(chart.id)} from version {brief(version)} produced an "
                 f"invalid snapshot: {exc.message}",
                 version,
                 "fix the migration so its result fits the current chart",
@@ -137,7 +141,8 @@ def _migrate(program: Program, data: Mapping[str, Any], found: str) -> Mapping[s
         if not isinstance(result, Mapping) or result.get("machine_version") == ver:
             raise _migration_error(
                 program,
-                f"Migration of {program.chart.id!r} from version {ver!r} did not return a "
+                f"Migration of {brief(program.chart.id)} from version {brief(ver)} "
+                "did not return a "
                 "snapshot with a new machine_version",
                 found,
                 "a migration returns the snapshot dict with machine_version set "
@@ -146,10 +151,10 @@ def _migrate(program: Program, data: Mapping[str, Any], found: str) -> Mapping[s
         current = result
     raise _migration_error(
         program,
-        f"No migration turns snapshot version {found!r} of {program.chart.id!r} into "
-        f"version {program.version!r}",
+        f"No migration turns snapshot version {brief(found)} of {brief(program.chart.id)} into "
+        f"version {brief(program.version)}",
         found,
-        f"pass migrations={{{found!r}: fn}} to create_machine(); each fn takes "
+        f"pass migrations={{{brief(found)}: fn}} to create_machine(); each fn takes "
         "and returns a snapshot dict",
     )
 
@@ -157,7 +162,7 @@ def _migrate(program: Program, data: Mapping[str, Any], found: str) -> Mapping[s
 def _load_fields(program: Program, data: Mapping[str, Any], now: int) -> RunState:
     for key in SNAPSHOT_KEYS:
         if key not in data:
-            raise _corrupt(f"missing key {key!r}")
+            raise _corrupt(f"missing key {brief(key)}")
     chart = program.chart
     try:
         mask = mask_from_value(chart.root, data["value"])
@@ -172,10 +177,10 @@ def _load_fields(program: Program, data: Mapping[str, Any], now: int) -> RunStat
         raise _corrupt("context is nested too deeply") from None
     status = data["status"]
     if status not in STATUSES:
-        raise _corrupt(f"status must be 'active' or 'done', got {status!r:.40}")
+        raise _corrupt(f"status must be 'active' or 'done', got {brief(status)}")
     seq = data["entry_seq"]
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise _corrupt(f"entry_seq must be an int >= 0, got {seq!r:.40}")
+        raise _corrupt(f"entry_seq must be an int >= 0, got {brief(seq)}")
     return RunState(
         program.configurations.get(mask),
         context,
@@ -199,9 +204,9 @@ def _load_history(chart: Chart, raw: Any) -> dict[str, tuple[StateNode, ...]]:
     for hid, ids in raw.items():
         hist = by_id.get(hid) if isinstance(hid, str) else None
         if hist is None or hist.type != HISTORY or hist.parent is None:
-            raise _corrupt(f"history: {hid!r} is not a history state of this chart")
+            raise _corrupt(f"history: {brief(hid)} is not a history state of this chart")
         if not isinstance(ids, list | tuple) or not all(isinstance(i, str) for i in ids):
-            raise _corrupt(f"history[{hid!r}] must be a list of state ids")
+            raise _corrupt(f"history[{brief(hid)}] must be a list of state ids")
         parent = hist.parent
         nodes = []
         for sid in ids:
@@ -213,7 +218,7 @@ def _load_history(chart: Chart, raw: Any) -> dict[str, tuple[StateNode, ...]]:
                 ok = node.type in (ATOMIC, FINAL)
             if not ok or node is None:
                 raise _corrupt(
-                    f"history[{hid!r}]: {sid!r} cannot be recorded by this history state"
+                    f"history[{brief(hid)}]: {brief(sid)} cannot be recorded by this history state"
                 )
             nodes.append(node)
         history[hid] = tuple(nodes)
@@ -231,10 +236,11 @@ def _load_deadlines(chart: Chart, raw: Any, mask: int, seq: int) -> tuple[Deadli
             raise _corrupt(f"deadlines[{i}]: {exc}") from None
         node = chart.by_id.get(d.state_id)
         if node is None or not mask & node.bit:
-            raise _corrupt(f"deadlines[{i}]: state {d.state_id!r} is not active")
+            raise _corrupt(f"deadlines[{i}]: state {brief(d.state_id)} is not active")
         if all(e != d.event_type for _, e in node.after):
             raise _corrupt(
-                f"deadlines[{i}]: {d.state_id!r} has no delayed transition {d.event_type!r}"
+                f"deadlines[{i}]: {brief(d.state_id)} has no delayed transition "
+                f"{brief(d.event_type)}"
             )
         if d.entry > seq or d.entry < 1:
             raise _corrupt(f"deadlines[{i}]: entry {d.entry} is outside 1..entry_seq ({seq})")
