@@ -174,20 +174,19 @@ class MemoryInbox:
             now = self.clock()
             return sum(1 for row in self._rows.values() if row.expires_ms <= now)
 
-    def forget(self, scope: str) -> int:
+    def _forget_rows(self, doomed: Callable[[_RowId], bool]) -> int:
         with self._lock:
-            doomed = [rid for rid in self._rows if rid[0] == scope]
-            for rid in doomed:
+            rids = [rid for rid in self._rows if doomed(rid)]
+            for rid in rids:
                 del self._rows[rid]
-            return len(doomed)
+            return len(rids)
+
+    def forget(self, scope: str) -> int:
+        return self._forget_rows(lambda rid: rid[0] == scope)
 
     def forget_instance(self, instance_key: str) -> int:
         validate_key(instance_key)
-        with self._lock:
-            doomed = [rid for rid in self._rows if rid[1] == instance_key]
-            for rid in doomed:
-                del self._rows[rid]
-            return len(doomed)
+        return self._forget_rows(lambda rid: rid[1] == instance_key)
 
     def count_for_instance(self, instance_key: str) -> int:
         validate_key(instance_key)
