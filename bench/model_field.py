@@ -107,8 +107,10 @@ def _pg_admin(*statements: str) -> None:
     from django.conf import settings
 
     db = settings.DATABASES["postgres"]
-    with psycopg.connect(host=db["HOST"], port=int(db["PORT"]), user=db["USER"],
-                         password=db["PASSWORD"], dbname="postgres", autocommit=True) as conn:  # fmt: skip
+    params = {"host": db["HOST"], "port": int(db["PORT"]), "user": db["USER"]}
+    with psycopg.connect(
+        **params, password=db["PASSWORD"], dbname="postgres", autocommit=True
+    ) as conn:
         for statement in statements:
             conn.execute(statement)
 
@@ -168,7 +170,9 @@ def main() -> None:
         store, entry = backend.get_backend(), machines["shop"]
 
         def bare(i: int) -> Any:
-            with persisted(store.store, f"bare:{i % 50}", entry.machine, plugins=store.plugins) as b:
+            with persisted(
+                store.store, f"bare:{i % 50}", entry.machine, plugins=store.plugins
+            ) as b:
                 return b.send("ADD")
 
         def manager(i: int) -> Any:
@@ -199,7 +203,9 @@ def main() -> None:
         machine = {"python": platform.python_version(), "cpu": platform.processor() or
                    platform.machine(), "cores": os.cpu_count()}  # fmt: skip
         if args.json:
-            Path(args.json).write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+            Path(args.json).write_text(
+                json.dumps({"machine": machine, "results": results}, indent=2)
+            )
 
 
 if __name__ == "__main__":
