@@ -19,6 +19,7 @@ from django_xsm.exceptions import InvalidConfigError
 
 from .compiled import Chart
 from .config_transitions import RAISE
+from .cycles import check_history_cycles
 from .logic import MachineLogic
 from .model import (
     HISTORY,
@@ -109,7 +110,7 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
                 problems.append(
                     (
                         f"Unknown initial state {brief(spec.initial)} of {brief(node.id)}",
-                        path_join(spec.path, "initial"),
+                        spec.initial_path,
                         hint or f"one of {brief(', '.join(c.key for c in children))[1:-1]}",
                     )
                 )
@@ -134,6 +135,7 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
                 hist_target = tuple(f for f in found if f is not None)
         transitions = tuple(_transition(node, t, resolver, binder) for t in spec.transitions)
         _finish_node(node, spec, transitions, hist_target, binder)
+    check_history_cycles(tuple(nodes), problems)
     raise_problems(problems)
     binder.check()
     return Chart(tuple(nodes), by_id)
@@ -172,6 +174,7 @@ def _finish_node(
         delays=tuple(delays.values()),
         after=tuple((d, e) for d, e, _ in delays.values()),
         entry=tuple(binder.action(a) for a in spec.entry),
+        initial_actions=tuple(binder.action(a) for a in spec.initial_actions),
         exit=tuple(binder.action(a) for a in spec.exit),
         history_target=hist_target,
     )

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from django_xsm.engine.text import brief
 from django_xsm.exceptions import InvalidConfigError
 
-from .config_transitions import parse_actions, parse_transitions
+from .config_transitions import parse_actions, parse_initial, parse_transitions
 from .problems import check_json_depth, freeze, raise_problems, suggest
 from .problems import path_join as _join
 from .specs import ActionSpec, Problems, StateSpec
@@ -227,10 +227,8 @@ def _parse_state(
                     "remove it",
                 )
             )
-        elif not isinstance(init, str) or not init:
-            problems.append(("'initial' must be the key of a child state", ipath, ""))
         else:
-            spec.initial = init
+            parse_initial(init, ipath, spec, problems)
     elif spec.type == "compound":
         first = next(iter(children), ("<child>", None))[0]
         problems.append(

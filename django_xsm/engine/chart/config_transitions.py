@@ -15,21 +15,24 @@ Accepted shapes (XState v5 JSON):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.engine.events import is_valid_descriptor
 from django_xsm.engine.text import brief
 
+from .logic import MAX_DELAY_MS
 from .problems import check_json_depth, path_join, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
 
-__all__ = ["RAISE", "parse_actions", "parse_transitions"]
+__all__ = ["RAISE", "parse_actions", "parse_initial", "parse_transitions"]
 
 RAISE = "xstate.raise"
 TRANSITION_KEYS = frozenset(
     {"target", "actions", "guard", "cond", "reenter", "description", "meta"}
 )
+INITIAL_KEYS = ("target", "actions", "description")
 
 
 def parse_transitions(raw: Mapping[str, Any], spec: StateSpec, problems: Problems) -> None:
@@ -69,6 +72,50 @@ def parse_transitions(raw: Mapping[str, Any], spec: StateSpec, problems: Problem
         out += _transition_list(raw["onDone"], path_join(path, "onDone"), "onDone", "", problems)
 
 
+def parse_initial(init: Any, path: str, spec: StateSpec, problems: Problems) -> None:
+    """``initial``: a child key, or XState's initial transition object
+    ``{"target": key, "actions": ..., "description": ...}``."""
+    if isinstance(init, str) and init:
+        spec.initial, spec.initial_path = init, path
+        return
+    if not isinstance(init, Mapping):
+        problems.append(
+            (
+                '\'initial\' must be the key of a child state or {"target": key, "actions": ...}',
+                path,
+                "",
+            )
+        )
+        return
+    ok = True
+    for key in init:
+        if not isinstance(key, str):
+            problems.append(
+                (f"Initial keys must be strings, got {brief(key)}", path_join(path, key), "")
+            )
+            ok = False
+        elif key not in INITIAL_KEYS:
+            hint = (
+                suggest(key, INITIAL_KEYS)
+                or "an initial transition takes target, actions and description"
+            )
+            problems.append((f"Unknown initial key {brief(key)}", path_join(path, key), hint))
+            ok = False
+    target = init.get("target")
+    tpath = path_join(path, "target")
+    if not isinstance(target, str) or not target:
+        problems.append(
+            ("The initial transition needs a 'target': the key of a child state", tpath, "")
+        )
+        ok = False
+    if "description" in init and not isinstance(init["description"], str):
+        problems.append(("'description' must be a string", path_join(path, "description"), ""))
+        ok = False
+    actions = parse_actions(init.get("actions"), path_join(path, "actions"), problems)
+    if ok:
+        spec.initial, spec.initial_path, spec.initial_actions = target, tpath, actions
+
+
 def _parse_after(after: Any, apath: str, out: list[TransitionSpec], problems: Problems) -> None:
     if isinstance(after, Mapping):
         for key, value in after.items():
@@ -106,22 +153,30 @@ def _parse_after(after: Any, apath: str, out: list[TransitionSpec], problems: Pr
 
 
 def _delay(key: Any, path: str, problems: Problems) -> tuple[str, int | None] | None:
-    """(delay as written, ms or None for a named delay)."""
+    """(delay as written, ms or None for a named delay). Whole milliseconds
+    in ``[0, MAX_DELAY_MS)``; checked before any ``int()``/``str()`` so
+    infinities and 5000-digit numbers are problems, not exceptions."""
+    ms: int | None = None
     if isinstance(key, bool):
         pass
-    elif isinstance(key, int) and key >= 0:
-        return str(key), key
-    elif (isinstance(key, float) and key >= 0 and key == int(key)) or (
-        isinstance(key, str) and key.isascii() and key.isdigit()
-    ):
-        return str(int(key)), int(key)
+    elif isinstance(key, int):
+        ms = key
+    elif isinstance(key, float):
+        if math.isfinite(key) and key.is_integer() and abs(key) < MAX_DELAY_MS:
+            ms = int(key)
+    elif isinstance(key, str) and key.isascii() and key.isdigit():
+        if len(key) <= len(str(MAX_DELAY_MS)):
+            ms = int(key)
     elif isinstance(key, str) and key.strip() == key and key and not _is_number(key):
         return key, None
+    if ms is not None and 0 <= ms < MAX_DELAY_MS:
+        return str(ms), ms
     problems.append(
         (
             f"Invalid delay {brief(key)}",
             path,
-            'use whole milliseconds ("1000") or the name of a delay in MachineLogic(delays=...)',
+            'use whole milliseconds in [0, 2**53) ("1000") '
+            "or the name of a delay in MachineLogic(delays=...)",
         )
     )
     return None
@@ -129,7 +184,7 @@ def _delay(key: Any, path: str, problems: Problems) -> tuple[str, int | None] | 
 
 def _is_number(text: str) -> bool:
     try:
-        float(text)
+        float(text)  # "1e400", "Infinity", "NaN" and "-5" are numbers: invalid delays
     except ValueError:
         return False
     return True
@@ -177,7 +232,12 @@ def _transition(
         return None
     ok = True
     for key in value:
-        if key not in TRANSITION_KEYS:
+        if not isinstance(key, str):
+            ok = False
+            problems.append(
+                (f"Transition keys must be strings, got {brief(key)}", path_join(path, key), "")
+            )
+        elif key not in TRANSITION_KEYS:
             ok = False
             hint = (
                 "use 'reenter' (XState v5)" if key == "internal" else suggest(key, TRANSITION_KEYS)
@@ -205,6 +265,9 @@ def _transition(
         guard = _guard(value[gkey], path_join(path, gkey), problems)
         ok = ok and guard is not None
     actions = parse_actions(value.get("actions"), path_join(path, "actions"), problems)
+    if "description" in value and not isinstance(value["description"], str):
+        problems.append(("'description' must be a string", path_join(path, "description"), ""))
+        ok = False
     if "meta" in value:
         ok = check_json_depth(value["meta"], path_join(path, "meta"), problems) and ok
     if not ok:

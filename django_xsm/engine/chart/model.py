@@ -184,7 +184,8 @@ class StateNode(Frozen):
     Public: ``id`` (full dotted id, or the explicit ``id``), ``key``,
     ``type`` (atomic/compound/parallel/final/history), ``parent``,
     ``children`` (document order, history nodes included), ``initial``
-    (child key), ``history`` (shallow/deep for history nodes),
+    (child key), ``initial_actions`` (of the object form of ``initial``),
+    ``history`` (shallow/deep for history nodes),
     ``transitions`` (every transition: on, always, after, onDone, in that
     order), ``entry`` / ``exit`` (actions), ``after`` (``(delay, event
     type)`` pairs), ``description``, ``meta``, ``tags``, ``order``, ``depth``.
@@ -209,6 +210,7 @@ class StateNode(Frozen):
         "history_target",
         "id",
         "initial",
+        "initial_actions",
         "initial_node",
         "key",
         "meta",
@@ -232,6 +234,7 @@ class StateNode(Frozen):
     history_nodes: tuple[StateNode, ...]
     initial: str | None
     initial_node: StateNode | None
+    initial_actions: tuple[Action, ...]
     history: str | None
     history_target: tuple[StateNode, ...] | None
     order: int

@@ -96,6 +96,8 @@ class StateSpec:
         "history",
         "history_target",
         "initial",
+        "initial_actions",
+        "initial_path",
         "key",
         "meta",
         "parent",
@@ -111,7 +113,9 @@ class StateSpec:
         self.parent = parent
         self.depth = depth
         self.type = "atomic"
-        self.initial: str | None = None
+        self.initial: str | None = None  # the child key, whichever form was written
+        self.initial_path = ""  # JSON path of that key
+        self.initial_actions: list[ActionSpec] = []  # of the object form
         self.history: str | None = None
         self.history_target: tuple[str, ...] | None = None
         self.explicit_id: str | None = None

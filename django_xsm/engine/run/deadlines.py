@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django_xsm.engine.chart.logic import MAX_DELAY_MS
 from django_xsm.engine.chart.model import Frozen
 from django_xsm.engine.events import Event
 from django_xsm.engine.text import brief
@@ -102,11 +103,10 @@ def delay_ms(delay: str, amount: Any, context: dict[str, Any], event: Event) -> 
     if (
         isinstance(amount, bool)
         or not isinstance(amount, int | float)
-        or not amount >= 0
-        or amount == float("inf")
+        or not 0 <= amount < MAX_DELAY_MS  # also false for NaN
     ):
         raise InvalidConfigError(
-            f"Delay {delay!r} gave {amount!r}, not a number of milliseconds >= 0",
+            f"Delay {brief(delay)} gave {brief(amount)}, not milliseconds in [0, 2**53)",
             path=f"logic.delays.{delay}",
             hint="return an int or float of milliseconds",
         )

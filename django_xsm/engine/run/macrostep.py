@@ -177,16 +177,21 @@ class Stepper:
         if plan.done:
             state.finish()
 
-    def _macrostep(self, event: Event, first: MicroPlan) -> list[Transition]:
+    def _macrostep(self, event: Event, first: MicroPlan | None) -> list[Transition]:
         """Run ``first`` and then everything it triggers; returns the
-        transitions taken, in order."""
+        transitions taken, in order. ``first=None``: the event enabled no
+        transition, but eventless ones are still selected (XState's
+        ``macrostep`` does so for every event)."""
         state = self._state
         root = self._program.chart.root
         limit = self._program.max_microsteps
         queue: deque[Event] = deque()
-        self._run_plan(first, event, queue)
-        taken = list(first.transitions)
-        steps = 1
+        taken: list[Transition] = []
+        steps = 0
+        if first is not None:
+            self._run_plan(first, event, queue)
+            taken += first.transitions
+            steps = 1
         select_eventless_now = True
         while state.status == ACTIVE:
             cfg = state.cfg

@@ -99,13 +99,16 @@ def _action_ops(actions: tuple[Action, ...]) -> list[Op]:
 
 class _EntrySet:
     """XState's computeEntrySet / addDescendantStatesToEnter /
-    addAncestorStatesToEnter over a mask."""
+    addAncestorStatesToEnter over a mask. ``defaults`` are XState's
+    ``statesForDefaultEntry``: compound states entered through their
+    initial transition, whose ``initial_actions`` then run."""
 
-    __slots__ = ("history", "mask", "used_history")
+    __slots__ = ("defaults", "history", "mask", "used_history")
 
     def __init__(self, history: History) -> None:
         self.history = history
         self.mask = 0
+        self.defaults = 0
         self.used_history = False
 
     def add_transition(self, t: Transition, root: StateNode) -> None:
@@ -134,6 +137,8 @@ class _EntrySet:
             assert parent is not None
             stored = self.history.get(node.id)
             targets = stored if stored else default_history_targets(node)
+            if not stored and node.history_target is None:
+                self.defaults |= parent.bit  # the parent's initial transition
             for s in targets:
                 self.mask |= s.bit
                 self.add_descendants(s)
@@ -142,6 +147,7 @@ class _EntrySet:
         elif node.type == COMPOUND:
             init = node.initial_node
             assert init is not None
+            self.defaults |= node.bit
             if init.type != HISTORY:
                 self.mask |= init.bit
             self.add_descendants(init)
@@ -226,6 +232,8 @@ def compute_plan(
         ops += _action_ops(node.entry)
         if node.delays:
             ops.append((OP_ARM, node))
+        if node.initial_actions and entry.defaults & node.bit:
+            ops += _action_ops(node.initial_actions)
         if node.type == FINAL:
             parent = node.parent
             assert parent is not None

@@ -149,7 +149,8 @@ class Runner(Stepper):
         if type(entry) is Receipt:  # refused here, whatever the guards say
             if strict:
                 raise EventNotAcceptedError(etype, value=cfg.value())
-            return entry
+            if not cfg.has_always:
+                return entry
         return self._send_general(
             event if event is not None else Event(etype, payload), entry, strict
         )
@@ -174,14 +175,14 @@ class Runner(Stepper):
         self._busy = True
         try:
             plan = self._resolve(cfg, entry, event)
-            if plan is None:
-                if strict:
-                    raise EventNotAcceptedError(etype, value=cfg.value())
-                if held is not None:  # a due timer whose guards refused: consumed
-                    state.consume_deadline(etype)
-                return self._refuse(etype, False, consumed=held is not None)
-            if held is not None:
+            if plan is None and strict:
+                raise EventNotAcceptedError(etype, value=cfg.value())
+            if held is not None:  # consumed, even when its guards refused
                 state.consume_deadline(etype)
+            if plan is None and not cfg.has_always:
+                return self._refuse(etype, False, consumed=held is not None)
+            # an event that enabled nothing still starts a macrostep: its
+            # eventless transitions are selected again (XState)
             taken = self._macrostep(event, plan)
         except BaseException:
             state.restore(saved)
@@ -191,4 +192,4 @@ class Runner(Stepper):
         finally:
             self._busy = False
         changed = state.differs_from(saved) or (before is not UNCHANGED and ctx != before)
-        return Receipt(etype, True, changed, state.status, state.cfg, tuple(taken))
+        return Receipt(etype, plan is not None, changed, state.status, state.cfg, tuple(taken))

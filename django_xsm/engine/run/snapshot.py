@@ -34,7 +34,7 @@ from django_xsm.engine.text import brief
 from django_xsm.exceptions import MigrationError, SnapshotCorruptError
 
 from .configuration import mask_from_value
-from .context import copy_data
+from .context import DataTooDeep, copy_data
 from .deadlines import Deadline
 from .program import Program
 from .state import ACTIVE, DONE, STATUSES, RunState
@@ -173,8 +173,8 @@ def _load_fields(program: Program, data: Mapping[str, Any], now: int) -> RunStat
         raise _corrupt("context must be a dict with string keys")
     try:
         context = copy_data(ctx)
-    except RecursionError:
-        raise _corrupt("context is nested too deeply") from None
+    except DataTooDeep as exc:
+        raise _corrupt(f"context: {exc.message}") from None
     status = data["status"]
     if status not in STATUSES:
         raise _corrupt(f"status must be 'active' or 'done', got {brief(status)}")
