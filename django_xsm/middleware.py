@@ -36,6 +36,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.utils.module_loading import import_string
 
 from django_xsm import conf, http
+from django_xsm.backend.context import correlation_scope
 from django_xsm.exceptions import IdempotencyKeyError, XsmError
 from django_xsm.persistence.idempotency import validate_idempotency_key
 
@@ -287,15 +288,18 @@ class XsmMiddleware:
         if self.is_async:
             return self.__acall__(request)
         info = get_request_info(request)
-        response = self.get_response(request)
+        with correlation_scope(info.correlation_id):
+            response = self.get_response(request)
         assert isinstance(response, HttpResponseBase)  # a sync chain
         return self._finish(info, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         info = get_request_info(request)
-        pending = self.get_response(request)
-        assert not isinstance(pending, HttpResponseBase)  # an async chain
-        return self._finish(info, await pending)
+        with correlation_scope(info.correlation_id):
+            pending = self.get_response(request)
+            assert not isinstance(pending, HttpResponseBase)  # an async chain
+            response = await pending
+        return self._finish(info, response)
 
     @staticmethod
     def _finish(info: RequestInfo, response: HttpResponseBase) -> HttpResponseBase:

@@ -254,3 +254,21 @@ def test_pages_show_money_and_times_as_people_read_them(client: Any, backend: An
     newer = create(client, "create-2")
     index = client.get("/").content.decode()
     assert index.index(f"order:{newer}") < index.index(f"order:{order_id}")  # newest first
+
+
+def test_a_webhook_transition_carries_the_requests_correlation_id(client: Any, backend: Any):
+    """objects.send() inside a request (the webhook) takes the request's id
+    from the middleware, as @stateful_view blocks do."""
+    from django_xsm.registry import machines
+
+    order_id = create(client)
+    post(client, f"/api/orders/{order_id}/checkout", key="co")
+    headers, body = payments.delivery("pay_9", order_id, 2500)
+    meta = {"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()}
+    client.post(
+        "/webhooks/payments", body, content_type="application/json",
+        HTTP_X_REQUEST_ID="hook-42", **meta,
+    )  # fmt: skip
+    [paid] = [r for r in machines["order"].objects.history(f"order:{order_id}")
+              if r.event_type == "PAYMENT_RECEIVED"]  # fmt: skip
+    assert paid.correlation_id == "hook-42" and paid.actor == "payments"
