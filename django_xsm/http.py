@@ -37,6 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.http.request import RawPostDataException
+from django.urls import NoReverseMatch, reverse
 
 from django_xsm.exceptions import (
     ConflictError,
@@ -51,12 +52,13 @@ from django_xsm.exceptions import (
 )
 
 __all__ = [
-    "PROBLEM_BASE",
+    "PROBLEM_TYPES",
     "REPLAYED_HEADER",
     "capture_response",
     "error_response",
     "invalid_key_response",
     "problem_response",
+    "problem_type_uri",
     "replay_response",
     "request_fingerprint",
     "wants_json",
@@ -64,8 +66,56 @@ __all__ = [
 
 logger = logging.getLogger("django_xsm.http")
 
-#: Problem ``type`` URIs are this plus the slug (anchors of docs/http.md).
-PROBLEM_BASE = "https://github.com/django-xsm/django-xsm/blob/main/docs/http.md#"
+#: What each problem ``type`` means and what to do (docs/http.md says the
+#: same); ``/_xsm/problems/<slug>`` (django_xsm.urls) serves it as a page.
+PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
+    "idempotency-key": (400, "Invalid or missing idempotency key",
+        "The request needs an Idempotency-Key header and has none, or the header is "
+        "malformed. Send a fresh UUID, and the same value when retrying."),
+    "invalid-key": (400, "Invalid instance key",
+        "The instance key built from the URL is empty, too long or has control "
+        "characters. Check the URL."),
+    "in-flight": (409, "A request with this idempotency key is in flight",
+        "Another request with the same key is still running. Retry after Retry-After "
+        "seconds: you then get its response replayed."),
+    "idempotency-mismatch": (422, "Idempotency key reused for another request",
+        "The key was already used for a different request. Use a new key for a new "
+        "request; a retry must repeat the original request exactly."),
+    "event-not-accepted": (409, "Event not accepted in the current state",
+        "The current state has no enabled transition for the event (unknown there, or "
+        "every guard said no). Nothing was written; retrying will not help until the "
+        "state changes."),
+    "conflict": (409, "The instance was changed by another request",
+        "Another request committed the same instance first, again and again. Retry after "
+        "Retry-After seconds."),
+    "locked": (409, "The instance is locked by another request",
+        "Another request holds the instance's lock. Retry after Retry-After seconds."),
+    "not-found": (404, "No such instance", "No instance exists under this key."),
+    "unavailable": (503, "The state store is unavailable",
+        "The state store could not be reached or refused writes. Nothing was written. "
+        "Retry after Retry-After seconds."),
+    "internal": (500, "Internal error",
+        "The server could not process the request; the error is in the server's log."),
+    "replay-unavailable": (409, "The first response was not stored",
+        "The key was used by a request that stored no response, so there is nothing to "
+        "replay. Use a new key."),
+}  # fmt: skip
+
+
+def problem_type_uri(request: HttpRequest | None, slug: str) -> str:
+    """The ``type`` of a problem: this deployment's page for ``slug``
+    (``/_xsm/problems/<slug>``), or ``about:blank`` (RFC 9457: no more
+    than the status says) for a slug it does not document or when
+    ``django_xsm.urls`` is not mounted."""
+    if slug not in PROBLEM_TYPES:
+        return "about:blank"
+    try:
+        path = reverse("django_xsm:problem", args=[slug])
+    except NoReverseMatch:
+        return "about:blank"
+    return request.build_absolute_uri(path) if request is not None else path
+
+
 REPLAYED_HEADER = "Idempotent-Replayed"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 #: Response headers stored with an idempotent response and replayed.
@@ -122,7 +172,7 @@ def problem_response(
     """An RFC 9457 problem response (or text/plain for HTML clients)."""
     if wants_json(request):
         body: dict[str, Any] = {
-            "type": PROBLEM_BASE + slug,
+            "type": problem_type_uri(request, slug),
             "title": title,
             "status": status,
             "detail": detail,

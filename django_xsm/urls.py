@@ -1,5 +1,6 @@
 """``path("", include("django_xsm.urls"))`` mounts ``/_xsm/health`` (liveness)
-and ``/_xsm/ready`` (readiness); see :mod:`django_xsm.views`."""
+``/_xsm/ready`` (readiness) and ``/_xsm/problems/<slug>`` (what a problem
+``type`` means); see :mod:`django_xsm.views`."""
 
 from __future__ import annotations
 
@@ -12,4 +13,5 @@ app_name = "django_xsm"
 urlpatterns = [
     path("_xsm/health", views.health, name="health"),
     path("_xsm/ready", views.ready, name="ready"),
+    path("_xsm/problems/<slug:slug>", views.problem, name="problem"),
 ]

@@ -2,6 +2,7 @@
 
 ``/_xsm/health`` answers 200 while the process can serve requests; it does
 no I/O, so a slow or absent Redis never gets a healthy worker restarted.
+``/_xsm/problems/<slug>`` explains a problem ``type`` of :mod:`django_xsm.http`.
 ``/_xsm/ready`` answers 200 when the store takes a small expiring write (so
 a read-only replica or a full server is not ready either) and every
 configured machine loaded, else 503 with ``Retry-After``. Neither body ever
@@ -11,16 +12,18 @@ names a host, port or credential.
 from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from django_xsm import backend
 from django_xsm.exceptions import StoreUnavailableError, XsmError
+from django_xsm.http import PROBLEM_TYPES
 from django_xsm.registry import machines
 
-__all__ = ["READY_RETRY_AFTER_S", "health", "ready"]
+__all__ = ["READY_RETRY_AFTER_S", "health", "problem", "ready"]
 
 #: Retry-After of a 503 from the readiness endpoint.
 READY_RETRY_AFTER_S = 5
@@ -67,4 +70,18 @@ def ready(request: HttpRequest) -> JsonResponse:
             "latency_ms": info.get("latency_ms"),
             "machines": machines.names(),
         }
+    )
+
+
+@require_safe
+def problem(request: HttpRequest, slug: str) -> HttpResponse:
+    """The page a problem's ``type`` URI points at: what it means, what to do."""
+    found = PROBLEM_TYPES.get(slug)
+    if found is None:
+        raise Http404("No such problem type")
+    status, title, text = found
+    return render(
+        request,
+        "django_xsm/problem.html",
+        {"slug": slug, "status": status, "title": title, "text": text},
     )

@@ -49,7 +49,7 @@ def test_duplicate_requests_have_exactly_one_effect(backend: Any, view: str):
     for r in responses:
         if r.status_code == 409:
             assert r["Retry-After"]
-            assert r.json()["type"].endswith("#in-flight")
+            assert r.json()["type"].endswith("/problems/in-flight")
     assert views.CALLS[view] == 1
     view_of = machines["ticket"].objects.get("ticket:d1")
     assert view_of.context["count"] == 1

@@ -38,7 +38,7 @@ def test_missing_required_key_is_400_and_runs_nothing(client: Any, backend: Any,
     response = post(client, f"/t/k1/{prefix}bump")
     assert response.status_code == 400
     body = problem(response)
-    assert body["type"].endswith("#idempotency-key")
+    assert body["type"].endswith("/problems/idempotency-key")
     assert "Idempotency-Key" in body["detail"]
     assert views.CALLS[f"{prefix}bump"] == 0
     assert not machines["ticket"].objects.exists("ticket:k1")
@@ -62,7 +62,7 @@ def test_missing_required_key_is_400_and_runs_nothing(client: Any, backend: Any,
 def test_malformed_key_is_400(client: Any, backend: Any, prefix: str, raw: str):
     response = client.post(f"/t/k2/{prefix}bump", HTTP_IDEMPOTENCY_KEY=raw)
     assert response.status_code == 400, raw
-    assert problem(response)["type"].endswith("#idempotency-key")
+    assert problem(response)["type"].endswith("/problems/idempotency-key")
     assert views.CALLS[f"{prefix}bump"] == 0
 
 
@@ -224,7 +224,7 @@ def test_same_key_different_payload_is_422(client: Any, backend: Any, prefix: st
     response = post(client, f"/t/m1/{prefix}bump", key="k", data={"amount": 2})
     assert response.status_code == 422
     body = problem(response)
-    assert body["type"].endswith("#idempotency-mismatch")
+    assert body["type"].endswith("/problems/idempotency-mismatch")
     assert body["idempotency_key"] == "k"
     assert count("m1") == 1
 
@@ -255,7 +255,7 @@ def test_duplicate_in_flight_is_409_with_retry_after(backend: Any, prefix: str):
         assert second.status_code == 409
         assert int(second["Retry-After"]) >= 1
         body = problem(second)
-        assert body["type"].endswith("#in-flight")
+        assert body["type"].endswith("/problems/in-flight")
         assert body["retry_after"] == int(second["Retry-After"])
     finally:
         release.set()
@@ -278,7 +278,7 @@ def test_guard_refused_is_409_and_writes_nothing(client: Any, backend: Any, pref
     assert response.status_code == 409
     assert "Retry-After" not in response
     body = problem(response)
-    assert body["type"].endswith("#event-not-accepted")
+    assert body["type"].endswith("/problems/event-not-accepted")
     assert body["event"] == "CLOSE"
     assert body["state"] == "closed"
     assert machines["ticket"].objects.get("ticket:g1").version == 2
@@ -321,7 +321,7 @@ def test_conflict_after_retries_is_409_with_retry_after(client: Any, backend: An
     assert response.status_code == 409
     assert response["Retry-After"] == "1"
     body = problem(response)
-    assert body["type"].endswith("#conflict")
+    assert body["type"].endswith("/problems/conflict")
     assert body["expected_version"] == 1
     assert body["actual_version"] == 2
     assert count("c3") == 2  # the first request and the racer; ours wrote nothing
@@ -351,7 +351,7 @@ def test_busy_pessimistic_lock_is_409_with_retry_after(backend: Any, second_view
         second = post(Client(), f"/t/l1/{second_view}")
         assert second.status_code == 409
         assert int(second["Retry-After"]) >= 1
-        assert problem(second)["type"].endswith("#locked")
+        assert problem(second)["type"].endswith("/problems/locked")
     finally:
         release.set()
         thread.join(10)
@@ -367,7 +367,7 @@ def test_absent_instance_is_404(client: Any, backend: Any, prefix: str):
     response = client.get(f"/t/none/{prefix}show")
     assert response.status_code == 404
     body = problem(response)
-    assert body["type"].endswith("#not-found")
+    assert body["type"].endswith("/problems/not-found")
     assert body["key"] == "ticket:none"
 
 
@@ -384,7 +384,7 @@ async def test_async_manager_404_on_asgi(async_client: Any, backend: Any):
 def test_invalid_instance_key_from_the_url_is_400(client: Any, backend: Any):
     response = client.post("/loose/a%0Ab")  # a newline inside the key
     assert response.status_code == 400
-    assert problem(response)["type"].endswith("#invalid-key")
+    assert problem(response)["type"].endswith("/problems/invalid-key")
 
 
 # --- 503 ------------------------------------------------------------------------------
@@ -402,7 +402,7 @@ def test_store_unavailable_is_503_with_retry_after(client: Any, dead_store: None
     assert response.status_code == 503
     assert int(response["Retry-After"]) >= 1
     body = problem(response)
-    assert body["type"].endswith("#unavailable")
+    assert body["type"].endswith("/problems/unavailable")
     text = response.content.decode()
     assert "127.0.0.1" not in text
     assert ":1" not in text.replace(":1,", "")  # no host:port in the detail
@@ -453,7 +453,7 @@ def test_unknown_machine_is_a_logged_500_problem(client: Any, backend: Any, capl
     response = client.post("/t/z1/unknown_machine")
     assert response.status_code == 500
     body = problem(response)
-    assert body["type"].endswith("#internal")
+    assert body["type"].endswith("/problems/internal")
     assert "nope" not in body["detail"]  # internals stay in the log
     assert any("UnknownMachineError" in r.getMessage() for r in caplog.records)
 
@@ -466,3 +466,23 @@ def test_unknown_machine_with_debug_reaches_the_debug_page(
     settings.DEBUG = True
     with pytest.raises(UnknownMachineError):
         client.post("/t/z1/unknown_machine")
+
+
+def test_every_problem_type_uri_points_at_a_page_that_exists(client: Any, backend: Any):
+    from django_xsm.http import PROBLEM_TYPES, problem_type_uri
+
+    for slug, (status, title, _text) in PROBLEM_TYPES.items():
+        uri = problem_type_uri(None, slug)
+        page = client.get(uri)
+        assert page.status_code == 200, uri
+        html = page.content.decode()
+        assert title in html and f"HTTP {status}" in html
+    assert client.get("/_xsm/problems/nope").status_code == 404
+    assert problem_type_uri(None, "bad-request") == "about:blank"  # not one of ours
+
+
+def test_a_problem_response_links_its_page(client: Any, backend: Any):
+    response = client.post("/t/p1/close", HTTP_IDEMPOTENCY_KEY="k")  # not accepted in 'open'
+    data = problem(response)
+    assert data["type"] == "http://testserver/_xsm/problems/event-not-accepted"
+    assert client.get(data["type"]).status_code == 200
