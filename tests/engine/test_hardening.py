@@ -373,3 +373,12 @@ def test_non_string_keys_are_clear_config_errors(config: dict[str, Any], path: s
     with pytest.raises(InvalidConfigError, match=r"must be strings|Unsupported key") as err:
         create_machine(config)
     assert err.value.path == path
+
+
+@pytest.mark.parametrize("now", [float("inf"), float("nan"), 10**5000], ids=_case)
+def test_a_clock_out_of_range_is_a_clear_error(now: Any) -> None:
+    config = {"initial": "a", "states": {"a": {"on": {"GO": "b"}}, "b": {"after": {"10": "a"}}}}
+    inst = create_machine(config).start(clock=lambda: now)
+    with pytest.raises(InvalidConfigError) as err:
+        inst.send("GO")
+    assert err.value.path == "clock" and inst.value == "a"

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from django_xsm.engine.chart.logic import MAX_DELAY_MS
 from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
 from django_xsm.engine.events import AFTER_PREFIX, Event
 from django_xsm.engine.text import brief
@@ -117,9 +118,13 @@ class Stepper:
             state = self._state
             if self._clock is not None:
                 raw = self._clock()
-                if isinstance(raw, bool) or not isinstance(raw, int | float):
+                if (
+                    isinstance(raw, bool)
+                    or not isinstance(raw, int | float)
+                    or not -MAX_DELAY_MS < raw < MAX_DELAY_MS  # also NaN and inf
+                ):
                     raise InvalidConfigError(
-                        f"The clock returned {brief(raw)}, not int milliseconds",
+                        f"The clock returned {brief(raw)}, not int milliseconds since the epoch",
                         path="clock",
                         hint="clock=lambda: int(time.time() * 1000)",
                     )
