@@ -145,6 +145,17 @@ class ActionViews(PageMixin):
     def _back(self, entry: MachineEntry, key: str) -> HttpResponse:
         return HttpResponseRedirect(self.url("detail", entry.name, key=key))
 
+    def _finished(self, request: HttpRequest, entry: MachineEntry, key: str) -> HttpResponse:
+        """Back to the instance page with an error message: a finished
+        instance accepts no event and arms no timer, so there is nothing to
+        preview, send or fire (and nothing is recorded)."""
+        messages.error(
+            request,
+            f"The instance {key} is finished (status done): it accepts no more events and has no "
+            "timers to fire. Nothing was changed.",
+        )
+        return self._back(entry, key)
+
     # --- send -------------------------------------------------------------------
 
     @store_guard
@@ -154,6 +165,8 @@ class ActionViews(PageMixin):
         record = backend.get_store().load(key)
         if record is None or not entry.objects.owns(record):
             return self.missing(request, entry, key)
+        if record.snapshot.get("status") == "done":
+            return self._finished(request, entry, key)
         page: dict[str, Any] = {
             "machine": entry,
             "key": key,
@@ -272,7 +285,9 @@ class ActionViews(PageMixin):
         require(request, PERM_VIEW, PERM_FIRE)
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        entry, key, _view = self.stored(request, machine)
+        entry, key, view = self.stored(request, machine)
+        if view.status == "done":
+            return self._finished(request, entry, key)
         force = request.POST.get("force") in ("1", "on", "true")
         # The admin acts, not the background timer loop: the transition log
         # names the admin user (``actor=`` replaces the scanner's xsm:timer).

@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django_xsm import backend
 from django_xsm.engine import Machine
 from django_xsm.exceptions import StoreUnavailableError, XsmError
+from django_xsm.fields.events import available_events
 from django_xsm.managers import InstanceView
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
 from django_xsm.persistence.records import TimerFailure
@@ -32,7 +33,7 @@ from .support import (
     store_guard,
 )
 
-__all__ = ["ReadViews", "deadline_rows", "log_page"]
+__all__ = ["ReadViews", "deadline_rows", "log_page", "search_prefix"]
 
 PAGE_SIZE = 25
 MAX_PAGE_SIZE = 200
@@ -48,6 +49,13 @@ def _int(value: str | None, default: int, low: int, high: int) -> int:
     except ValueError:
         return default
     return min(max(number, low), high)
+
+
+def search_prefix(q: str) -> str:
+    """The key prefix a search box's text stands for: the text itself, a
+    trailing ``*`` dropped (a search is a prefix search already); other
+    glob characters (``* ? [ ]``) are plain characters of the key."""
+    return q.rstrip("*")
 
 
 def deadline_rows(
@@ -140,18 +148,26 @@ class ReadViews(PageMixin):
     def list_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW)
         entry = self.entry(machine)
-        prefix = request.GET.get("q", "")
+        q = request.GET.get("q", "")
         state = request.GET.get("state", "")
         after = request.GET.get("after", "")
         limit = _int(request.GET.get("limit"), PAGE_SIZE, 1, MAX_PAGE_SIZE)
         states = [n.id for n in entry.machine.nodes if n.parent is not None and n.type != "history"]
         if state and state not in states:
             state = ""
+        prefix = search_prefix(q)
         if prefix and self.bad_key(request, prefix) is not None:
             keys: list[str] = []
             cursor = ""  # no key holds control characters: nothing can match
         else:
             keys, cursor = entry.objects.page(prefix, after=after, limit=limit, state=state or None)
+            namespaced = f"{entry.name}:{prefix}"
+            if not keys and not after and prefix and not prefix.startswith(f"{entry.name}:"):
+                # "a" finds "order:a..." when no key starts with "a" itself;
+                # one more index read, only when the first found nothing.
+                keys, cursor = entry.objects.page(namespaced, limit=limit, state=state or None)
+                if keys:
+                    prefix = namespaced
         rows = []
         for key in keys:
             row: dict[str, Any] = {"key": key, "url": self.url("detail", machine, key=key)}
@@ -172,6 +188,7 @@ class ReadViews(PageMixin):
                     next=_next_deadline(view),
                 )
             rows.append(row)
+        # The pages after this one search the prefix this one found.
         page = {"q": prefix, "state": state, "limit": limit if limit != PAGE_SIZE else ""}
         return self.render(
             request,
@@ -179,7 +196,8 @@ class ReadViews(PageMixin):
             f"{machine} instances",
             machine=entry,
             rows=rows,
-            q=prefix,
+            q=q,
+            searched=prefix if prefix != q else "",
             state=state,
             states=[(s, short_id(entry.machine, s)) for s in states],
             next_url=self.url("machine", machine, after=cursor, **page) if cursor else "",
@@ -203,7 +221,7 @@ class ReadViews(PageMixin):
         now_ms = time.time_ns() // 1_000_000
         deadlines, blanket = deadline_rows(entry.machine, view, now_ms)
         user = request.user
-        events = [e for e in entry.machine.events if not e.startswith("xstate.")]
+        finished = view.status == "done"
         return self.render(
             request,
             "instance.html",
@@ -218,10 +236,14 @@ class ReadViews(PageMixin):
             deadlines=deadlines,
             instance_failure=blanket,
             diagram=render_svg(entry.machine, view.state_ids),
-            accepted_now=[e for e in events if _can(view, e)],
+            # The model field's list (accepted, or conditional: a guard that
+            # needs a payload decides), without its per-event PERMISSIONS: the
+            # admin's send_event permission covers every event.
+            accepted_now=available_events(entry, view),
             timeline=self.timeline(request, entry, key),
-            can_send=user.has_perm(PERM_SEND),
-            can_fire=user.has_perm(PERM_FIRE),
+            finished=finished,
+            can_send=user.has_perm(PERM_SEND) and not finished,
+            can_fire=user.has_perm(PERM_FIRE) and not finished,
             can_forget=user.has_perm(PERM_FORGET),
             send_url=self.url("send", machine, key=key),
             fire_url=self.url("fire", machine, key=key),
@@ -283,10 +305,3 @@ def log_page(entry: MachineEntry, key: str, after_seq: str) -> dict[str, Any]:
         "newer": str(rows[-1]["seq"]) if newer and rows else None,
         "latest": "" if after is not None else None,
     }
-
-
-def _can(view: InstanceView, event: str) -> bool:
-    try:
-        return view.can(event)
-    except Exception:  # a guard that raises on an empty payload: not "accepted now"
-        return False

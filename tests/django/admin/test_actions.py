@@ -232,3 +232,34 @@ def test_preview_shows_the_deadlines_the_event_would_arm(seeded: Any, operator: 
     effect = html[html.index('id="xsm-effect"') :]
     assert re.search(r"xstate\.after\.60000\.ticket\.open \(due \d{4}-\d\d-\d\d ", effect)
     assert state()[0] == "closed"
+
+
+# --- a finished instance ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url, data",
+    [
+        (SEND, {"event": "REOPEN", "step": "preview"}),
+        (SEND, {"event": "REOPEN", "step": "apply", "version": "3"}),
+        (FIRE, {"force": "1"}),
+    ],
+)
+def test_actions_refuse_a_finished_instance_with_a_message(
+    backend: Any, operator: Any, url: str, data: dict[str, str]
+) -> None:
+    # the ticket chart has no final state: a cancelled order is finished
+    order_url = url.replace("m/ticket/", "m/order/").replace(KEY, "order:done")
+    with machines["order"].objects.open("order:done", actor="seed") as order:
+        order.send("CANCEL")
+    before = machines["order"].objects.get("order:done")
+    response = post_with_csrf(operator, order_url, data)
+    assert response.status_code == 302
+    assert response["Location"] == f"{ADMIN}m/order/instance/?key=order%3Adone"
+    page = operator.get(response["Location"]).content.decode()
+    assert "order:done is finished (status done)" in page
+    after = machines["order"].objects.get("order:done")
+    assert (after.version, after.value) == (before.version, before.value)
+    assert not LogEntry.objects.exists()
+    if url == SEND:  # the form itself is not offered either
+        assert operator.get(order_url).status_code == 302

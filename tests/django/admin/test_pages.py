@@ -250,3 +250,92 @@ def test_a_damaged_record_is_shown_plainly_never_as_a_traceback(reader: Any) -> 
     html = found.content.decode()
     assert found.status_code == 500 and "cannot be read" in html and "t:bad" in html
     assert "Traceback" not in html
+
+
+# --- a new user's first hour ---------------------------------------------------------
+
+ORDERS = f"{ADMIN}m/order/"
+
+
+def seed_order(key: str, *events: str) -> None:
+    with machines["order"].objects.open(key, actor="seed") as order:
+        order.send("ADD_ITEM", sku="widget", qty=1, price_cents=3499)
+        for event in events:
+            order.send(event)
+
+
+def test_a_finished_instance_offers_no_send_or_fire(backend: Any, client_for: Any) -> None:
+    seed_order("order:done", "CANCEL")
+    operator = client_for("olga", "view_instance", "send_event", "fire_timers", "forget_instance")
+    html = operator.get(f"{ORDERS}instance/", {"key": "order:done"}).content.decode()
+    assert machines["order"].objects.get("order:done").status == "done"
+    assert 'id="xsm-send"' not in html and 'id="xsm-fire"' not in html
+    assert 'id="xsm-forget"' in html  # a finished instance can still be forgotten
+    assert "finished" in html[html.index('id="xsm-actions"') :]
+    summary = html[html.index("Accepted now") : html.index("</table>", html.index("Accepted now"))]
+    assert "CANCEL" not in summary and "—" in summary
+
+
+def test_accepted_now_lists_guarded_events_as_conditional(backend: Any, client_for: Any) -> None:
+    from django_xsm.fields.events import available_events
+
+    seed_order("order:wait", "CHECKOUT")
+    operator = client_for("olga", "view_instance", "send_event")
+    html = operator.get(f"{ORDERS}instance/", {"key": "order:wait"}).content.decode()
+    start = html.index("Accepted now")
+    summary = html[start : html.index("</table>", start)]
+    send = f"{ORDERS}send/?key=order%3Await&amp;event="
+    assert f'<a href="{send}CANCEL">CANCEL</a>' in summary
+    assert (
+        f'<a href="{send}PAYMENT_RECEIVED" class="xsm-conditional" '
+        'title="needs a payload; a guard decides">PAYMENT_RECEIVED …</a>'
+    ) in summary
+    # the same list as the model field's (available_events), in the same order
+    events = available_events(machines["order"], machines["order"].objects.get("order:wait"))
+    assert re.findall(r'event=(\w+)"', summary) == list(events)
+    assert {str(e): e.conditional for e in events} == {"CANCEL": False, "PAYMENT_RECEIVED": True}
+    # read-only staff see the same list without links
+    reader = client_for("rita", "view_instance")
+    html = reader.get(f"{ORDERS}instance/", {"key": "order:wait"}).content.decode()
+    start = html.index("Accepted now")
+    summary = html[start : html.index("</table>", start)]
+    assert "<a " not in summary
+    assert 'title="needs a payload; a guard decides">PAYMENT_RECEIVED …' in summary
+
+
+def test_the_log_time_is_compact_beside_long_correlation_ids(reader: Any) -> None:
+    seed_ticket("wide:1")
+    machines["ticket"].objects.send("wide:1", "BUMP", correlation_id="c" * 80)
+    html = reader.get(f"{LIST}instance/", {"key": "wide:1"}).content.decode()
+    timeline = html[html.index('id="xsm-timeline"') :]
+    assert re.search(
+        r'<td class="xsm-time"><time datetime="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</time>',
+        timeline,
+    )
+    assert re.search(r"<th>Time \(\w+\)</th>", timeline)
+    assert f'<td class="xsm-mono xsm-id" title="{"c" * 80}">' in timeline
+
+
+def test_search_without_the_machine_prefix(reader: Any) -> None:
+    for key in ("order:a1", "order:a2", "order:b1"):
+        seed_order(key)
+    for q in ("a", "a*", "order:a", "order:a*"):
+        assert listed_keys(reader.get(ORDERS, {"q": q})) == ["order:a1", "order:a2"], q
+    assert listed_keys(reader.get(ORDERS, {"q": "order:a1"})) == ["order:a1"]
+    assert listed_keys(reader.get(ORDERS, {"q": "a1"})) == ["order:a1"]
+    assert listed_keys(reader.get(ORDERS, {"q": "*"})) == ["order:a1", "order:a2", "order:b1"]
+    assert listed_keys(reader.get(ORDERS, {"q": "c"})) == []
+    # the next page goes on with the prefix the first page found
+    first = reader.get(ORDERS, {"q": "a*", "limit": "1"})
+    assert listed_keys(first) == ["order:a1"]
+    assert '<span class="xsm-mono" id="xsm-searched">order:a</span>' in first.content.decode()
+    second = reader.get(next_link(first))
+    assert listed_keys(second) == ["order:a2"] and next_link(second) == ""
+
+
+def test_search_prefers_keys_that_start_with_the_text_itself(reader: Any) -> None:
+    seed_order("a:literal")
+    seed_order("order:a1")
+    assert listed_keys(reader.get(ORDERS, {"q": "a"})) == ["a:literal"]
+    assert listed_keys(reader.get(ORDERS, {"q": "a:literal"})) == ["a:literal"]
+    assert listed_keys(reader.get(ORDERS, {"q": "order:"})) == ["order:a1"]
