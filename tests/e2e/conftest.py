@@ -76,11 +76,22 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def live_admin(transactional_db: Any, settings: Any) -> Iterator[str]:
     """Base URL of a live server with the admin at ``/admin/``."""
+    yield from _live_server(settings, "tests.django.admin.urls")
+
+
+@pytest.fixture
+def live_demo(transactional_db: Any, settings: Any) -> Iterator[str]:
+    """Base URL of a live server with the demo project's URLs
+    (``testproject.urls``: the order pages, their JSON API, the admin)."""
+    yield from _live_server(settings, "testproject.urls")
+
+
+def _live_server(settings: Any, urlconf: str) -> Iterator[str]:
     from django.contrib.staticfiles.handlers import StaticFilesHandler
     from django.db import connections
     from django.test.testcases import LiveServerThread
 
-    settings.ROOT_URLCONF = "tests.django.admin.urls"
+    settings.ROOT_URLCONF = urlconf
     settings.STATIC_URL = "/static/"
     settings.DEBUG_PROPAGATE_EXCEPTIONS = False
     shared = {c.alias: c for c in connections.all() if c.vendor == "sqlite" and c.is_in_memory_db()}
@@ -129,6 +140,15 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     finally:
         context.close()
     assert not outside, f"the page tried to reach the network: {outside}"
+
+
+def fits_the_width(page: Any) -> dict[str, float]:
+    """The page's widths: it must not scroll sideways (``scroll`` <=
+    ``inner``)."""
+    found: dict[str, float] = page.evaluate(
+        "() => ({scroll: document.scrollingElement.scrollWidth, inner: window.innerWidth})"
+    )
+    return found
 
 
 @pytest.fixture
