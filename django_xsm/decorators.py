@@ -48,7 +48,7 @@ from django.db import models
 from django.http import HttpRequest, HttpResponseBase
 
 from django_xsm import conf, http
-from django_xsm.exceptions import InvalidConfigError, XsmError
+from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.block import PersistedInstance
@@ -59,7 +59,7 @@ from .managers import OpenOptions
 from .middleware import RequestInfo, get_request_info
 from .registry import MachineEntry, machines
 
-__all__ = ["stateful_view"]
+__all__ = ["ViewInstance", "stateful_view"]
 
 V = TypeVar("V", bound=Callable[..., Any])
 KeyFn = Callable[[HttpRequest, tuple[Any, ...], dict[str, Any]], str]
@@ -146,6 +146,55 @@ def _binding(
             "StatechartField; drop machine= and key="
         )
     return RowBinding(model, lookup=lookup, url_kwarg=url_kwarg, field=field)
+
+
+#: send() keywords a view may not pass: the request decides who acts and
+#: under which id, so a payload splatted into send() cannot forge them.
+_REQUEST_OWNED = ("actor", "correlation_id")
+
+
+class ViewInstance:
+    """What a decorated view receives as ``instance``: the open block, except
+    that its ``send()`` / ``asend()`` refuse ``actor=`` and
+    ``correlation_id=`` (the request's user and id are recorded). A view
+    written as ``instance.send(data.pop("type"), **data)`` cannot let a
+    body's ``"actor"`` field rewrite the audit trail; a payload field with
+    such a name is sent as a mapping event instead."""
+
+    __slots__ = ("_block",)
+
+    def __init__(self, block: PersistedInstance) -> None:
+        object.__setattr__(self, "_block", block)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._block, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._block, name, value)
+
+    @staticmethod
+    def _refuse(event: object, kwargs: dict[str, Any]) -> None:
+        for name in _REQUEST_OWNED:
+            if name in kwargs:
+                etype = event if isinstance(event, str) else "EVENT"
+                raise InvalidEventError(
+                    f"send(..., {name}=...) is not allowed in a @stateful_view: the "
+                    f"{name.replace('_', ' ')} is the request's",
+                    event=event,
+                    hint=f"to send a payload field named {name!r}, pass a mapping event: "
+                    f"instance.send({{'type': {etype!r}, {name!r}: ...}})",
+                )
+
+    def send(self, event: object, /, **kwargs: Any) -> Any:
+        self._refuse(event, kwargs)
+        return self._block.send(event, **kwargs)
+
+    async def asend(self, event: object, /, **kwargs: Any) -> Any:
+        self._refuse(event, kwargs)
+        return await self._block.asend(event, **kwargs)
+
+    def __repr__(self) -> str:
+        return repr(self._block)
 
 
 def _error_response(exc: XsmError, request: HttpRequest) -> HttpResponseBase:
@@ -316,7 +365,9 @@ def stateful_view(
                         async with opened as block:
                             if block.duplicate:
                                 return http.replay_response(block.replayed_result, request)
-                            response = await view(request, *args, instance=block, **extra, **kwargs)
+                            response = await view(
+                                request, *args, instance=ViewInstance(block), **extra, **kwargs
+                            )
                             return remember(block, call, response, view)
 
                     return await aretry_on_conflict(attempt, attempts=attempts())
@@ -343,7 +394,9 @@ def stateful_view(
                     with opened as block:
                         if block.duplicate:
                             return http.replay_response(block.replayed_result, request)
-                        response = view(request, *args, instance=block, **extra, **kwargs)
+                        response = view(
+                            request, *args, instance=ViewInstance(block), **extra, **kwargs
+                        )
                         return remember(block, call, response, view)
 
                 return retry_on_conflict(attempt, attempts=attempts())

@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 from django.core.exceptions import ObjectDoesNotExist
 
 from django_xsm import backend, conf
-from django_xsm.backend.context import request_correlation_id
+from django_xsm.backend.context import request_actor, request_correlation_id
 from django_xsm.backend.transitions import log_refused, send_deferred
 from django_xsm.engine import Deadline, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError
@@ -221,8 +221,10 @@ class InstanceManager:
     def _options(store: Any, plugins: tuple[Any, ...], options: OpenOptions) -> dict[str, Any]:
         return {
             **options,
-            # inside a request, the request's id (as @stateful_view blocks have)
+            # inside a request, the request's id and user (as @stateful_view
+            # blocks have), unless the caller names its own
             "correlation_id": options.get("correlation_id") or request_correlation_id.get(),
+            "actor": options.get("actor") or request_actor(),
             "store": store,
             "plugins": plugins,
             "lock": backend.lock_strategy(options.get("lock")),

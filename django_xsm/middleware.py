@@ -36,7 +36,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.utils.module_loading import import_string
 
 from django_xsm import conf, http
-from django_xsm.backend.context import correlation_scope
+from django_xsm.backend.context import request_scope
 from django_xsm.exceptions import IdempotencyKeyError, XsmError
 from django_xsm.persistence.idempotency import validate_idempotency_key
 
@@ -217,6 +217,11 @@ class RequestInfo:
         return self._resolved()[0]
 
     @property
+    def resolved_actor(self) -> str | None:
+        """The actor if already resolved (no lookup), else None."""
+        return self._actor
+
+    @property
     def principal(self) -> str:
         """The idempotency scope of this request's key."""
         return self._resolved()[1]
@@ -288,14 +293,16 @@ class XsmMiddleware:
         if self.is_async:
             return self.__acall__(request)
         info = get_request_info(request)
-        with correlation_scope(info.correlation_id):
+        with request_scope(info.correlation_id, lambda: info.actor):
             response = self.get_response(request)
         assert isinstance(response, HttpResponseBase)  # a sync chain
         return self._finish(info, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         info = get_request_info(request)
-        with correlation_scope(info.correlation_id):
+        # On the event loop the actor is only known once resolved (request.user
+        # is a database lookup): async views resolve it (@stateful_view does).
+        with request_scope(info.correlation_id, lambda: info.resolved_actor or ""):
             pending = self.get_response(request)
             assert not isinstance(pending, HttpResponseBase)  # an async chain
             response = await pending

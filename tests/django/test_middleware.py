@@ -264,3 +264,36 @@ def test_probes_answer_post_with_405_and_allow(path: str, backend: Any):
     response = Client(enforce_csrf_checks=True).post(path)
     assert response.status_code == 405
     assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "HEAD"}
+
+
+def test_a_view_cannot_let_a_payload_forge_the_actor(client: Any, backend: Any):
+    """A view that splats the body into send() cannot have a body's "actor"
+    rewrite the audit trail: the request's actor is recorded, and the view
+    gets a clear error saying how to send such a field."""
+    response = client.post(
+        "/t/f1/splat", data='{"type": "BUMP", "actor": "mallory"}',
+        content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1",
+    )  # fmt: skip
+    assert response.status_code == 500  # the view's bug, logged with its clear message
+    assert machines["ticket"].objects.history("ticket:f1") == []
+    assert not machines["ticket"].objects.exists("ticket:f1")
+
+
+def test_a_payload_field_named_actor_travels_in_a_mapping_event(client: Any, backend: Any):
+    response = client.post(
+        "/t/f2/splat_mapping", data='{"type": "BUMP", "actor": "mallory"}',
+        content_type="application/json", HTTP_IDEMPOTENCY_KEY="k2",
+    )  # fmt: skip
+    assert response.status_code == 200, response.content
+    [record] = machines["ticket"].objects.history("ticket:f2")
+    assert record.actor == "anonymous" and record.payload == {"actor": "mallory"}
+
+
+def test_objects_send_inside_a_request_records_the_requests_user(
+    client: Any, backend: Any, django_user_model: Any
+):
+    user = django_user_model.objects.create_user("ann")
+    client.force_login(user)
+    client.post("/t/f3/manager_send", HTTP_IDEMPOTENCY_KEY="k3")
+    [record] = machines["ticket"].objects.history("ticket:f3")
+    assert record.actor == "ann"

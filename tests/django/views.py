@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import Counter
 from typing import Any
@@ -237,3 +238,24 @@ class AsyncTicketView(View):
     async def post(self, request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
         instance.send("BUMP")
         return JsonResponse(_state(instance), status=201)
+
+
+@stateful_view("ticket", key=KEY)
+def splat(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    """The pattern that let a body forge the actor: the body splatted into send()."""
+    data = json.loads(request.body)
+    instance.send(data.pop("type"), **data)
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY)
+def splat_mapping(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    """The safe form: the body as a mapping event (every field is payload)."""
+    instance.send(json.loads(request.body))
+    return JsonResponse(_state(instance))
+
+
+def manager_send(request: HttpRequest, tid: str) -> HttpResponse:
+    """A plain view sending through the manager: the request's user acts."""
+    receipt = machines["ticket"].objects.send(KEY.format(tid=tid), "BUMP", create=True)
+    return JsonResponse({"accepted": bool(receipt.accepted)})
