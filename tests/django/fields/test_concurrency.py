@@ -7,16 +7,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connections
 
+from django_xsm import backend as xsm_backend
+from tests.django.databases import require_postgres
 from tests.django.fields.conftest import DB_ALIASES
 from tests.django.fields.test_field import row_in_db
 from tests.fieldapp.models import Order
-from tests.support import LIVE_URL, live_only
+from tests.support import LIVE_URL, delete_namespace, live_only
 
 pytestmark = [
     pytest.mark.django_db(databases=DB_ALIASES, transaction=True),
@@ -31,12 +35,22 @@ OVERLAP = 10  # each worker also sends the next worker's first 10 keys
 
 @live_only
 @pytest.mark.live
-def test_four_processes_lose_no_update_and_apply_no_key_twice(
-    alias: str, backend: Any, xsm: Any
-) -> None:
-    if alias != "postgres" or type(backend.client).__module__.startswith("fakeredis"):
-        pytest.skip("processes share a database only on PostgreSQL, and Redis only live")
-    prefix = backend.store.prefix
+def test_four_processes_lose_no_update_and_apply_no_key_twice(xsm: Any) -> None:
+    if "postgres" not in settings.DATABASES:
+        if require_postgres():
+            pytest.fail("XSM_REQUIRE_PG=1 but no PostgreSQL answers")
+        pytest.skip("processes share a database only on PostgreSQL")
+    alias = "postgres"
+    prefix = f"xsmtest-{uuid.uuid4().hex[:12]}"
+    xsm(REDIS_URL=LIVE_URL, PREFIX=prefix, EMBEDDED=None)
+    found = xsm_backend.get_backend()
+    try:
+        _run_workers(found, prefix, alias)
+    finally:
+        delete_namespace(found.client, prefix)
+
+
+def _run_workers(backend: Any, prefix: str, alias: str) -> None:
     order = Order.objects.using(alias).create()
     env = {
         **os.environ,
