@@ -35,10 +35,12 @@ __all__ = [
     "SnapshotCorruptError",
     "SnapshotTooLargeError",
     "StateAssignmentError",
+    "StoreAuthenticationError",
     "StoreError",
     "StoreUnavailableError",
     "UnknownMachineError",
     "UnsavedInstanceError",
+    "UnstorableValueError",
     "XsmError",
 ]
 
@@ -210,6 +212,25 @@ class StoreUnavailableError(StoreError):
         )
 
 
+class StoreAuthenticationError(StoreError):
+    """The store refused our credentials or permissions (a wrong password,
+    a missing ACL permission). Not :class:`StoreUnavailableError`: no retry
+    fixes it; the configuration must change. ``cause`` names the reply or
+    exception class (``"WRONGPASS"``, ``"NOPERM"``, ``"AuthenticationError"``);
+    the message never contains the password or the server's address.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, cause: str = "") -> None:
+        self.cause = cause
+        super().__init__(
+            message,
+            key=key,
+            hint="fix the credentials in the Redis URL or client (password, "
+            "username) or grant the ACL user the commands and keys it needs; "
+            "retrying will not help",
+        )
+
+
 class ConflictError(StoreError):
     """A compare-and-set on the version failed: someone else committed first,
     or the lock token no longer matches. Nothing was written.
@@ -219,6 +240,10 @@ class ConflictError(StoreError):
     ``reason`` says which fence failed: ``"version"``, ``"lock"`` (the
     writer does not hold the instance's lock) or ``"claim"`` (an
     idempotency claim it meant to mark was taken over after its lease).
+    ``held_lock`` is False for a ``"lock"`` conflict of a writer that never
+    held a lock (an optimistic writer meeting another writer's lock).
+    ``attempts`` is how many tries ``retry_on_conflict`` made before giving
+    up (0 when the error did not come out of a retry helper).
     """
 
     def __init__(
@@ -229,16 +254,29 @@ class ConflictError(StoreError):
         actual: int | None,
         reason: str = "version",
         retry_after_s: int = 1,
+        held_lock: bool = True,
+        attempts: int = 0,
     ) -> None:
         self.expected = expected
         self.actual = actual
         self.reason = reason
         self.retry_after_s = retry_after_s
+        self.held_lock = held_lock
+        self.attempts = attempts
+        hint = (
+            "another writer committed first; reload and retry (see persistence.retry_on_conflict)"
+        )
         if reason == "claim":
             text = (
                 f"An idempotency claim of {key!r} was taken over by another worker "
                 f"before commit (its lease ended; version {actual})"
             )
+        elif reason == "lock" and not held_lock:
+            text = (
+                f"{key!r} was locked by another writer, so this commit was refused "
+                f"(expected version {expected}, found {actual})"
+            )
+            hint = "another writer holds the instance's lock; retry once it is released"
         elif reason == "lock":
             text = (
                 f"Lock for {key!r} was lost before commit (expected version "
@@ -246,12 +284,9 @@ class ConflictError(StoreError):
             )
         else:
             text = f"Version conflict on {key!r}: expected version {expected}, found {actual}"
-        super().__init__(
-            text,
-            key=key,
-            hint="another writer committed first; reload and retry (see "
-            "persistence.retry_on_conflict)",
-        )
+        if attempts:
+            text += f"; gave up after {attempts} attempts"
+        super().__init__(text, key=key, hint=hint)
 
 
 class LockTimeoutError(StoreError):
@@ -318,6 +353,17 @@ class SnapshotTooLargeError(StoreError, ValueError):
             hint="keep large data outside the context (store an id instead) or "
             "raise max_snapshot_bytes",
         )
+
+
+class UnstorableValueError(XsmError, TypeError, ValueError):
+    """A value cannot be stored exactly (a set, an object, NaN, a string
+    holding a lone surrogate such as ``"\\ud800"``...). Raised before any
+    write; ``path`` names it (``$.context.text``). Both a ``TypeError`` and
+    a ``ValueError``, so handlers of either keep catching it."""
+
+    def __init__(self, path: str, problem: str, *, hint: str = "") -> None:
+        self.path = path
+        super().__init__(f"{path}: {problem}", hint=hint)
 
 
 class InstanceNotFoundError(StoreError, LookupError):

@@ -123,8 +123,10 @@ def redis_backends(client: Any, prefix: str, **store_kwargs: Any) -> Backends:
     return Backends(
         "redis",
         store,
-        RedisInbox(client, prefix=prefix),
-        RedisLog(client, prefix=prefix, maxlen=maxlen),
+        # the same bucket count everywhere: construction does no I/O, so
+        # whichever is used first may create the namespace
+        RedisInbox(client, prefix=prefix, buckets=buckets),
+        RedisLog(client, prefix=prefix, maxlen=maxlen, buckets=buckets),
         _sleep_ms,
         client=client,
     )

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
 from .records import (
     ClaimOutcome,
@@ -45,12 +45,16 @@ __all__ = [
     "InboxStore",
     "StateStore",
     "TransitionLogStore",
+    "check_listing",
     "iter_pages",
     "retry_after_seconds",
     "system_clock_ms",
     "validate_key",
     "validate_limit",
+    "validate_positive_int",
     "validate_prefix",
+    "validate_text",
+    "validate_ttl_s",
     "wall_to_ms",
 ]
 
@@ -60,7 +64,7 @@ MAX_KEY_LENGTH = 512
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A namespace prefix becomes part of a Redis Cluster hash tag and of glob
 # patterns, so it is restricted to a conservative alphabet.
-_PREFIX = re.compile(r"^[A-Za-z0-9_.\-:/]{1,64}$")
+_PREFIX = re.compile(r"[A-Za-z0-9_.\-:/]{1,64}")
 
 
 def iter_pages(
@@ -95,10 +99,8 @@ def validate_key(value: object, *, what: str = "key") -> str:
     members separated by control characters).
     """
     if not isinstance(value, str):
-        raise InvalidConfigError(
-            f"{what} must be a string, not {type(value).__name__}",
-            path=what,
-            hint="pass the instance key as a str such as 'order:42'",
+        raise ArgumentTypeError(
+            what, value, expected="a str", hint="pass the instance key as a str such as 'order:42'"
         )
     if not value:
         raise InvalidConfigError(f"{what} must not be empty", path=what)
@@ -114,6 +116,64 @@ def validate_key(value: object, *, what: str = "key") -> str:
             path=what,
             hint="use printable characters only",
         )
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            # Redis keys, bucket hashes and log lines are UTF-8: a lone
+            # surrogate ("\ud800", which json.loads accepts) has no encoding.
+            raise InvalidConfigError(
+                f"{what} {value!r} contains a lone surrogate (not valid Unicode text)",
+                path=what,
+                hint="decode the key from valid UTF-8",
+            ) from None
+    return value
+
+
+def validate_text(value: object, name: str, *, optional: bool = False) -> str | None:
+    """``value`` if it is a ``str`` (or None when ``optional``), else
+    :class:`ArgumentTypeError` naming the argument."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ArgumentTypeError(name, value, expected="a str or None" if optional else "a str")
+    return value
+
+
+def check_listing(prefix: object, after: object, machine: object, state: object) -> None:
+    """Argument types of ``list_page`` (every backend checks them)."""
+    validate_text(prefix, "prefix")
+    validate_text(after, "after")
+    validate_text(machine, "machine", optional=True)
+    validate_text(state, "state", optional=True)
+
+
+def validate_positive_int(value: object, name: str) -> int:
+    """``value`` if it is an int >= 1 (not a bool), else InvalidConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidConfigError(f"{name} must be a positive int, got {value!r}", path=name)
+    return value
+
+
+def validate_ttl_s(value: object) -> float | None:
+    """``ttl_s`` of a store: None (no expiry) or finite seconds of at least
+    one millisecond. A smaller value would round to 0 ms, which Redis reads
+    as "no expiry"; inf and NaN have no expiry time at all."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0.001
+    ):
+        raise InvalidConfigError(
+            f"ttl_s must be None or finite seconds of at least 0.001 (1 ms), got {value!r}",
+            path="ttl_s",
+            hint="pass None for instances that never expire",
+        )
+    if value * 1000 >= 2**53:
+        raise InvalidConfigError(f"ttl_s {value!r} is too large", path="ttl_s", hint="pass None")
     return value
 
 
@@ -135,11 +195,20 @@ def validate_prefix(prefix: object) -> str:
             path="prefix",
             hint="pass prefix='shop' (one namespace per application)",
         )
-    if not _PREFIX.match(prefix):
+    if not _PREFIX.fullmatch(prefix):
         raise InvalidConfigError(
             f"Prefix {prefix!r} may only contain letters, digits and _ . - : / (at most 64)",
             path="prefix",
             hint="braces and glob characters would break hash tags and patterns",
+        )
+    if prefix.endswith(":"):
+        bare = prefix.rstrip(":")
+        raise InvalidConfigError(
+            f"Prefix {prefix!r} ends with ':'",
+            path="prefix",
+            hint=f"the separator is added for you: pass prefix={bare!r}"
+            if bare
+            else "name the namespace, e.g. prefix='shop'",
         )
     return prefix
 

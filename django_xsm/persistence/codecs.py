@@ -18,12 +18,25 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, SnapshotCorruptError, SnapshotTooLargeError
+from django_xsm.exceptions import (
+    InvalidConfigError,
+    SnapshotCorruptError,
+    SnapshotTooLargeError,
+    UnstorableValueError,
+)
 
 from .base import Codec
 from .records import CommitUnit
 
-__all__ = ["FernetCodec", "JsonCodec", "encode_snapshot", "loads_tagged", "to_json_ready"]
+__all__ = [
+    "FernetCodec",
+    "JsonCodec",
+    "dumps_text",
+    "encode_snapshot",
+    "loads_tagged",
+    "surrogate_path",
+    "to_json_ready",
+]
 
 # The tag key marks an encoded non-JSON value; a user dict that happens to
 # contain it is stored as {"$xsm": "dict", "v": [[key, value], ...]} so
@@ -40,24 +53,32 @@ def _tag(kind: str, value: Any) -> dict[str, Any]:
 def to_json_ready(value: Any, path: str = "$") -> Any:
     """``value`` with every non-JSON leaf replaced by its tagged form.
 
-    Raises ``TypeError`` (with the path, e.g. ``$.context.tags``) for a value
-    that cannot be represented exactly.
+    Raises :class:`UnstorableValueError` (a ``TypeError`` and a
+    ``ValueError``, with the path, e.g. ``$.context.tags``) for a value that
+    cannot be represented exactly, a string with a lone surrogate included.
     """
     # Ordered by frequency: plain JSON scalars dominate real contexts.
-    if value is None or isinstance(value, str | bool | int):
+    if isinstance(value, str):
+        if not value.isascii():
+            _check_text(value, path)
+        return value
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise TypeError(f"{path}: {value!r} is not representable in JSON")
+            raise UnstorableValueError(path, f"{value!r} is not representable in JSON")
         return value
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise TypeError(
-                    f"{path}: dict key {k!r} is a {type(k).__name__}; JSON "
-                    "object keys must be strings (convert it yourself)"
+                raise UnstorableValueError(
+                    path,
+                    f"dict key {k!r:.60} is a {type(k).__name__}; JSON "
+                    "object keys must be strings (convert it yourself)",
                 )
+            if not k.isascii():
+                _check_text(k, f"{path} key {k!r:.60}")
             out[k] = to_json_ready(v, f"{path}.{k}")
         return _tag("dict", [[k, v] for k, v in out.items()]) if _TAG in out else out
     if isinstance(value, list):
@@ -66,7 +87,7 @@ def to_json_ready(value: Any, path: str = "$") -> Any:
         return _tag("tuple", [to_json_ready(v, f"{path}[{i}]") for i, v in enumerate(value)])
     if isinstance(value, decimal.Decimal):
         if not value.is_finite():
-            raise TypeError(f"{path}: {value!r} is not a finite Decimal")
+            raise UnstorableValueError(path, f"{value!r} is not a finite Decimal")
         return _tag("decimal", str(value))
     if isinstance(value, _dt.datetime):
         return _tag("datetime", value.isoformat())
@@ -78,10 +99,61 @@ def to_json_ready(value: Any, path: str = "$") -> Any:
         return _tag("uuid", str(value))
     if isinstance(value, bytes):
         return _tag("bytes", base64.b64encode(value).decode("ascii"))
-    raise TypeError(
-        f"{path}: {type(value).__name__} value {value!r:.60} cannot be stored; "
-        "use JSON types, Decimal, datetime, date, time, UUID, bytes or tuples"
+    raise UnstorableValueError(
+        path,
+        f"{type(value).__name__} value {value!r:.60} cannot be stored; "
+        "use JSON types, Decimal, datetime, date, time, UUID, bytes or tuples",
     )
+
+
+_TEXT_HINT = "strings must be valid Unicode text; reject or repair the input"
+
+
+def _check_text(text: str, path: str) -> None:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise UnstorableValueError(
+            path,
+            f"{text!r:.60} holds a lone surrogate, which UTF-8 cannot store",
+            hint=_TEXT_HINT,
+        ) from None
+
+
+def surrogate_path(value: Any, path: str = "$") -> str | None:
+    """The path of the first string (or dict key) in ``value`` holding a
+    lone surrogate, or None. Iterative: any depth."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode()
+                except UnicodeEncodeError:
+                    return where
+        elif isinstance(item, Mapping):
+            for k, v in item.items():
+                if isinstance(k, str) and surrogate_path(k, where) is not None:
+                    return f"{where} key {k!r:.60}"
+                stack.append((v, f"{where}.{k}"))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+def dumps_text(value: Any, path: str = "$") -> bytes:
+    """Compact UTF-8 JSON of JSON-ready ``value``; a string with a lone
+    surrogate raises :class:`UnstorableValueError` naming its path instead
+    of ``UnicodeEncodeError``."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        where = surrogate_path(value, path) or path
+        raise UnstorableValueError(
+            where, "a string holds a lone surrogate, which UTF-8 cannot store", hint=_TEXT_HINT
+        ) from None
 
 
 _DECODERS: dict[str, Callable[[Any], Any]] = {
@@ -101,10 +173,13 @@ def _object_hook(obj: dict[str, Any]) -> Any:
     kind = obj.get(_TAG)
     if kind is None or len(obj) != 2 or "v" not in obj:
         return obj
-    decoder = _DECODERS.get(kind)
+    decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
     if decoder is None:
-        raise ValueError(f"unknown tag {kind!r}")
-    return decoder(obj["v"])
+        raise ValueError(f"unknown tag {kind!r:.40}")
+    try:
+        return decoder(obj["v"])
+    except Exception as exc:  # {"$xsm": "uuid", "v": 5} and the like: damaged, not a crash
+        raise ValueError(f"bad {kind} value ({type(exc).__name__})") from None
 
 
 def _has_special(value: Any) -> bool:
@@ -130,12 +205,12 @@ class JsonCodec:
         # Fast path: most snapshots are plain JSON and need no copy.
         if _has_special(data):
             data = to_json_ready(dict(snapshot))
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        return dumps_text(data)
 
     def decode(self, data: bytes, *, key: str, version: int) -> dict[str, Any]:
         try:
             value = json.loads(data, object_hook=_object_hook)
-        except (ValueError, TypeError, decimal.InvalidOperation) as exc:
+        except (ValueError, TypeError, decimal.InvalidOperation, RecursionError) as exc:
             raise SnapshotCorruptError(
                 f"Snapshot of {key!r} (version {version}) is not valid JSON: {type(exc).__name__}",
                 key=key,
@@ -223,8 +298,12 @@ class FernetCodec:
 
 def loads_tagged(data: str | bytes) -> Any:
     """``json.loads`` that turns tagged values back into Python objects
-    (the inverse of ``json.dumps(to_json_ready(value))``)."""
-    return json.loads(data, object_hook=_object_hook)
+    (the inverse of ``json.dumps(to_json_ready(value))``). Anything it
+    cannot read raises ``ValueError`` (data nested too deeply included)."""
+    try:
+        return json.loads(data, object_hook=_object_hook)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def encode_snapshot(codec: Codec, unit: CommitUnit, limit: int) -> bytes | None:

@@ -22,6 +22,7 @@ from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeout
 from .base import retry_after_seconds
 
 __all__ = [
+    "AsyncStoreLock",
     "LockStrategy",
     "OptimisticLock",
     "PessimisticLock",
@@ -102,7 +103,8 @@ def retry_on_conflict(
 
     ``fn`` must open its own ``persisted()`` block so each attempt reloads.
     Actions run again on every attempt: keep side effects idempotent or
-    trigger them after the commit. The last conflict is re-raised.
+    trigger them after the commit. The last conflict is re-raised with
+    ``attempts`` set (and said in its message).
     """
     delays = backoff_delays(attempts, base_s=base_s, max_s=max_s)
     for delay in delays:
@@ -110,7 +112,10 @@ def retry_on_conflict(
             return fn()
         except retry_on:
             time.sleep(delay)
-    return fn()
+    try:
+        return fn()
+    except ConflictError as exc:
+        raise _gave_up(exc, len(delays) + 1) from exc
 
 
 async def aretry_on_conflict(
@@ -130,7 +135,23 @@ async def aretry_on_conflict(
             return await fn()
         except retry_on:
             await asyncio.sleep(delay)
-    return await fn()
+    try:
+        return await fn()
+    except ConflictError as exc:
+        raise _gave_up(exc, len(delays) + 1) from exc
+
+
+def _gave_up(exc: ConflictError, attempts: int) -> ConflictError:
+    """``exc`` once more, saying how many attempts were made."""
+    return ConflictError(
+        exc.key or "",
+        expected=exc.expected,
+        actual=exc.actual,
+        reason=exc.reason,
+        retry_after_s=exc.retry_after_s,
+        held_lock=exc.held_lock,
+        attempts=attempts,
+    )
 
 
 class StoreLock:
@@ -178,3 +199,36 @@ class StoreLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self.release()
+
+
+class AsyncStoreLock(StoreLock):
+    """``async with store.lock(key, timeout=1.0) as token:`` — the asyncio
+    twin of :class:`StoreLock` (same token lock, same semantics) for
+    ``AsyncRedisStore``."""
+
+    async def acquire_async(self) -> str:
+        import asyncio  # deferred: asyncio costs ~20 ms to import
+
+        deadline = time.monotonic() + self.timeout
+        while True:
+            busy_ms = await self.store.acquire_lock(self.key, self.token, self.ttl_ms)
+            if not busy_ms:
+                return self.token
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LockTimeoutError(
+                    self.key, timeout=self.timeout, retry_after_s=retry_after_seconds(busy_ms)
+                )
+            await asyncio.sleep(min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000))
+
+    async def release_async(self) -> bool:
+        return bool(await self.store.release_lock(self.key, self.token))
+
+    async def __aenter__(self) -> str:
+        return await self.acquire_async()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.release_async()
+
+    def __enter__(self) -> str:
+        raise TypeError("AsyncRedisStore.lock() is an async context manager: use 'async with'")

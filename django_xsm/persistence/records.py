@@ -18,6 +18,7 @@ from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
 __all__ = [
     "COMMIT_HISTORY",
+    "MAX_EPOCH_MS",
     "ClaimOutcome",
     "ClaimRequest",
     "ClaimStatus",
@@ -70,6 +71,10 @@ def check_commit_id(commit_id: object) -> None:
         )
 
 
+#: The latest epoch millisecond a ``datetime`` can hold (9999-12-31).
+MAX_EPOCH_MS = 253_402_300_799_999
+
+
 def ms_to_datetime(ms: int) -> _dt.datetime:
     """Epoch milliseconds as an aware UTC datetime."""
     return _dt.datetime.fromtimestamp(ms / 1000.0, tz=_dt.UTC)
@@ -99,12 +104,20 @@ class TimerFailure:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TimerFailure:
-        return cls(
-            attempts=int(data["attempts"]),
-            next_attempt_ms=int(data["next_attempt_ms"]),
-            dead=bool(data.get("dead", False)),
-            error=str(data.get("error", "")),
-        )
+        """Raises ``ValueError`` for anything that is not a failure as
+        :meth:`to_dict` writes it (Infinity, a list, a missing field...)."""
+        try:
+            failure = cls(
+                attempts=int(data["attempts"]),
+                next_attempt_ms=int(data["next_attempt_ms"]),
+                dead=bool(data.get("dead", False)),
+                error=str(data.get("error", "")),
+            )
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
+            raise ValueError(f"not a timer failure ({type(exc).__name__})") from None
+        if not 0 <= failure.next_attempt_ms <= MAX_EPOCH_MS:
+            raise ValueError("next_attempt_ms is out of range")
+        return failure
 
 
 def owner_machine_id(machine_id: str, snapshot: Mapping[str, Any]) -> str:

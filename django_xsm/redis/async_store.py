@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from django_xsm.persistence.locks import AsyncStoreLock
 from django_xsm.persistence.records import (
     CommitResult,
     CommitUnit,
@@ -60,6 +61,10 @@ class AsyncRedisStore(AsyncSide, _StoreBase):
     async def release_lock(self, key: str, token: str) -> bool:
         return await self.driver.run(self.core.release_lock(key, token), key)
 
+    def lock(self, key: str, *, timeout: float = 1.0, ttl_ms: int | None = None) -> AsyncStoreLock:
+        """``async with store.lock(key) as token:`` (see AsyncStoreLock)."""
+        return AsyncStoreLock(self, key, timeout=timeout, ttl_ms=ttl_ms)
+
     async def lock_holder(self, key: str) -> str | None:
         return await self.driver.run(self.core.lock_holder(key), key)
 
@@ -94,9 +99,9 @@ class AsyncRedisStore(AsyncSide, _StoreBase):
                 return
 
     async def due_keys(
-        self, until_wall: float | _dt.datetime, *, limit: int = 100
+        self, until_wall: float | _dt.datetime, *, limit: int = 100, prefix: str = ""
     ) -> list[tuple[str, int]]:
-        return await self.driver.run(self.core.due_keys(until_wall, limit))
+        return await self.driver.run(self.core.due_keys(until_wall, limit, prefix))
 
     async def record_timer_failure(
         self,
@@ -111,6 +116,15 @@ class AsyncRedisStore(AsyncSide, _StoreBase):
 
     async def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
         return await self.driver.run(self.core.dead_letters(limit))
+
+    async def park(self, key: str, *, reason: str) -> bool:
+        return await self.driver.run(self.core.park(key, reason), key)
+
+    async def dead_letter_reasons(self, keys: Sequence[str]) -> dict[str, str]:
+        return await self.driver.run(self.core.dead_letter_reasons(keys))
+
+    async def persists_data(self) -> bool | None:
+        return await self.driver.run(self.core.persists_data())
 
     async def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
         return await self.driver.run(self.core.machine_ids(keys))

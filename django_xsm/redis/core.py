@@ -12,12 +12,26 @@ from __future__ import annotations
 
 import datetime as _dt
 import heapq
+import json
+import logging
+import secrets
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias, TypeVar
 
+import redis.exceptions as rex
+
 from django_xsm.exceptions import InvalidConfigError, StoreError
-from django_xsm.persistence.base import Codec, validate_key, wall_to_ms
+from django_xsm.persistence.base import (
+    Codec,
+    check_listing,
+    validate_key,
+    validate_limit,
+    validate_positive_int,
+    validate_text,
+    validate_ttl_s,
+    wall_to_ms,
+)
 from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
 from django_xsm.persistence.records import (
     CommitResult,
@@ -39,6 +53,7 @@ from .ops import Call, b2s
 __all__ = ["Cmd", "LayoutState", "Many", "Op", "Request", "StoreCore", "parse_schema"]
 
 T = TypeVar("T")
+logger = logging.getLogger("django_xsm.redis")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,22 +107,52 @@ def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) 
 
 
 class LayoutState:
-    """The namespace layout, read from the schema marker on first need."""
+    """The namespace layout, read from the schema marker on first need, and
+    the namespace id that marker carries.
+
+    The id is random and written when the namespace is created. A marker
+    that later carries another id (Redis lost its data, for instance a
+    restart without persistence, and the namespace was created again) sets
+    ``reset``, and one ERROR is logged.
+    """
 
     def __init__(self, prefix: str, buckets: int | None) -> None:
         KeyLayout(prefix, buckets or DEFAULT_BUCKETS)  # validates both early
         self.prefix = prefix
         self.wanted = buckets
         self.layout: KeyLayout | None = None
+        self.namespace_id = ""
+        self.reset = False
+
+    def schema_call(self) -> Call:
+        return Call(
+            "SCHEMA",
+            [KeyLayout.schema_key_for(self.prefix)],
+            [LAYOUT_VERSION, self.wanted or DEFAULT_BUCKETS, secrets.token_hex(8)],
+        )
 
     def ensure(self) -> Op[KeyLayout]:
         if self.layout is None:
-            reply = yield Call(
-                "SCHEMA",
-                [KeyLayout.schema_key_for(self.prefix)],
-                [LAYOUT_VERSION, self.wanted or DEFAULT_BUCKETS],
+            self.seen((yield self.schema_call()))
+        assert self.layout is not None
+        return self.layout
+
+    def seen(self, reply: Sequence[Any]) -> KeyLayout:
+        """Take a SCHEMA reply: the layout, and whether the id changed."""
+        layout = parse_schema(self.prefix, reply, self.wanted)
+        found = b2s(reply[2]) if len(reply) > 2 else ""
+        if self.namespace_id and found != self.namespace_id and not self.reset:
+            self.reset = True
+            logger.error(
+                "xsm namespace %r was reset: Redis lost its data (the schema marker "
+                "was recreated); every instance stored before is gone. Run Redis "
+                "with persistence (appendonly yes) and restore from a backup",
+                self.prefix,
             )
-            self.layout = parse_schema(self.prefix, reply, self.wanted)
+        if found and not self.namespace_id:
+            self.namespace_id = found
+        if self.layout is None:
+            self.layout = layout
         return self.layout
 
 
@@ -124,39 +169,30 @@ class StoreCore:
         lock_ttl_ms: int,
         buckets: int | None,
     ) -> None:
-        for name, value in (
-            ("max_snapshot_bytes", max_snapshot_bytes),
-            ("lock_ttl_ms", lock_ttl_ms),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidConfigError(f"{name} must be a positive int, got {value!r}", path=name)
-        if ttl_s is not None and (
-            isinstance(ttl_s, bool) or not isinstance(ttl_s, int | float) or ttl_s <= 0
-        ):
-            raise InvalidConfigError(
-                f"ttl_s must be positive seconds or None, got {ttl_s!r}", path="ttl_s"
-            )
         self.state = LayoutState(prefix, buckets)
         self.codec: Codec = codec or JsonCodec()
-        self.max_snapshot_bytes = max_snapshot_bytes
-        self.ttl_ms = int(ttl_s * 1000) if ttl_s is not None else 0
-        self.lock_ttl_ms = lock_ttl_ms
+        self.max_snapshot_bytes = validate_positive_int(max_snapshot_bytes, "max_snapshot_bytes")
+        self.lock_ttl_ms = validate_positive_int(lock_ttl_ms, "lock_ttl_ms")
+        self.ttl_ms = ttl_ms_of(ttl_s)
 
     # --- records -----------------------------------------------------------
 
     def load(self, key: str) -> Op[StoredRecord | None]:
-        validate_key(key)
-        layout = yield from self.state.ensure()
-        fields = yield Cmd("HGETALL", (layout.snapshot(key),))
-        return ops.parse_record(key, fields, self.codec)
+        # OPEN without a lock or claims writes nothing and checks the size
+        # before sending the snapshot's bytes.
+        result = yield from self.open(OpenRequest(key))
+        return result.record
 
     def open(self, request: OpenRequest) -> Op[OpenResult]:
         validate_key(request.key)
         if request.lock_token:
             ops.check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
+        for claim in request.claims:  # before any I/O (the marker included)
+            ops.same_instance(request.key, claim)
         layout = yield from self.state.ensure()
-        reply = yield ops.open_call(layout, request)
-        return ops.parse_open(request, reply, self.codec)
+        limit = self.max_snapshot_bytes
+        reply = yield ops.open_call(layout, request, limit)
+        return ops.parse_open(request, reply, self.codec, limit)
 
     def encode(self, unit: CommitUnit) -> bytes | None:
         """The snapshot bytes ``unit`` stores (see ``encode_snapshot``)."""
@@ -190,6 +226,8 @@ class StoreCore:
         validate_key(unit.key)
         check_commit_id(unit.commit_id)
         data = self.encode(unit)  # raises before any I/O
+        for claim in (*(m.claim for m in unit.marks), *(r.claim for r in unit.releases)):
+            ops.same_instance(unit.key, claim)
         layout = yield from self.state.ensure()
         call = ops.commit_call(
             layout,
@@ -237,10 +275,13 @@ class StoreCore:
         return int((yield Call("ACQUIRE_LOCK", [layout.lock(key)], [token, ttl_ms])))
 
     def release_lock(self, key: str, token: str) -> Op[bool]:
+        validate_key(key)
+        validate_text(token, "token")
         layout = yield from self.state.ensure()
         return bool(int((yield Call("RELEASE_LOCK", [layout.lock(key)], [token]))))
 
     def lock_holder(self, key: str) -> Op[str | None]:
+        validate_key(key)
         layout = yield from self.state.ensure()
         raw = yield Cmd("GET", (layout.lock(key),))
         return None if raw is None else b2s(raw)
@@ -283,6 +324,7 @@ class StoreCore:
             raise InvalidConfigError(
                 f"limit must be an int from 1 to 10000, got {limit!r}", path="limit"
             )
+        check_listing(prefix, after, machine, state)
         layout = yield from self.state.ensure()
         if state is not None:
             index, head = 4, state + SEP
@@ -323,16 +365,18 @@ class StoreCore:
         more = len(merged) > limit
         return page, (page[-1] if more else "")
 
-    def due_keys(self, until_wall: float | _dt.datetime, limit: int) -> Op[list[tuple[str, int]]]:
+    def due_keys(
+        self, until_wall: float | _dt.datetime, limit: int, prefix: str = ""
+    ) -> Op[list[tuple[str, int]]]:
         until = wall_to_ms(until_wall)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidConfigError(f"limit must be a positive int, got {limit!r}", path="limit")
+        validate_limit(limit)
+        validate_text(prefix, "prefix")
         layout = yield from self.state.ensure()
         calls = tuple(
             Call(
                 "DUE",
                 layout.prune_keys(b),
-                [until, limit, layout.snapshot_prefix(b), layout.log_prefix(b)],
+                [until, limit, layout.snapshot_prefix(b), layout.log_prefix(b), prefix],
             )
             for b in range(layout.buckets)
         )
@@ -348,6 +392,7 @@ class StoreCore:
         failures: Mapping[str, TimerFailure],
         next_due_ms: int | None,
     ) -> Op[bool]:
+        validate_key(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
         payload = ops._dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""
@@ -365,6 +410,7 @@ class StoreCore:
         return bool(int(reply))
 
     def dead_letters(self, limit: int) -> Op[list[tuple[str, int]]]:
+        validate_limit(limit)
         layout = yield from self.state.ensure()
         cmds = tuple(
             Cmd("ZRANGE", (layout.dead(b), 0, limit - 1, "WITHSCORES"))
@@ -374,7 +420,37 @@ class StoreCore:
         rows = sorted((int(float(s)), b2s(m)) for r in replies for m, s in ops.score_pairs(r))
         return [(k, t) for t, k in rows[:limit]]
 
+    def park(self, key: str, reason: str) -> Op[bool]:
+        validate_key(key)
+        validate_text(reason, "reason")
+        layout = yield from self.state.ensure()
+        b = layout.bucket(key)
+        reply = yield Call(
+            "PARK", [layout.snapshot(key), layout.due(b), layout.dead(b)], [key, reason[:500]]
+        )
+        return bool(int(reply))
+
+    def dead_letter_reasons(self, keys: Sequence[str]) -> Op[dict[str, str]]:
+        if isinstance(keys, str):
+            raise InvalidConfigError("keys must be a list of keys, not a str", path="keys")
+        wanted = [validate_key(k) for k in keys]
+        if not wanted:
+            return {}
+        layout = yield from self.state.ensure()
+        rows = yield Many(tuple(Cmd("HMGET", (layout.snapshot(k), "park", "tf")) for k in wanted))
+        return {k: _reason(park, tf) for k, (park, tf) in zip(wanted, rows, strict=True)}
+
+    def persists_data(self) -> Op[bool | None]:
+        try:
+            aof = yield Cmd("CONFIG GET", ("appendonly",))
+            save = yield Cmd("CONFIG GET", ("save",))
+        except rex.ResponseError:  # CONFIG renamed away or not allowed by the ACL
+            return None
+        return _config_value(aof, "appendonly") == "yes" or bool(_config_value(save, "save"))
+
     def machine_ids(self, keys: Sequence[str]) -> Op[dict[str, str]]:
+        if isinstance(keys, str):
+            raise InvalidConfigError("keys must be a list of keys, not a str", path="keys")
         wanted = [validate_key(k) for k in keys]
         if not wanted:
             return {}
@@ -386,12 +462,13 @@ class StoreCore:
         if blank:
             rows = yield Many(tuple(Cmd("HGETALL", (layout.snapshot(k),)) for k in blank))
             for k, fields in zip(blank, rows, strict=True):
-                record = ops.parse_record(k, fields, self.codec)
+                record = ops.parse_record(k, fields, self.codec, self.max_snapshot_bytes)
                 if record is not None:
                     found[k] = record.owner
         return found
 
     def prune_expired(self, limit: int) -> Op[int]:
+        validate_limit(limit)
         layout = yield from self.state.ensure()
         calls = tuple(
             Call(
@@ -405,9 +482,47 @@ class StoreCore:
         return sum(int(r) for r in replies)
 
     def health(self) -> Op[dict[str, Any]]:
-        layout = yield from self.state.ensure()
-        # A small expiring write rather than PING: a read-only replica
-        # (READONLY) or a full server (OOM) still answers PING but cannot
-        # take a commit, and readiness must say so.
-        yield Cmd("SET", (layout.health, "1", "PX", 10_000))
-        return {"ok": True, "backend": "redis", "layout": LAYOUT_VERSION, "buckets": layout.buckets}
+        # The schema marker is read on every check: a marker recreated with
+        # another namespace id means Redis lost the namespace (reported as
+        # namespace_reset). A small expiring write rather than PING: a
+        # read-only replica (READONLY) or a full server (OOM) still answers
+        # PING but cannot take a commit, and readiness must say so.
+        write = Cmd("SET", (KeyLayout.health_key_for(self.state.prefix), "1", "PX", 10_000))
+        schema, _ = yield Many((self.state.schema_call(), write))
+        layout = self.state.seen(schema)
+        info: dict[str, Any] = {
+            "ok": True,
+            "backend": "redis",
+            "layout": LAYOUT_VERSION,
+            "buckets": layout.buckets,
+        }
+        if self.state.reset:
+            info["namespace_reset"] = True
+        return info
+
+
+def ttl_ms_of(ttl_s: object) -> int:
+    """``ttl_s`` as the milliseconds COMMIT takes (0: no expiry)."""
+    checked = validate_ttl_s(ttl_s)
+    return 0 if checked is None else int(checked * 1000)
+
+
+def _reason(park: Any, tf: Any) -> str:
+    """Why a key is dead-lettered: the park reason, else its dead timers' errors."""
+    if park:
+        return b2s(park)
+    try:
+        failures = json.loads(tf) if tf else {}
+        return "; ".join(f"{k}: {f.get('error', '')}" for k, f in failures.items() if f.get("dead"))
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return "timer bookkeeping is damaged"
+
+
+def _config_value(reply: Any, name: str) -> str:
+    """One value of a CONFIG GET reply (a flat list, or a dict with RESP3)."""
+    if isinstance(reply, Mapping):
+        pairs = {b2s(k): v for k, v in reply.items()}
+    else:
+        flat = list(reply or ())
+        pairs = {b2s(k): v for k, v in zip(flat[::2], flat[1::2], strict=False)}
+    return b2s(pairs.get(name)).strip()

@@ -12,9 +12,24 @@ from collections.abc import Iterator
 
 import redis.exceptions as rex
 
-from django_xsm.exceptions import SnapshotCorruptError, StoreError, StoreUnavailableError
+from django_xsm.exceptions import (
+    SnapshotCorruptError,
+    StoreAuthenticationError,
+    StoreError,
+    StoreUnavailableError,
+)
 
-__all__ = ["UNAVAILABLE_REPLIES", "translate_errors", "unavailable_reason"]
+__all__ = [
+    "AUTH_REPLIES",
+    "UNAVAILABLE_REPLIES",
+    "auth_reason",
+    "translate_errors",
+    "unavailable_reason",
+]
+
+#: Error replies that mean "these credentials or permissions are wrong":
+#: no retry fixes them.
+AUTH_REPLIES = ("NOAUTH", "WRONGPASS", "NOPERM")
 
 #: Error replies that mean "the server cannot take this right now".
 UNAVAILABLE_REPLIES = (
@@ -44,6 +59,19 @@ _UNAVAILABLE_CLASSES: tuple[type[BaseException], ...] = tuple(
 )
 
 
+def auth_reason(exc: BaseException) -> str | None:
+    """The reason ``exc`` means bad credentials or a missing ACL permission
+    (a reply or class name), else None."""
+    # redis-py's AuthenticationError is a ConnectionError: test it first.
+    head = str(exc).split(" ", 1)[0].upper()
+    if isinstance(exc, rex.ResponseError | rex.ConnectionError) and head in AUTH_REPLIES:
+        return head
+    for cls in (rex.AuthenticationError, getattr(rex, "NoPermissionError", None)):
+        if isinstance(cls, type) and isinstance(exc, cls):
+            return type(exc).__name__
+    return None
+
+
 def unavailable_reason(exc: BaseException) -> str | None:
     """The reason ``exc`` means unavailable (a class or reply name), else None."""
     if isinstance(exc, (rex.ConnectionError, rex.TimeoutError, *_UNAVAILABLE_CLASSES)):
@@ -62,6 +90,13 @@ def translate_errors(key: str | None = None) -> Iterator[None]:
     try:
         yield
     except rex.RedisError as exc:
+        denied = auth_reason(exc)
+        if denied is not None:
+            raise StoreAuthenticationError(
+                f"Redis refused the credentials or permissions ({denied})",
+                key=key,
+                cause=denied,
+            ) from exc
         reason = unavailable_reason(exc)
         if reason is not None:
             raise StoreUnavailableError(

@@ -24,7 +24,7 @@ key                        type    holds
                                    pruned with the key once its stream is gone
 ``{p:b}:in:<scope>``       hash    idempotency rows ``<key> \\0 <idem key>``
 ``{p:b}:inx``              zset    ``<inbox hash key> \\0 <field>`` by expiry
-``{p}:schema``             hash    ``layout``, ``buckets``: the schema marker
+``{p}:schema``             hash    ``layout``, ``buckets``, ``id``: the schema marker
 ``{p}:health``             string  written by ``health()`` (expires in 10 s)
 =========================  ======  ==============================================
 
@@ -93,10 +93,14 @@ class KeyLayout:
     def schema(self) -> str:
         return self.schema_key_for(self.prefix)
 
+    @staticmethod
+    def health_key_for(prefix: str) -> str:
+        """Written (with a 10 s expiry) by ``health()`` to prove writability."""
+        return f"{{{validate_prefix(prefix)}}}:health"
+
     @property
     def health(self) -> str:
-        """Written (with a 10 s expiry) by ``health()`` to prove writability."""
-        return f"{{{self.prefix}}}:health"
+        return self.health_key_for(self.prefix)
 
     def bucket(self, key: str) -> int:
         return zlib.crc32(key.encode()) % self.buckets

@@ -13,10 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotCorruptError
+from django_xsm.exceptions import (
+    ConflictError,
+    InvalidConfigError,
+    SnapshotCorruptError,
+    SnapshotTooLargeError,
+)
 from django_xsm.persistence.base import Codec, validate_key
-from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.codecs import dumps_text, loads_tagged
 from django_xsm.persistence.records import (
+    MAX_EPOCH_MS,
     ClaimOutcome,
     ClaimRequest,
     CommitResult,
@@ -60,8 +66,10 @@ def b2s(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+def _dumps(value: Any, path: str = "$") -> str:
+    # dumps_text refuses lone surrogates by path (redis-py would raise
+    # UnicodeEncodeError while packing the command).
+    return dumps_text(value, path).decode()
 
 
 def _pairs(flat: Sequence[Any]) -> dict[bytes, Any]:
@@ -91,9 +99,14 @@ def check_ttl(value: Any, name: str) -> None:
 
 
 def parse_record(
-    key: str, fields: Mapping[bytes, Any] | Sequence[Any], codec: Codec
+    key: str,
+    fields: Mapping[bytes, Any] | Sequence[Any],
+    codec: Codec,
+    limit: int | None = None,
 ) -> StoredRecord | None:
-    """A StoredRecord from the snapshot hash (HGETALL as dict or flat list)."""
+    """A StoredRecord from the snapshot hash (HGETALL as dict or flat list).
+    A snapshot over ``limit`` bytes raises ``SnapshotTooLargeError`` before
+    it is decoded."""
     h = fields if isinstance(fields, Mapping) else _pairs(fields)
     if not h:
         return None
@@ -101,19 +114,23 @@ def parse_record(
         data = h[b"d"]
         version = int(h[b"v"])
         updated = int(h.get(b"u") or 0)
+        if version < 0 or not 0 <= updated <= MAX_EPOCH_MS:
+            raise ValueError(version, updated)
     except (KeyError, ValueError, TypeError):
         raise SnapshotCorruptError(
             f"Stored record of {key!r} is damaged (missing or invalid d/v/u field)",
             key=key,
         ) from None
     data_bytes = data if isinstance(data, bytes) else str(data).encode()
+    if limit is not None and len(data_bytes) > limit:
+        raise SnapshotTooLargeError(key, size=len(data_bytes), limit=limit)
     snapshot = codec.decode(data_bytes, key=key, version=version)
     failures: dict[str, TimerFailure] = {}
     raw_tf = h.get(b"tf")
     if raw_tf:
         try:
             failures = {k: TimerFailure.from_dict(v) for k, v in json.loads(raw_tf).items()}
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             raise SnapshotCorruptError(
                 f"Timer bookkeeping of {key!r} is damaged", key=key
             ) from None
@@ -165,10 +182,12 @@ def _claim_args(layout: KeyLayout, claim: ClaimRequest) -> tuple[list[str], list
     return keys, args
 
 
-def open_call(layout: KeyLayout, request: OpenRequest) -> Call:
+def open_call(layout: KeyLayout, request: OpenRequest, limit: int) -> Call:
+    """The OPEN call; a stored snapshot over ``limit`` bytes comes back as
+    its size, never as its bytes."""
     key = request.key
     keys = [layout.snapshot(key), layout.lock(key), layout.floors(layout.bucket(key))]
-    args: list[Any] = [key, request.lock_token, request.lock_ttl_ms, len(request.claims)]
+    args: list[Any] = [key, request.lock_token, request.lock_ttl_ms, len(request.claims), limit]
     for claim in request.claims:
         ck, ca = _claim_args(layout, same_instance(key, claim))
         keys += ck
@@ -191,10 +210,13 @@ def _outcome(request: ClaimRequest, reply: Sequence[Any]) -> ClaimOutcome:
 RECORD_FIELDS = (b"d", b"v", b"mv", b"m", b"u", b"tf")
 
 
-def parse_open(request: OpenRequest, reply: Sequence[Any], codec: Codec) -> OpenResult:
-    busy, floor, claims, values, locked, exists = reply
+def parse_open(request: OpenRequest, reply: Sequence[Any], codec: Codec, limit: int) -> OpenResult:
+    busy, floor, claims, values, locked, exists, size = reply
     if int(busy):
         return OpenResult(record=None, lock_busy_ms=int(busy))
+    if int(size):
+        # OPEN took nothing for us (no lock, no claim) and sent no bytes
+        raise SnapshotTooLargeError(request.key, size=int(size), limit=limit)
     fields = {
         name: value for name, value in zip(RECORD_FIELDS, values, strict=True) if value is not None
     }
@@ -202,7 +224,7 @@ def parse_open(request: OpenRequest, reply: Sequence[Any], codec: Codec) -> Open
         # a hash holding none of a record's fields: damaged, not absent
         fields = {b"?": b""}
     return OpenResult(
-        record=parse_record(request.key, fields, codec),
+        record=parse_record(request.key, fields, codec, limit),
         floor=int(floor),
         locked=bool(int(locked)),
         claims=tuple(_outcome(r, c) for r, c in zip(request.claims, claims, strict=True)),
@@ -224,7 +246,7 @@ def parse_claim(claim: ClaimRequest, reply: Sequence[Any]) -> ClaimOutcome:
 def _entry_args(entry: LogEntry) -> list[Any]:
     return [
         entry.event_type,
-        _dumps(entry.payload),
+        _dumps(entry.payload, "$.payload"),
         entry.actor,
         entry.reason,
         _dumps(entry.from_state),
@@ -297,7 +319,7 @@ def commit_call(
                 layout.inbox_field(key, m.claim.idempotency_key),
                 m.claim.fingerprint,
                 m.claim.owner,
-                _dumps(m.receipt),
+                _dumps(m.receipt, "$.receipt"),
                 m.ttl_ms,
             ]
             for m in marks
@@ -311,7 +333,7 @@ def commit_call(
     # Two arguments: the snapshot bytes (possibly binary: Fernet) and one
     # JSON document for the rest, which redis-py packs far cheaper than
     # dozens of separate arguments.
-    args: list[Any] = [data if data is not None else b"", _dumps(header)]
+    args: list[Any] = [data if data is not None else b"", dumps_text(header, "commit")]
     return Call("COMMIT", keys, args)
 
 
@@ -331,7 +353,13 @@ def parse_commit(unit: CommitUnit, reply: Sequence[Any]) -> CommitResult:
     actual_raw = int(reply[1])
     actual = None if actual_raw < 0 else actual_raw
     reason = {"conflict": "version", "lock": "lock", "claim": "claim"}.get(status, status)
-    raise ConflictError(unit.key, expected=unit.expected_version, actual=actual, reason=reason)
+    raise ConflictError(
+        unit.key,
+        expected=unit.expected_version,
+        actual=actual,
+        reason=reason,
+        held_lock=bool(unit.lock_token),
+    )
 
 
 # --- log ---------------------------------------------------------------------------

@@ -16,8 +16,14 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, XsmError
-from django_xsm.persistence.base import Codec, iter_pages, system_clock_ms
+from django_xsm.exceptions import InvalidConfigError, XsmError
+from django_xsm.persistence.base import (
+    Codec,
+    iter_pages,
+    system_clock_ms,
+    validate_positive_int,
+    validate_ttl_s,
+)
 from django_xsm.persistence.locks import StoreLock
 from django_xsm.persistence.records import (
     CommitResult,
@@ -29,7 +35,7 @@ from django_xsm.persistence.records import (
 )
 
 from .client import SyncSide, same_server
-from .core import Op, StoreCore
+from .core import Op, StoreCore, ttl_ms_of
 from .keys import KeyLayout
 
 __all__ = ["RedisStore", "health_failure", "with_latency"]
@@ -58,6 +64,12 @@ class _StoreBase:
     renews it). ``lock_ttl_ms``: lease of pessimistic locks and, by default,
     of idempotency claims. ``buckets``: bucket count for a new namespace
     (default 16; an existing namespace keeps its own).
+
+    Construction does no I/O: the schema marker is read on first use, so a
+    store can be built while Redis is down (the first operation then raises
+    ``StoreUnavailableError``, or ``StoreError`` for an unreadable marker).
+    ``max_snapshot_bytes``, ``ttl_s`` and ``lock_ttl_ms`` may be changed
+    after construction (checked like the constructor's arguments).
     """
 
     client: Any
@@ -84,18 +96,46 @@ class _StoreBase:
             buckets=buckets,
         )
         self.codec = self.core.codec
-        self.max_snapshot_bytes = max_snapshot_bytes
-        self.ttl_s = ttl_s
-        self.lock_ttl_ms = lock_ttl_ms
+        self._ttl_s = ttl_s
         self.clock = system_clock_ms
-        self._started()
 
     def _connect(self, client_or_url: Any) -> None:
         """Set ``client`` and ``driver`` (blocking or asyncio)."""
         raise NotImplementedError
 
-    def _started(self) -> None:
-        """Called once the store is configured."""
+    @property
+    def max_snapshot_bytes(self) -> int:
+        """The encoded snapshot limit, on save and on load."""
+        return self.core.max_snapshot_bytes
+
+    @max_snapshot_bytes.setter
+    def max_snapshot_bytes(self, value: int) -> None:
+        self.core.max_snapshot_bytes = validate_positive_int(value, "max_snapshot_bytes")
+
+    @property
+    def ttl_s(self) -> float | None:
+        """Idle expiry of instances (None: never), renewed by every commit."""
+        return self._ttl_s
+
+    @ttl_s.setter
+    def ttl_s(self, value: float | None) -> None:
+        self.core.ttl_ms = ttl_ms_of(value)
+        self._ttl_s = validate_ttl_s(value)
+
+    @property
+    def lock_ttl_ms(self) -> int:
+        """Lease of pessimistic locks (and, by default, of idempotency claims)."""
+        return self.core.lock_ttl_ms
+
+    @lock_ttl_ms.setter
+    def lock_ttl_ms(self, value: int) -> None:
+        self.core.lock_ttl_ms = validate_positive_int(value, "lock_ttl_ms")
+
+    @property
+    def namespace_reset(self) -> bool:
+        """True once this store saw the namespace's schema marker recreated
+        with another id (Redis lost its data); ``health()`` checks it."""
+        return self.core.state.reset
 
     @property
     def layout(self) -> KeyLayout | None:
@@ -122,12 +162,6 @@ class _StoreBase:
 class RedisStore(SyncSide, _StoreBase):
     """Instances in Redis (``redis.Redis`` or a URL); arguments as for the
     shared base above."""
-
-    def _started(self) -> None:
-        try:
-            self.driver.run(self.core.state.ensure())
-        except StoreUnavailableError:
-            pass  # read on first use; an unreadable marker still raises here
 
     def load(self, key: str) -> StoredRecord | None:
         return self.driver.run(self.core.load(key), key)
@@ -185,9 +219,9 @@ class RedisStore(SyncSide, _StoreBase):
         return iter_pages(self.list_page, prefix, machine)
 
     def due_keys(
-        self, until_wall: float | _dt.datetime, *, limit: int = 100
+        self, until_wall: float | _dt.datetime, *, limit: int = 100, prefix: str = ""
     ) -> list[tuple[str, int]]:
-        return self.driver.run(self.core.due_keys(until_wall, limit))
+        return self.driver.run(self.core.due_keys(until_wall, limit, prefix))
 
     def record_timer_failure(
         self,
@@ -202,6 +236,20 @@ class RedisStore(SyncSide, _StoreBase):
 
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
         return self.driver.run(self.core.dead_letters(limit))
+
+    def park(self, key: str, *, reason: str) -> bool:
+        """Dead-letter a record that cannot be read (see StateStore.park)."""
+        return self.driver.run(self.core.park(key, reason), key)
+
+    def dead_letter_reasons(self, keys: Sequence[str]) -> dict[str, str]:
+        """Key -> why it is dead-lettered (one pipelined round trip)."""
+        return self.driver.run(self.core.dead_letter_reasons(keys))
+
+    def persists_data(self) -> bool | None:
+        """True when the server writes its data to disk (``appendonly yes``
+        or a ``save`` schedule), False when a restart loses everything,
+        None when ``CONFIG GET`` is not allowed (renamed, or the ACL)."""
+        return self.driver.run(self.core.persists_data())
 
     def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
         """Key -> machine id of its stored record, '' for a key with no

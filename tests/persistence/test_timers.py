@@ -170,7 +170,7 @@ def test_a_fire_whose_commit_fails_backs_off_and_dead_letters_too(b: Backends) -
     first = s.scan(now=due)
     assert (first.errors, first.fired) == (1, 0)
     (failure,) = b.store.load("t:1").timer_failures.values()
-    assert failure.attempts == 1 and "TypeError" in failure.error
+    assert failure.attempts == 1 and "UnstorableValueError" in failure.error
     assert s.scan(now=due + 999).scanned == 0  # backing off, not rescanned every pass
     assert s.scan(now=due + 1000).dead_lettered == 1
     assert [k for k, _ in b.store.dead_letters()] == ["t:1"] and fired(b, "t:1") == 0

@@ -60,7 +60,11 @@ def raw_script(client: Any, name: str) -> Any:
 
 
 def layout_of(store: Any) -> KeyLayout:
+    """The namespace layout of a blocking store (reading the schema marker
+    now if nothing did yet: construction does no I/O)."""
     layout = store.layout
+    if layout is None:
+        layout = store.driver.run(store.core.state.ensure())
     assert layout is not None, "the schema marker was not read"
     return layout  # type: ignore[no-any-return]
 

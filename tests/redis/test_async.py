@@ -47,16 +47,16 @@ class Twins:
         c = self.sync_client
         return (
             RedisStore(c, prefix=prefix, buckets=4),
-            RedisInbox(c, prefix=prefix),
-            RedisLog(c, prefix=prefix),
+            RedisInbox(c, prefix=prefix, buckets=4),
+            RedisLog(c, prefix=prefix, buckets=4),
         )
 
     def aio(self, prefix: str) -> tuple[Any, Any, Any]:
         c = self.async_client
         return (
             AsyncRedisStore(c, prefix=prefix, buckets=4),
-            AsyncRedisInbox(c, prefix=prefix),
-            AsyncRedisLog(c, prefix=prefix),
+            AsyncRedisInbox(c, prefix=prefix, buckets=4),
+            AsyncRedisLog(c, prefix=prefix, buckets=4),
         )
 
 

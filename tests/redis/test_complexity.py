@@ -120,8 +120,8 @@ def test_purge_expired_costs_the_expired_rows(nb: Backends) -> None:
 
 
 def test_prune_expired_costs_the_expired_instances(nb: Backends) -> None:
-    short = RedisStore(nb.client, prefix=nb.store.prefix, ttl_s=0.05)
-    long_lived = RedisStore(nb.client, prefix=nb.store.prefix, ttl_s=3_600)
+    short = RedisStore(nb.client, prefix=nb.store.prefix, ttl_s=0.05, buckets=4)
+    long_lived = RedisStore(nb.client, prefix=nb.store.prefix, ttl_s=3_600, buckets=4)
 
     def expiring(round_: int, n: int) -> None:
         names = [f"x:{round_}:{i}" for i in range(n)]

@@ -184,10 +184,13 @@ def _schema(b: Backends) -> str:
 
 
 def test_the_schema_marker_stores_layout_version_and_bucket_count(b: Backends) -> None:
-    assert b.client.hgetall(_schema(b)) == {
+    b.store.load("k")  # construction does no I/O: the first use writes the marker
+    marker = b.client.hgetall(_schema(b))
+    assert {k: v for k, v in marker.items() if k != b"id"} == {
         b"layout": str(LAYOUT_VERSION).encode(),
         b"buckets": b"4",
     }
+    assert len(marker[b"id"]) == 16  # the random namespace id
     # later processes read the count from the marker
     again = RedisStore(b.client, prefix=b.store.prefix)
     assert layout_of(again).buckets == 4
@@ -197,9 +200,10 @@ def test_the_schema_marker_stores_layout_version_and_bucket_count(b: Backends) -
 
 
 def test_a_newer_layout_is_refused_with_store_error(b: Backends) -> None:
+    b.store.load("k")
     b.client.hset(_schema(b), "layout", LAYOUT_VERSION + 1)
     with pytest.raises(StoreError, match="layout") as err:
-        RedisStore(b.client, prefix=b.store.prefix)
+        RedisStore(b.client, prefix=b.store.prefix).load("k")
     assert "upgrade" in str(err.value)
     with pytest.raises(StoreError, match="layout"):
         RedisLog(b.client, prefix=b.store.prefix).read("k")
@@ -217,16 +221,20 @@ def test_a_newer_layout_is_refused_with_store_error(b: Backends) -> None:
         pytest.param(lambda c, k: (c.delete(k), c.rpush(k, "v1")), id="wrong-type-list"),
     ],
 )
-def test_an_unreadable_marker_is_store_error_at_construction(b: Backends, damage: Any) -> None:
+def test_an_unreadable_marker_is_store_error_at_first_use(b: Backends, damage: Any) -> None:
+    b.store.load("k")
     damage(b.client, _schema(b))
+    store = RedisStore(b.client, prefix=b.store.prefix)  # no I/O yet
     with pytest.raises(StoreError, match="schema marker") as err:
-        RedisStore(b.client, prefix=b.store.prefix)
+        store.load("k")
     assert not isinstance(err.value, SnapshotCorruptError)
+    assert store.health()["ok"] is False
 
 
 def test_a_different_explicit_bucket_count_is_refused(b: Backends) -> None:
+    b.store.load("k")
     with pytest.raises(StoreError, match="4 buckets"):
-        RedisStore(b.client, prefix=b.store.prefix, buckets=8)
+        RedisStore(b.client, prefix=b.store.prefix, buckets=8).load("k")
     with pytest.raises(StoreError, match="4 buckets"):
         RedisInbox(b.client, prefix=b.store.prefix, buckets=16).claim(claim_req())
     assert layout_of(RedisStore(b.client, prefix=b.store.prefix, buckets=4)).buckets == 4

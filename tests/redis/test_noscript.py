@@ -14,7 +14,7 @@ import pytest
 from django_xsm.redis.client import SyncDriver
 from django_xsm.redis.core import Cmd, Many
 from django_xsm.redis.ops import Call
-from tests.redis.helpers import snap, unit
+from tests.redis.helpers import layout_of, snap, unit
 from tests.redis.servers import RedisServer, needs_redis_server
 from tests.support import Backends, fakeredis_client, redis_backends, unique_prefix
 
@@ -65,7 +65,7 @@ def test_a_pipeline_recovering_from_noscript_runs_nothing_twice(nb: Backends) ->
     already ran (here a non-idempotent INCR) is not repeated."""
     driver = SyncDriver(nb.client)
     counter = "{" + nb.store.prefix + ":0}:counter"
-    layout = nb.store.layout
+    layout = layout_of(nb.store)
     nb.client.script_flush()
     replies = driver.run(
         _gen(

@@ -133,14 +133,14 @@ def test_every_script_of_the_module_has_a_header() -> None:
 def test_schema_creates_the_marker_once_and_returns_what_is_stored(b: Backends) -> None:
     schema = raw_script(b.client, "SCHEMA")
     key = "{" + b.store.prefix + "}:schema"
-    assert [s(x) for x in schema(keys=[key], args=[LAYOUT_VERSION, 99])] == [
-        str(LAYOUT_VERSION),
-        "4",
-    ]
+    layout_of(b.store)  # the store's first use wrote the marker, with an id
+    layout, buckets, ns_id = schema(keys=[key], args=[LAYOUT_VERSION, 99, "other"])
+    assert [s(layout), s(buckets)] == [str(LAYOUT_VERSION), "4"]
+    assert s(ns_id) == b.store.core.state.namespace_id != "other"  # kept, never replaced
     fresh = "{" + b.store.prefix + "x}:schema"
     try:
-        assert [s(x) for x in schema(keys=[fresh], args=[1, 8])] == ["1", "8"]
-        assert [s(x) for x in schema(keys=[fresh], args=[1, 16])] == ["1", "8"]
+        assert [s(x) for x in schema(keys=[fresh], args=[1, 8, "id1"])] == ["1", "8", "id1"]
+        assert [s(x) for x in schema(keys=[fresh], args=[1, 16, "id2"])] == ["1", "8", "id1"]
     finally:
         b.client.delete(fresh)
 
@@ -213,15 +213,22 @@ def test_open_replies(b: Backends) -> None:
     keys, field = _inbox_keys(b)
     open_ = raw_script(b.client, "OPEN")
     reply = open_(
-        keys=_open_keys(b) + keys, args=["order:1", "tok", 5_000, 1, field, "fp", "me", 5_000]
+        keys=_open_keys(b) + keys,
+        args=["order:1", "tok", 5_000, 1, 2**20, field, "fp", "me", 5_000],
     )
-    busy, floor, claims, values, locked, exists = reply
+    busy, floor, claims, values, locked, exists, size = reply
+    assert size == 0
     assert (busy, floor, locked, exists) == (0, 1, 1, 1)
     assert [[s(x) for x in c] for c in claims] == [["claimed", "", "0"]]
     d, v, mv, m, u, tf = values  # HMGET d v mv m u tf
     assert (v, mv, m, tf) == (b"1", b"", b"order", None) and d.startswith(b"{") and int(u) > 0
-    busy_reply = open_(keys=_open_keys(b), args=["order:1", "other", 5_000, 0])
-    assert busy_reply[0] > 0 and busy_reply[1:] == [0, [], [], 0, 0]
+    busy_reply = open_(keys=_open_keys(b), args=["order:1", "other", 5_000, 0, 2**20])
+    assert busy_reply[0] > 0 and busy_reply[1:] == [0, [], [], 0, 0, 0]
+    release_lock = raw_script(b.client, "RELEASE_LOCK")
+    release_lock(keys=[_open_keys(b)[1]], args=["tok"])
+    # a snapshot over the limit comes back as its size, not its bytes
+    big = open_(keys=_open_keys(b), args=["order:1", "", 0, 0, 3])
+    assert big[:6] == [0, 0, [], [], 0, 1] and big[6] == b.client.hstrlen(_open_keys(b)[0], "d")
 
 
 def test_open_with_a_busy_lock_or_a_claim_in_flight_writes_nothing(b: Backends) -> None:

@@ -15,8 +15,19 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import ConflictError, InvalidConfigError
-from django_xsm.persistence.base import Codec, iter_pages, system_clock_ms, validate_key, wall_to_ms
+from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
+from django_xsm.persistence.base import (
+    Codec,
+    check_listing,
+    iter_pages,
+    system_clock_ms,
+    validate_key,
+    validate_limit,
+    validate_positive_int,
+    validate_text,
+    validate_ttl_s,
+    wall_to_ms,
+)
 from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
 from django_xsm.persistence.locks import StoreLock
 from django_xsm.persistence.records import (
@@ -54,8 +65,6 @@ class MemoryStore:
         clock: Clock | None = None,
         log: MemoryLog | None = None,
     ) -> None:
-        if ttl_s is not None and ttl_s <= 0:
-            raise InvalidConfigError("ttl_s must be positive or None", path="ttl_s")
         self.codec: Codec = codec or JsonCodec()
         self.max_snapshot_bytes = max_snapshot_bytes
         self.ttl_s = ttl_s
@@ -70,6 +79,34 @@ class MemoryStore:
         self._locks: dict[str, tuple[str, int]] = {}
         self._due: dict[str, int] = {}
         self._dead: dict[str, int] = {}
+        self._parked: dict[str, str] = {}  # key -> why it cannot be read
+
+    # --- settings (checked when set, as by the constructor) ------------------
+
+    @property
+    def max_snapshot_bytes(self) -> int:
+        """The encoded snapshot limit, on save and on load."""
+        return self._max_snapshot_bytes
+
+    @max_snapshot_bytes.setter
+    def max_snapshot_bytes(self, value: int) -> None:
+        self._max_snapshot_bytes = validate_positive_int(value, "max_snapshot_bytes")
+
+    @property
+    def ttl_s(self) -> float | None:
+        return self._ttl_s
+
+    @ttl_s.setter
+    def ttl_s(self, value: float | None) -> None:
+        self._ttl_s = validate_ttl_s(value)
+
+    @property
+    def lock_ttl_ms(self) -> int:
+        return self._lock_ttl_ms
+
+    @lock_ttl_ms.setter
+    def lock_ttl_ms(self, value: int) -> None:
+        self._lock_ttl_ms = validate_positive_int(value, "lock_ttl_ms")
 
     # --- reading ---------------------------------------------------------
 
@@ -86,8 +123,11 @@ class MemoryStore:
             self._floors[key] = max(self._floors.get(key, 0), row.version)
         self._due.pop(key, None)
         self._dead.pop(key, None)
+        self._parked.pop(key, None)
 
     def _record(self, key: str, row: _Row) -> StoredRecord:
+        if len(row.data) > self.max_snapshot_bytes:  # written under a larger limit
+            raise SnapshotTooLargeError(key, size=len(row.data), limit=self.max_snapshot_bytes)
         snapshot = self.codec.decode(row.data, key=key, version=row.version)
         return StoredRecord(
             key=key,
@@ -183,6 +223,8 @@ class MemoryStore:
                 self._rows[unit.key] = row
                 self._floors[unit.key] = version
                 self._index_due(unit.key, unit.next_due_ms)
+                if self._parked.pop(unit.key, None) is not None and not row.failures:
+                    self._dead.pop(unit.key, None)  # readable again
             elif row is not None:
                 row.commits = row.remember(unit.commit_id, version)
             if row is not None:
@@ -220,7 +262,11 @@ class MemoryStore:
             held = None
         if (held is not None and held[0] != unit.lock_token) or (unit.lock_token and held is None):
             raise ConflictError(
-                unit.key, expected=unit.expected_version, actual=actual, reason="lock"
+                unit.key,
+                expected=unit.expected_version,
+                actual=actual,
+                reason="lock",
+                held_lock=bool(unit.lock_token),
             )
 
     def _index_due(self, key: str, due: int | None) -> None:
@@ -264,6 +310,7 @@ class MemoryStore:
         failures: Mapping[str, TimerFailure],
         next_due_ms: int | None,
     ) -> bool:
+        validate_key(key)
         with self._lock:
             now = self.clock()
             row = self._live(key, now)
@@ -299,6 +346,8 @@ class MemoryStore:
         return False
 
     def release_lock(self, key: str, token: str) -> bool:
+        validate_key(key)
+        validate_text(token, "token")
         with self._lock:
             return self._release(key, token)
 
@@ -308,6 +357,7 @@ class MemoryStore:
 
     def lock_holder(self, key: str) -> str | None:
         """The token holding ``key``'s lock, for tests and inspection."""
+        validate_key(key)
         with self._lock:
             held = self._locks.get(key)
             return held[0] if held and held[1] > self.clock() else None
@@ -353,6 +403,11 @@ class MemoryStore:
         machine: str | None = None,
         state: str | None = None,
     ) -> tuple[list[str], str]:
+        check_listing(prefix, after, machine, state)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidConfigError(
+                f"limit must be an int from 1 to 10000, got {limit!r}", path="limit"
+            )
         with self._lock:
             keys = self._sorted_live(machine, state)
         # Keys sharing a prefix are contiguous in code-point order.
@@ -371,22 +426,63 @@ class MemoryStore:
         return iter_pages(self.list_page, prefix, machine)
 
     def due_keys(
-        self, until_wall: float | _dt.datetime, *, limit: int = 100
+        self, until_wall: float | _dt.datetime, *, limit: int = 100, prefix: str = ""
     ) -> list[tuple[str, int]]:
+        """As ``StateStore.due_keys``; ``prefix`` keeps keys starting with
+        it (literally)."""
         until = wall_to_ms(until_wall)
+        validate_limit(limit)
+        validate_text(prefix, "prefix")
         with self._lock:
             now = self.clock()
             # list(): _live() drops expired rows from _due while we look
             due = sorted(
-                (d, k) for k, d in list(self._due.items()) if d <= until and self._live(k, now)
+                (d, k)
+                for k, d in list(self._due.items())
+                if d <= until and k.startswith(prefix) and self._live(k, now)
             )
         return [(k, d) for d, k in due[:limit]]
 
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
+        validate_limit(limit)
         with self._lock:
             return sorted(self._dead.items(), key=lambda kv: (kv[1], kv[0]))[:limit]
 
+    def park(self, key: str, *, reason: str) -> bool:
+        """Dead-letter a record that cannot be read (see ``StateStore.park``)."""
+        validate_key(key)
+        validate_text(reason, "reason")
+        with self._lock:
+            now = self.clock()
+            if key not in self._rows:
+                return False
+            self._parked[key] = reason[:500]
+            self._due.pop(key, None)
+            self._dead.setdefault(key, now)
+            return True
+
+    def dead_letter_reasons(self, keys: Sequence[str]) -> dict[str, str]:
+        """Key -> why it is dead-lettered: the park reason, else the errors
+        of its dead timers ('' when it is not dead-lettered)."""
+        if isinstance(keys, str):
+            raise InvalidConfigError("keys must be a list of keys, not a str", path="keys")
+        found: dict[str, str] = {}
+        with self._lock:
+            for key in keys:
+                row = self._rows.get(validate_key(key))
+                reason = self._parked.get(key, "")
+                if not reason and row is not None:
+                    reason = "; ".join(f"{k}: {f.error}" for k, f in row.failures.items() if f.dead)
+                found[key] = reason
+        return found
+
+    def persists_data(self) -> bool | None:
+        """False: a MemoryStore loses everything with its process."""
+        return False
+
     def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
+        if isinstance(keys, str):
+            raise InvalidConfigError("keys must be a list of keys, not a str", path="keys")
         found: dict[str, str] = {}
         with self._lock:
             now = self.clock()
@@ -409,3 +505,4 @@ class MemoryStore:
             self._locks.clear()
             self._due.clear()
             self._dead.clear()
+            self._parked.clear()

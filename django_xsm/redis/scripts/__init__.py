@@ -18,7 +18,7 @@ driver sends the source with EVAL, which runs and re-caches it in one step
 from __future__ import annotations
 
 from .inbox import CLAIM, FORGET_SCOPE, MARK, PURGE_INBOX, RELEASE
-from .indexes import DUE, LIST_PAGE, PRUNE_EXPIRED, RECORD_TIMER_FAILURE
+from .indexes import DUE, LIST_PAGE, PARK, PRUNE_EXPIRED, RECORD_TIMER_FAILURE
 from .log import LOG_APPEND, LOG_PURGE
 from .preludes import COMMIT_HISTORY as COMMIT_HISTORY
 from .records import ACQUIRE_LOCK, COMMIT, DELETE, FORGET, OPEN, RELEASE_LOCK, SCHEMA
@@ -37,6 +37,7 @@ __all__ = [
     "LOG_PURGE",
     "MARK",
     "OPEN",
+    "PARK",
     "PRUNE_EXPIRED",
     "PURGE_INBOX",
     "RECORD_TIMER_FAILURE",

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from .preludes import PRELUDE_INDEX
 
-__all__ = ["DUE", "LIST_PAGE", "PRUNE_EXPIRED", "RECORD_TIMER_FAILURE"]
+__all__ = ["DUE", "LIST_PAGE", "PARK", "PRUNE_EXPIRED", "RECORD_TIMER_FAILURE"]
 
 # KEYS[1..7] index keys of one bucket, KEYS[8] its log index;
 # ARGV[1] until ms, ARGV[2] limit, ARGV[3] snapshot key prefix of the bucket,
-# ARGV[4] log key prefix of the bucket
+# ARGV[4] log key prefix of the bucket, ARGV[5] instance key prefix ('' = all;
+# compared literally, glob characters are plain)
 # returns {key, due, key, due...} earliest first; keys whose snapshot has
-# expired are pruned from every index instead of returned
+# expired are pruned from every index instead of returned; keys outside the
+# key prefix are skipped
 DUE = (
     PRELUDE_INDEX
     + r"""
@@ -18,13 +20,16 @@ local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
 local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
 if err then return err end
 local limit = tonumber(ARGV[2])
+local want = ARGV[5] or ''
 local out, offset = {}, 0
 while #out < 2 * limit do
   local rows = redis.call('ZRANGEBYSCORE', I[5], '-inf', ARGV[1], 'WITHSCORES',
     'LIMIT', offset, limit)
   if #rows == 0 then break end
   for i = 1, #rows, 2 do
-    if redis.call('EXISTS', ARGV[3] .. rows[i]) == 1 then
+    if want ~= '' and string.sub(rows[i], 1, #want) ~= want then
+      offset = offset + 1
+    elseif redis.call('EXISTS', ARGV[3] .. rows[i]) == 1 then
       if #out < 2 * limit then out[#out + 1] = rows[i]; out[#out + 1] = rows[i + 1] end
       offset = offset + 1
     else
@@ -110,6 +115,24 @@ if ARGV[4] == '' then redis.call('ZREM', KEYS[2], ARGV[1])
 else redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 if ARGV[5] == '1' then redis.call('ZADD', KEYS[3], 'NX', now_ms(), ARGV[1])
 else redis.call('ZREM', KEYS[3], ARGV[1]) end
+return 1
+"""
+)
+
+# KEYS[1] snapshot hash, KEYS[2] due index, KEYS[3] dead index
+# ARGV[1] instance key, ARGV[2] reason
+# parks a record that cannot be read: keeps the reason in its hash (field
+# 'park'; the snapshot is left as it is), drops it from the due index and
+# lists it in the dead index; returns 1, or 0 when the record is gone
+PARK = (
+    PRELUDE_INDEX
+    + r"""
+local err = bad_type({KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset'})
+if err then return err end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'park', ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], 'NX', now_ms(), ARGV[1])
 return 1
 """
 )

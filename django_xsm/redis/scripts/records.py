@@ -13,26 +13,32 @@ from .preludes import (
 __all__ = ["ACQUIRE_LOCK", "COMMIT", "DELETE", "FORGET", "OPEN", "RELEASE_LOCK", "SCHEMA"]
 
 # KEYS[1] schema marker hash
-# ARGV[1] layout version, ARGV[2] bucket count (used only when creating)
-# returns {layout, buckets} as stored (creating the marker when absent)
-# (nil, nil when the key holds another type: the caller reports it unreadable)
+# ARGV[1] layout version, ARGV[2] bucket count (used only when creating),
+# ARGV[3] a random namespace id (written when creating, or added to a marker
+# that has none)
+# returns {layout, buckets, id} as stored (creating the marker when absent)
+# (nil, nil, nil when the key holds another type: the caller reports it unreadable)
 SCHEMA = r"""
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'none' then
   redis.call('HSET', KEYS[1], 'layout', ARGV[1], 'buckets', ARGV[2])
 elseif t ~= 'hash' then
-  return {false, false}
+  return {false, false, false}
 end
-return redis.call('HMGET', KEYS[1], 'layout', 'buckets')
+if ARGV[3] and ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'id', ARGV[3]) end
+return redis.call('HMGET', KEYS[1], 'layout', 'buckets', 'id')
 """
 
 # KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors hash,
 # then per claim i (0-based): KEYS[4+2i] inbox hash, KEYS[5+2i] inbox expiry
 # ARGV[1] instance key, ARGV[2] lock token ('' = no lock), ARGV[3] lock ttl ms,
-# ARGV[4] claim count N, then per claim: field, fingerprint, owner, lease ms
+# ARGV[4] claim count N, ARGV[5] max snapshot bytes,
+# then per claim: field, fingerprint, owner, lease ms
 # returns {busy_ms, floor, {{status, receipt, retry_after_ms}...},
 #          {d, v, mv, m, u, tf} (HMGET of the snapshot hash), locked 0/1,
-#          exists 0/1}
+#          exists 0/1, 0}
+#       | {0, 0, {}, {}, 0, 1, size} when the stored snapshot is over the
+#         limit (nothing taken, its bytes not sent)
 # A busy lock claims nothing; the lock is taken only if every claim is ours.
 OPEN = (
     PRELUDE_INDEX
@@ -53,9 +59,11 @@ if token ~= '' then
   if holder and holder ~= token then
     local pttl = redis.call('PTTL', KEYS[2])
     if pttl < 1 then pttl = 1 end
-    return {pttl, 0, {}, {}, 0, 0}
+    return {pttl, 0, {}, {}, 0, 0, 0}
   end
 end
+local size = redis.call('HSTRLEN', KEYS[1], 'd')
+if size > tonumber(ARGV[5]) then return {0, 0, {}, {}, 0, 1, size} end
 -- read everything before the first write
 local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
 -- only the fields a record needs (the commit id history stays on the server)
@@ -63,14 +71,14 @@ local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf')
 local exists = redis.call('EXISTS', KEYS[1])
 local replies, all_claimed = {}, true
 for i = 0, n - 1 do
-  local b = 5 + 4 * i
+  local b = 6 + 4 * i
   local st, receipt, retry = claim_check(KEYS[4 + 2 * i], ARGV[b], ARGV[b + 1], ARGV[b + 2], now)
   replies[#replies + 1] = {st, receipt, retry}
   if st ~= 'claimed' then all_claimed = false end
 end
 if all_claimed then
   for i = 0, n - 1 do
-    local b = 5 + 4 * i
+    local b = 6 + 4 * i
     put_row(KEYS[4 + 2 * i], KEYS[5 + 2 * i], ARGV[b],
       {s = 'f', fp = ARGV[b + 1], o = ARGV[b + 2]}, now + tonumber(ARGV[b + 3]))
   end
@@ -78,7 +86,7 @@ if all_claimed then
 end
 local locked = 0
 if all_claimed and token ~= '' then locked = 1 end
-return {0, floor, replies, fields, locked, exists}
+return {0, floor, replies, fields, locked, exists, 0}
 """
 )
 
@@ -154,6 +162,10 @@ if a[7] == 1 then
   redis.call('HSET', KEYS[1], 'd', ARGV[1], 'v', version, 'm', a[8],
     'mv', a[9], 'u', string.format('%.0f', now), 'cid', remember(cur[2], cid, version))
   redis.call('HSET', KEYS[3], key, version)
+  -- a record parked as unreadable (PARK) is readable again
+  if redis.call('HDEL', KEYS[1], 'park') == 1 and redis.call('HEXISTS', KEYS[1], 'tf') == 0 then
+    redis.call('ZREM', I[6], key)
+  end
   reindex(I, key, a[8], table.concat(a[10], '\0'))
   if a[11] == '' then redis.call('ZREM', I[5], key)
   else redis.call('ZADD', I[5], a[11], key) end
