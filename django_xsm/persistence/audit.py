@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from django_xsm.engine.run.context import MAX_DATA_DEPTH, DataTooDeep
 from django_xsm.exceptions import InvalidConfigError, ReplayDivergenceError
 
 from .codecs import to_json_ready
@@ -64,15 +65,25 @@ def redact(value: Any, fragments: Iterable[str] = DEFAULT_REDACT) -> Any:
         if isinstance(fragments, frozenset)
         else frozenset(_normalise(f) for f in fragments)
     )
+    return _redact(value, frozen, 1)
+
+
+def _redact(value: Any, frozen: frozenset[str], depth: int) -> Any:
+    # Data nested deeper than the engine's cap is refused with its error
+    # (DataTooDeep, an InvalidConfigError), never a RecursionError.
+    if depth > MAX_DATA_DEPTH and isinstance(value, Mapping | list | tuple):
+        raise DataTooDeep("payload")
     if isinstance(value, Mapping):
         return {
-            k: REDACTED if isinstance(k, str) and _is_sensitive(k, frozen) else redact(v, frozen)
+            k: REDACTED
+            if isinstance(k, str) and _is_sensitive(k, frozen)
+            else _redact(v, frozen, depth + 1)
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [redact(v, frozen) for v in value]
+        return [_redact(v, frozen, depth + 1) for v in value]
     if isinstance(value, tuple):
-        return tuple(redact(v, frozen) for v in value)
+        return tuple(_redact(v, frozen, depth + 1) for v in value)
     return value
 
 

@@ -34,7 +34,7 @@ from django_xsm.exceptions import (
     UnknownMachineError,
 )
 
-from .base import system_clock_ms
+from .base import system_clock_ms, validate_text
 from .block import persisted
 from .locks import LockStrategy
 from .records import StoredRecord, TimerFailure
@@ -94,7 +94,15 @@ class DueTimerScanner:
     ``plugins``/``lock``: as for ``persisted()`` (audit the fires, lock
     pessimistically...). ``now``: a clock returning epoch milliseconds
     (tests inject one). ``max_attempts``, ``backoff_s``, ``max_backoff_s``:
-    retry policy for fires that raise.
+    retry policy for fires that raise. ``key_prefix``: only keys starting
+    with it (compared literally: glob characters are plain) are scanned and
+    fired; ``""`` (the default) is every key.
+
+    A due key whose record cannot be read at all (corrupt, or over the
+    store's ``max_snapshot_bytes``) is parked with the reason
+    (``store.park``): it leaves the due index, is listed by
+    ``store.dead_letters()`` (reason: ``store.dead_letter_reasons``) and
+    no scan reads it again until it is repaired or forgotten.
     """
 
     def __init__(
@@ -109,9 +117,11 @@ class DueTimerScanner:
         backoff_s: float = 1.0,
         max_backoff_s: float = 300.0,
         actor: str = TIMER_ACTOR,
+        key_prefix: str = "",
     ) -> None:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidConfigError("max_attempts must be an int >= 1", path="max_attempts")
+        self.key_prefix = validate_text(key_prefix, "key_prefix") or ""
         self.store = store
         self.machines = dict(machines)
         self.plugins = tuple(plugins or ())
@@ -132,13 +142,18 @@ class DueTimerScanner:
     def due(self, now: int | None = None, *, limit: int = 100) -> list[tuple[str, int]]:
         """What a scan would look at (``--dry-run``): ``(key, due_ms)``."""
         now_ms = self.clock() if now is None else now
+        return self._due_keys(now_ms, limit)
+
+    def _due_keys(self, now_ms: int, limit: int) -> list[tuple[str, int]]:
+        if self.key_prefix:
+            return list(self.store.due_keys(now_ms / 1000.0, limit=limit, prefix=self.key_prefix))
         return list(self.store.due_keys(now_ms / 1000.0, limit=limit))
 
     def scan(self, now: int | None = None, *, limit: int = 100) -> ScanResult:
         """One pass over up to ``limit`` due keys; ``now`` in epoch ms."""
         now_ms = self.clock() if now is None else now
         result = ScanResult()
-        for key, _due in self.store.due_keys(now_ms / 1000.0, limit=limit):
+        for key, _due in self._due_keys(now_ms, limit):
             result.scanned += 1
             result.merge(self.fire(key, now=now_ms))
         return result
@@ -155,6 +170,12 @@ class DueTimerScanner:
         armed deadline, dead-lettered and not-yet-due ones included (the
         operator's "fire now"); ``actor`` replaces the scanner's actor in
         the transition log (the operator's name)."""
+        if not key.startswith(self.key_prefix):
+            raise InvalidConfigError(
+                f"{key!r} is outside this scanner's key_prefix {self.key_prefix!r}",
+                path="key",
+                hint="fire it with a scanner for its prefix",
+            )
         now_ms = self.clock() if now is None else now
         result = ScanResult()
         version = 0
@@ -232,8 +253,10 @@ class DueTimerScanner:
             record = self.store.load(key)
             raw = record.snapshot.get("deadlines", ()) if record is not None else ()
             deadlines = tuple(Deadline.from_dict(d) for d in raw)
-        except Exception as load_exc:  # undecodable: nothing to fence the bookkeeping on
-            logger.warning("xsm timer scan of %r failed: %s (%s)", key, exc, load_exc)
+        except StoreUnavailableError:
+            raise
+        except Exception as load_exc:  # unreadable: nothing to fence bookkeeping on
+            self._park(key, load_exc, result)
             return
         if record is None:
             return
@@ -241,6 +264,22 @@ class DueTimerScanner:
         self._record_failure(
             key, record.version, failures, deadlines, INSTANCE_FAILURE, exc, now_ms, result
         )
+
+    def _park(self, key: str, exc: BaseException, result: ScanResult) -> None:
+        """Dead-letter a record no scan can read, so scans stop re-reading it."""
+        reason = f"{type(exc).__name__}: {exc}"[:500]
+        park = getattr(self.store, "park", None)
+        if park is None:  # a backend without park(): log, as before
+            logger.warning("xsm timer scan of %r failed: %s", key, reason)
+            return
+        try:
+            parked = park(key, reason=reason)
+        except StoreUnavailableError:
+            logger.warning("could not park the unreadable record of %r", key)
+            return
+        if parked:
+            result.dead_lettered += 1
+            logger.warning("xsm timer scan parked the unreadable record of %r: %s", key, reason)
 
     def _record_failure(
         self,

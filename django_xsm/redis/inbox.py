@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from django_xsm.persistence.base import validate_key, validate_limit
-from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.codecs import dumps_text, loads_tagged
 from django_xsm.persistence.records import ClaimOutcome, ClaimRequest, InboxMark, InboxRelease
 
 from . import ops
@@ -70,7 +70,7 @@ class InboxCore:
     def mark(self, mark: InboxMark) -> Op[bool]:
         c = mark.claim
         keys, field = yield from self._row_keys(c)
-        receipt = json.dumps(mark.receipt, separators=(",", ":"), ensure_ascii=False)
+        receipt = dumps_text(mark.receipt, "$.receipt")
         reply = yield Call("MARK", keys, [field, c.fingerprint, c.owner, receipt, mark.ttl_ms])
         return bool(int(reply))
 

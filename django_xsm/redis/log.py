@@ -94,16 +94,17 @@ class LogCore:
 
     def _purge_stream(self, key: str, cutoff: int) -> Op[int]:
         layout = yield from self.state.ensure()
-        removed = 0
+        removed, start, oldest = 0, "-", ""
         while True:
-            n, more = yield Call(
+            n, more, start, oldest = yield Call(
                 "LOG_PURGE",
                 [layout.log(key), layout.log_index(layout.bucket(key))],
-                [key, cutoff, PAGE],
+                [key, cutoff, PAGE, start, oldest],
             )
             removed += int(n)
             if not int(more):
                 return removed
+            start, oldest = b2s(start), b2s(oldest)
 
     def _each_old_stream(
         self,
@@ -179,17 +180,13 @@ class LogCore:
         return (yield from self._old_streams(wall_to_ms(cutoff), bucket))
 
     def _count_stream(self, key: str, cutoff: int) -> Op[int]:
-        # What LOG_PURGE removes: records from the front up to the first one
-        # at or after the cutoff.
+        # What LOG_PURGE removes: every record older than the cutoff.
         layout = yield from self.state.ensure()
         count, start = 0, "-"
         while True:
             rows = yield Cmd("XRANGE", (layout.log(key), start, "+", "COUNT", PAGE))
             page = ops.parse_stream_rows(key, rows)
-            for record in page:
-                if record.timestamp_ms >= cutoff:
-                    return count
-                count += 1
+            count += sum(1 for record in page if record.timestamp_ms < cutoff)
             if len(page) < PAGE:
                 return count
             start = f"({page[-1].seq}-0"
@@ -267,9 +264,11 @@ class RedisLog(SyncSide, _LogBase):
         key: str | None = None,
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
-        """Remove records older than ``cutoff`` (seconds since the epoch or
-        an aware datetime), page by page; ``progress(key, removed)`` is
-        called per stream. Returns the number removed."""
+        """Remove every record older than ``cutoff`` (seconds since the epoch
+        or an aware datetime), page by page, also records that sit behind
+        newer ones (written under skewed clocks): each stream holding an
+        old record is read whole. ``progress(key, removed)`` is called per
+        stream. Returns the number removed."""
         return self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)
 
     def count_older_than(
@@ -280,11 +279,10 @@ class RedisLog(SyncSide, _LogBase):
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
         """How many records ``purge_older_than`` with the same arguments
-        would remove now (each stream's records from the oldest up to the
-        first at or after ``cutoff``); ``progress(key, records)`` is called
-        per stream. Read-only. Visits the streams :meth:`streams_older_than`
-        returns, one bucket at a time, reading each from its oldest record
-        (one ``XRANGE`` per 500 records counted)."""
+        would remove now (every record older than ``cutoff``);
+        ``progress(key, records)`` is called per stream. Read-only. Visits
+        the streams :meth:`streams_older_than` returns, one bucket at a
+        time, reading each whole (one ``XRANGE`` per 500 records)."""
         op = self.core.count_older_than(cutoff, key, progress)
         return self.driver.run(op, key)
 

@@ -329,7 +329,7 @@ def test_log_append_and_purge_replies(b: Backends) -> None:
     assert append(keys=keys, args=["k", 5, 0, 1, *e]) == -1
     assert append(keys=keys, args=["k", 0, 0, 2, *ops._entry_args(entry(ts=9_000))]) == 6
     purge = raw_script(b.client, "LOG_PURGE")
-    assert purge(keys=keys, args=["k", 5_000, 1]) == [1, 1]
-    assert purge(keys=keys, args=["k", 5_000, 10]) == [1, 0]
+    assert purge(keys=keys, args=["k", 5_000, 1, "-", ""]) == [1, 1, b"(1-0", b""]
+    assert purge(keys=keys, args=["k", 5_000, 10, "-", ""]) == [1, 0, b"", b""]
     assert b.client.zscore(keys[1], "k") == 9_000
     assert append(keys=keys, args=["k", 0, 0, 2, *e]) == 7

@@ -38,6 +38,7 @@ from django_xsm.persistence.records import (
     InboxRelease,
     OpenRequest,
     OpenResult,
+    StoredRecord,
 )
 
 from .claims import SendClaim
@@ -55,10 +56,19 @@ _SEND_OPTIONS = tuple(f.name for f in dataclasses.fields(SendOptions))
 class Plugin:
     """Base for custom plugins: synchronous hooks, no I/O expected.
 
+    ``on_load`` runs once per block, when the instance was loaded (or, for
+    a key with no record, created), before the body runs and so before the
+    first event, also for blocks that send nothing; it may raise to refuse
+    the block (nothing is written, claims and lock are released).
     ``before_send`` may raise to refuse an event before it runs;
     ``after_send`` sees every receipt; ``after_commit`` runs once the
     block's changes are durable.
     """
+
+    def on_load(self, block: PersistedInstance, record: StoredRecord | None) -> None:
+        """Called once the block holds its instance: ``record`` is what was
+        loaded, None for a new instance (``block.duplicate`` tells a replayed
+        block)."""
 
     def before_send(
         self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
@@ -207,6 +217,8 @@ class PersistedInstance(BlockState):
             if claim is not None and not claims_in_open:
                 self.claims.on_block((yield Claim(claim)))
             self._apply_open((yield from self._open_polling(claims_in_open)))
+            for hook in self.hooks:
+                hook.on_load(self, self.record)
         except BaseException:
             # Whatever failed (a lost reply included), nothing of ours may
             # outlive the failed open: drop the claim and the lock we may hold.

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django_xsm.exceptions import ArgumentTypeError
 from django_xsm.persistence.locks import LockStrategy, OptimisticLock
 from django_xsm.persistence.records import require_text
 
@@ -51,6 +52,14 @@ class BlockOptions:
     def __post_init__(self) -> None:
         require_text(self.actor, "actor", hint=_NO_ACTOR_HINT)
         require_text(self.correlation_id, "correlation_id")
+        if self.context is not None and not isinstance(self.context, Mapping):
+            raise ArgumentTypeError(
+                "context", self.context, expected="a dict or None", hint="the new instance's data"
+            )
+        if not isinstance(self.lock, LockStrategy):
+            raise ArgumentTypeError(
+                "lock", self.lock, expected="OptimisticLock() or PessimisticLock(...)"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import heapq
-import json
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from typing import Any
 
 from django_xsm.exceptions import ConflictError
 from django_xsm.persistence.base import system_clock_ms, validate_key, validate_limit
-from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.codecs import dumps_text, loads_tagged
 from django_xsm.persistence.records import (
     ClaimOutcome,
     ClaimRequest,
@@ -125,7 +124,7 @@ class MemoryInbox:
         c = mark.claim
         # Keep what Redis would: a private, JSON-decoded copy (tagged
         # values such as Decimal come back as Python values).
-        receipt = loads_tagged(json.dumps(mark.receipt, separators=(",", ":")))
+        receipt = loads_tagged(dumps_text(mark.receipt, "$.receipt"))
         return _row_id(c), _InboxRow(c.fingerprint, c.owner, True, now + mark.ttl_ms, receipt)
 
     def put_staged(self, staged: list[tuple[_RowId, _InboxRow]]) -> None:

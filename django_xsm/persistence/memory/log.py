@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import json
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.base import validate_key, wall_to_ms
-from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.codecs import dumps_text, loads_tagged
 from django_xsm.persistence.records import LogEntry, TransitionRecord
 
 __all__ = ["MemoryLog"]
@@ -132,5 +131,5 @@ def _private(record: TransitionRecord) -> TransitionRecord:
 
 def _round_trip(payload: Mapping[str, Any]) -> dict[str, Any]:
     """``payload`` is JSON-ready (tagged), as ``AuditPlugin`` produces it."""
-    value = loads_tagged(json.dumps(dict(payload), separators=(",", ":")))
+    value = loads_tagged(dumps_text(dict(payload), "$.payload"))
     return value if isinstance(value, dict) else {}

@@ -25,32 +25,39 @@ return seq
 )
 
 # KEYS[1] log stream, KEYS[2] log index; ARGV[1] instance key,
-# ARGV[2] cutoff ms, ARGV[3] page size
-# removes up to one page of records older than the cutoff from the front;
-# returns {removed, more 0/1}
+# ARGV[2] cutoff ms, ARGV[3] page size, ARGV[4] where to start ('-' or
+# '(<id>' after the previous page), ARGV[5] the oldest kept timestamp of the
+# previous pages ('' = none)
+# removes the records older than the cutoff in one page, wherever they are
+# (records written under skewed clocks may sit behind newer ones); after the
+# last page, re-indexes the stream by its oldest kept record (or drops it
+# from the index when nothing is left)
+# returns {removed, more 0/1, next start, oldest kept so far ('' = none)}
 LOG_PURGE = (
     PRELUDE_TYPES
     + r"""
 local err = bad_type({KEYS[1], 'stream', KEYS[2], 'zset'})
 if err then return err end
-local rows = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', tonumber(ARGV[3]))
+local page = tonumber(ARGV[3])
+local rows = redis.call('XRANGE', KEYS[1], ARGV[4], '+', 'COUNT', page)
 local cutoff = tonumber(ARGV[2])
-local removed, keep_id, keep_ts = 0, nil, nil
+local oldest = tonumber(ARGV[5])
+local removed = 0
 for _, row in ipairs(rows) do
   local ts = 0
-  for i = 1, #row[2], 2 do if row[2][i] == 'ts' then ts = tonumber(row[2][i + 1]) end end
-  if ts >= cutoff then keep_id = row[1]; keep_ts = ts; break end
-  redis.call('XDEL', KEYS[1], row[1])
-  removed = removed + 1
+  for i = 1, #row[2], 2 do if row[2][i] == 'ts' then ts = tonumber(row[2][i + 1]) or 0 end end
+  if ts < cutoff then
+    redis.call('XDEL', KEYS[1], row[1])
+    removed = removed + 1
+  elseif not oldest or ts < oldest then
+    oldest = ts
+  end
 end
-if keep_id then
-  redis.call('ZADD', KEYS[2], keep_ts, ARGV[1])
-  return {removed, 0}
+if #rows == page then
+  return {removed, 1, '(' .. rows[#rows][1], oldest and string.format('%.0f', oldest) or ''}
 end
-if #rows < tonumber(ARGV[3]) then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return {removed, 0}
-end
-return {removed, 1}
+if oldest then redis.call('ZADD', KEYS[2], oldest, ARGV[1])
+else redis.call('ZREM', KEYS[2], ARGV[1]) end
+return {removed, 0, '', ''}
 """
 )
