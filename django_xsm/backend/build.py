@@ -315,10 +315,11 @@ def lock_strategy(lock: str | LockStrategy | None = None) -> LockStrategy:
     )
 
 
-def get_scanner(*, lock: str | LockStrategy | None = None) -> DueTimerScanner:
+def get_scanner(*, lock: str | LockStrategy | None = None, key_prefix: str = "") -> DueTimerScanner:
     """A due-timer scanner over every registered machine, with the same
     plugins as views (timer fires are audited, signalled and logged with
-    the actor ``xsm:timer``) and the ``TIMERS`` retry policy."""
+    the actor ``xsm:timer``) and the ``TIMERS`` retry policy; ``key_prefix``
+    limits it to keys starting with that text (literally)."""
     backend = get_backend()
     timers = conf.get_settings().timers
     machines: Mapping[str, Machine] = _directory().by_machine_id()
@@ -330,4 +331,5 @@ def get_scanner(*, lock: str | LockStrategy | None = None) -> DueTimerScanner:
         max_attempts=timers.max_attempts,
         backoff_s=timers.backoff_s,
         max_backoff_s=timers.max_backoff_s,
+        key_prefix=key_prefix,
     )

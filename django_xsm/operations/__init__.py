@@ -25,12 +25,21 @@ own errors: ``StoreUnavailableError`` when Redis cannot be reached,
 
 from .instances import forget_instance, forget_preview, inspect_instance, iso, redacted
 from .retention import PurgeReport, purge_inbox, purge_logs
-from .timers import DueTimer, LoopResult, dead_letters, due_timers, run_scanner, scan_timers
+from .timers import (
+    DueTimer,
+    LoopResult,
+    dead_letter_reasons,
+    dead_letters,
+    due_timers,
+    run_scanner,
+    scan_timers,
+)
 
 __all__ = [
     "DueTimer",
     "LoopResult",
     "PurgeReport",
+    "dead_letter_reasons",
     "dead_letters",
     "due_timers",
     "forget_instance",

@@ -20,6 +20,7 @@ __all__ = [
     "MAX_DUE_FETCH",
     "DueTimer",
     "LoopResult",
+    "dead_letter_reasons",
     "dead_letters",
     "due_timers",
     "machine_entry",
@@ -95,28 +96,43 @@ def _due(
 
 
 def due_timers(
-    *, machine: str | None = None, limit: int = 100, scanner: DueTimerScanner | None = None
+    *,
+    machine: str | None = None,
+    limit: int = 100,
+    scanner: DueTimerScanner | None = None,
+    key_prefix: str = "",
 ) -> list[DueTimer]:
     """What a scan would fire now (``xsm_scan_timers --dry-run``), earliest
     first; fires nothing."""
     entry = machine_entry(machine)
-    scanner = scanner or backend.get_scanner()
+    scanner = scanner or backend.get_scanner(key_prefix=key_prefix)
     now = scanner.clock()
     rows, found = _due(scanner, entry, now, limit, ids=True)
     return [DueTimer(k, _owner_name(found, k), d, now - d) for k, d in rows]
 
 
-def dead_letters(*, machine: str | None = None, limit: int = 100) -> list[tuple[str, str, int]]:
+def dead_letters(
+    *, machine: str | None = None, limit: int = 100, key_prefix: str = ""
+) -> list[tuple[str, str, int]]:
     """Instances with dead-lettered timers, oldest first: ``(key,
     machine, parked at ms)``. Scans skip them until their state changes or
-    they are fired by hand (``DueTimerScanner.fire(key, force=True)``)."""
+    they are fired by hand (``DueTimerScanner.fire(key, force=True)``);
+    :func:`dead_letter_reasons` says why each was parked."""
     entry = machine_entry(machine)
     store = backend.get_store()
-    rows = store.dead_letters(limit=limit if entry is None else MAX_DUE_FETCH)
+    wide = entry is not None or bool(key_prefix)
+    rows = store.dead_letters(limit=MAX_DUE_FETCH if wide else limit)
+    rows = [(k, t) for k, t in rows if k.startswith(key_prefix)]
     found = store.machine_ids([k for k, _ in rows])
     if entry is not None:
-        rows = [(k, t) for k, t in rows if found.get(k) == entry.machine.id][:limit]
-    return [(k, _owner_name(found, k), t) for k, t in rows]
+        rows = [(k, t) for k, t in rows if found.get(k) == entry.machine.id]
+    return [(k, _owner_name(found, k), t) for k, t in rows[:limit]]
+
+
+def dead_letter_reasons(keys: list[str]) -> dict[str, str]:
+    """Why each of ``keys`` was parked: its last timer failure, or why the
+    scanner could not read its record (keys with no reason are left out)."""
+    return dict(backend.get_store().dead_letter_reasons(keys))
 
 
 def scan_timers(
@@ -127,6 +143,7 @@ def scan_timers(
     stop: threading.Event | None = None,
     on_fire: Callable[[str, ScanResult], None] | None = None,
     scanner: DueTimerScanner | None = None,
+    key_prefix: str = "",
 ) -> ScanResult:
     """One pass: fire the due deadlines of up to ``limit`` instances (of
     ``machine`` only, when given), earliest first. Stops between two
@@ -134,7 +151,7 @@ def scan_timers(
     instance. Each deadline fires at most once however many scanners run
     (``DueTimerScanner.fire``); ``StoreUnavailableError`` propagates."""
     entry = machine_entry(machine)
-    scanner = scanner or backend.get_scanner(lock=lock)
+    scanner = scanner or backend.get_scanner(lock=lock, key_prefix=key_prefix)
     result = ScanResult()
     rows, _ = _due(scanner, entry, scanner.clock(), limit, ids=False)
     for key, _due_ms in rows:
@@ -157,6 +174,7 @@ def run_scanner(
     lock: str | None = None,
     on_pass: Callable[[ScanResult, str | None], None] | None = None,
     on_fire: Callable[[str, ScanResult], None] | None = None,
+    key_prefix: str = "",
 ) -> LoopResult:
     """Scan every ``interval_s`` seconds until ``stop`` is set (the daemon).
 
@@ -172,7 +190,12 @@ def run_scanner(
         message: str | None = None
         try:
             result = scan_timers(
-                machine=machine, limit=limit, lock=lock, stop=stop, on_fire=on_fire
+                machine=machine,
+                limit=limit,
+                lock=lock,
+                stop=stop,
+                on_fire=on_fire,
+                key_prefix=key_prefix,
             )
         except StoreError as exc:
             if on_pass is None:  # else the caller reports it: one line per pass

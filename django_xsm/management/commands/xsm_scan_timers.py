@@ -42,6 +42,7 @@ examples:
   manage.py xsm_scan_timers
   manage.py xsm_scan_timers --loop --interval 1s
   manage.py xsm_scan_timers --machine order --limit 500 --lock pessimistic
+  manage.py xsm_scan_timers --loop --key-prefix order:eu-
   manage.py xsm_scan_timers --dry-run -v 2
 """
 
@@ -69,6 +70,13 @@ examples:
             help="Only instances of this machine (a name from XSM['MACHINES']).",
         )
         parser.add_argument(
+            "--key-prefix",
+            metavar="TEXT",
+            default="",
+            help="Only instances whose key starts with TEXT (literally: * and ? are "
+            "plain characters), e.g. order:eu- to shard scanners by key.",
+        )
+        parser.add_argument(
             "--lock",
             choices=["optimistic", "pessimistic"],
             help="Lock strategy for the fires (default: XSM['LOCK']).",
@@ -93,6 +101,7 @@ examples:
                 limit=options["limit"],
                 lock=options["lock"],
                 on_fire=self.fired,
+                key_prefix=options["key_prefix"],
             )
         self.say(summary(result))
         if result.scanned >= options["limit"]:
@@ -111,15 +120,21 @@ examples:
         self.say(f"{_outcome(outcome)} {key}{lag}", 2)
 
     def dry_run(self, options: dict[str, Any]) -> None:
-        due = operations.due_timers(machine=options["machine"], limit=options["limit"])
+        due = operations.due_timers(
+            machine=options["machine"], limit=options["limit"], key_prefix=options["key_prefix"]
+        )
         for timer in due:
             self.say(
                 f"{timer.key}  {timer.machine}  due {operations.iso(timer.due_ms)}  "
                 f"lag {format_duration(timer.lag_ms)}"
             )
-        parked = operations.dead_letters(machine=options["machine"], limit=options["limit"])
+        parked = operations.dead_letters(
+            machine=options["machine"], limit=options["limit"], key_prefix=options["key_prefix"]
+        )
+        reasons = operations.dead_letter_reasons([key for key, _m, _t in parked])
         for key, machine, parked_ms in parked:
-            self.say(f"dead-lettered {key}  {machine}  since {operations.iso(parked_ms)}")
+            why = f"  ({reasons[key]})" if reasons.get(key) else ""
+            self.say(f"dead-lettered {key}  {machine}  since {operations.iso(parked_ms)}{why}")
         self.say(
             f"{len(due)} instance(s) due, {len(parked)} with dead-lettered timers "
             "(dry run: nothing fired)"
@@ -155,6 +170,7 @@ examples:
                 lock=options["lock"],
                 on_pass=self.passed,
                 on_fire=self.fired,
+                key_prefix=options["key_prefix"],
             )
         finally:
             for signum, old in previous.items():

@@ -105,7 +105,9 @@ def test_failed_fire_exits_non_zero_then_dead_letters(backend: Any):
     # parked: later passes leave it alone and succeed; --dry-run lists it
     assert counts(run("xsm_scan_timers").out)["scanned"] == 0
     listed = run("xsm_scan_timers", "--dry-run").out.splitlines()
-    assert re.fullmatch(r"dead-lettered faulty:1  faulty  since \S+Z", listed[0]), listed
+    assert re.fullmatch(
+        r"dead-lettered faulty:1  faulty  since \S+Z  \(.*the bell is broken\)", listed[0]
+    ), listed
     assert listed[1] == "0 instance(s) due, 1 with dead-lettered timers (dry run: nothing fired)"
     assert operations.dead_letters(machine="alarm") == []
     assert [k for k, _m, _t in operations.dead_letters(machine="faulty")] == ["faulty:1"]
@@ -227,3 +229,29 @@ def test_summary_format():
     assert text == (
         "scanned=3 fired=2 stale=1 locked=0 dead_lettered=0 errors=0 unavailable=1 max_lag_ms=12"
     )
+
+
+def test_key_prefix_limits_a_pass_to_keys_starting_with_it(backend: Any):
+    arm("alarm:eu-1")
+    arm("alarm:eu-2")
+    arm("alarm:us-1")
+    out = run("xsm_scan_timers", "--key-prefix", "alarm:eu-").out
+    assert counts(out)["fired"] == 2
+    assert (fires("alarm:eu-1"), fires("alarm:eu-2"), fires("alarm:us-1")) == (1, 1, 0)
+    dry = run("xsm_scan_timers", "--dry-run", "--key-prefix", "alarm:us").out
+    assert "alarm:us-1" in dry and "alarm:eu" not in dry
+    assert counts(run("xsm_scan_timers", "--key-prefix", "alarm:*").out)["scanned"] == 0
+
+
+def test_a_parked_unreadable_record_is_listed_with_its_reason(backend: Any):
+    """The scanner parks a due key whose record cannot be read (it stops
+    re-reading it every pass); --dry-run lists it with the reason."""
+    arm("alarm:broken")
+    layout = backend.store.layout
+    backend.client.hset(layout.snapshot("alarm:broken"), "d", b"\xff not json")
+    with pytest.raises(CommandError, match="alarm:broken"):
+        run("xsm_scan_timers")  # a person must look: exit 1, and the key is parked
+    assert counts(run("xsm_scan_timers").out)["scanned"] == 0  # not re-read every pass
+    dry = run("xsm_scan_timers", "--dry-run").out
+    [line] = [x for x in dry.splitlines() if x.startswith("dead-lettered alarm:broken")]
+    assert "(" in line and line.endswith(")")  # the reason, e.g. why it could not be read
