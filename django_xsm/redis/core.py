@@ -13,15 +13,13 @@ from __future__ import annotations
 import datetime as _dt
 import heapq
 import json
-import logging
-import secrets
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias, TypeVar
 
 import redis.exceptions as rex
 
-from django_xsm.exceptions import InvalidConfigError, StoreError
+from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.base import (
     Codec,
     check_listing,
@@ -47,13 +45,13 @@ from django_xsm.persistence.runner import Apply
 from django_xsm.persistence.unshared import unshared_writes
 
 from . import ops
-from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, MAX_BUCKETS, SEP, KeyLayout
+from .keys import LAYOUT_VERSION, SEP, KeyLayout
+from .namespace import LayoutState, config_value, parse_schema
 from .ops import Call, b2s
 
-__all__ = ["Cmd", "LayoutState", "Many", "Op", "Request", "StoreCore", "parse_schema"]
+__all__ = ["Cmd", "LayoutState", "Many", "Op", "Request", "StoreCore", "parse_schema", "ttl_ms_of"]
 
 T = TypeVar("T")
-logger = logging.getLogger("django_xsm.redis")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,84 +74,6 @@ class Many:
 #: store's commit).
 Request: TypeAlias = Call | Cmd | Many | Apply
 Op: TypeAlias = Generator[Request, Any, T]
-
-
-def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) -> KeyLayout:
-    """The layout recorded in a namespace's schema marker."""
-    try:
-        layout = int(b2s(reply[0]))
-        buckets = int(b2s(reply[1]))
-        if layout < 1 or not 1 <= buckets <= MAX_BUCKETS:
-            raise ValueError(layout, buckets)
-    except (TypeError, ValueError, IndexError):
-        raise StoreError(
-            f"The schema marker of namespace {prefix!r} is unreadable",
-            hint=f"inspect the hash {KeyLayout.schema_key_for(prefix)!r}; something "
-            "else may use this prefix",
-        ) from None
-    if layout > LAYOUT_VERSION:
-        raise StoreError(
-            f"Namespace {prefix!r} uses key layout {layout}; this django-xsm "
-            f"understands up to {LAYOUT_VERSION}",
-            hint="upgrade django-xsm on this host",
-        )
-    if wanted_buckets is not None and wanted_buckets != buckets:
-        raise StoreError(
-            f"Namespace {prefix!r} was created with {buckets} buckets, not {wanted_buckets}",
-            hint="the bucket count is fixed per namespace; drop the buckets "
-            "argument or use another prefix",
-        )
-    return KeyLayout(prefix, buckets)
-
-
-class LayoutState:
-    """The namespace layout, read from the schema marker on first need, and
-    the namespace id that marker carries.
-
-    The id is random and written when the namespace is created. A marker
-    that later carries another id (Redis lost its data, for instance a
-    restart without persistence, and the namespace was created again) sets
-    ``reset``, and one ERROR is logged.
-    """
-
-    def __init__(self, prefix: str, buckets: int | None) -> None:
-        KeyLayout(prefix, buckets or DEFAULT_BUCKETS)  # validates both early
-        self.prefix = prefix
-        self.wanted = buckets
-        self.layout: KeyLayout | None = None
-        self.namespace_id = ""
-        self.reset = False
-
-    def schema_call(self) -> Call:
-        return Call(
-            "SCHEMA",
-            [KeyLayout.schema_key_for(self.prefix)],
-            [LAYOUT_VERSION, self.wanted or DEFAULT_BUCKETS, secrets.token_hex(8)],
-        )
-
-    def ensure(self) -> Op[KeyLayout]:
-        if self.layout is None:
-            self.seen((yield self.schema_call()))
-        assert self.layout is not None
-        return self.layout
-
-    def seen(self, reply: Sequence[Any]) -> KeyLayout:
-        """Take a SCHEMA reply: the layout, and whether the id changed."""
-        layout = parse_schema(self.prefix, reply, self.wanted)
-        found = b2s(reply[2]) if len(reply) > 2 else ""
-        if self.namespace_id and found != self.namespace_id and not self.reset:
-            self.reset = True
-            logger.error(
-                "xsm namespace %r was reset: Redis lost its data (the schema marker "
-                "was recreated); every instance stored before is gone. Run Redis "
-                "with persistence (appendonly yes) and restore from a backup",
-                self.prefix,
-            )
-        if found and not self.namespace_id:
-            self.namespace_id = found
-        if self.layout is None:
-            self.layout = layout
-        return self.layout
 
 
 class StoreCore:
@@ -446,7 +366,7 @@ class StoreCore:
             save = yield Cmd("CONFIG GET", ("save",))
         except rex.ResponseError:  # CONFIG renamed away or not allowed by the ACL
             return None
-        return _config_value(aof, "appendonly") == "yes" or bool(_config_value(save, "save"))
+        return config_value(aof, "appendonly") == "yes" or bool(config_value(save, "save"))
 
     def machine_ids(self, keys: Sequence[str]) -> Op[dict[str, str]]:
         if isinstance(keys, str):
@@ -516,13 +436,3 @@ def _reason(park: Any, tf: Any) -> str:
         return "; ".join(f"{k}: {f.get('error', '')}" for k, f in failures.items() if f.get("dead"))
     except (ValueError, TypeError, AttributeError, RecursionError):
         return "timer bookkeeping is damaged"
-
-
-def _config_value(reply: Any, name: str) -> str:
-    """One value of a CONFIG GET reply (a flat list, or a dict with RESP3)."""
-    if isinstance(reply, Mapping):
-        pairs = {b2s(k): v for k, v in reply.items()}
-    else:
-        flat = list(reply or ())
-        pairs = {b2s(k): v for k, v in zip(flat[::2], flat[1::2], strict=False)}
-    return b2s(pairs.get(name)).strip()
