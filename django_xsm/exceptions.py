@@ -485,8 +485,9 @@ class UnsavedInstanceError(XsmError, ValueError):
         self.model = model
         self.field = field
         self.placeholder = placeholder
+        why = "the row is not saved yet" if placeholder == "" else f"{{{placeholder}}} is empty"
         super().__init__(
-            f"{model}.{field} has no statechart key: {{{placeholder}}} is empty",
+            f"{model}.{field} has no statechart key: {why}",
             hint="save the row first, or fill the field the key template uses",
         )
 

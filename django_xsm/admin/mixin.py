@@ -114,8 +114,13 @@ class StatechartAdminMixin(_ModelAdmin):
         for item in super().get_list_filter(request):
             # A plain "status" would list the column's distinct values;
             # the state filter lists the chart's states instead.
-            filters.append((item, StatechartStateFilter) if item in names else item)
-        named = {item[0] if isinstance(item, (list, tuple)) else item for item in filters}
+            plain = isinstance(item, str) and item in names  # ("field", Filter) items stay
+            filters.append((item, StatechartStateFilter) if plain else item)
+        named = {
+            item[0] if isinstance(item, (list, tuple)) else item
+            for item in filters
+            if isinstance(item, (str, list, tuple))  # a SimpleListFilter class names none
+        }
         filters += [(name, StatechartStateFilter) for name in sorted(names - named, key=str)]
         return filters
 

@@ -22,11 +22,11 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from django.db import DEFAULT_DB_ALIAS, models
+from django.db import models, router
 
 from django_xsm import conf
 from django_xsm.engine import to_event
-from django_xsm.exceptions import InstanceNotFoundError
+from django_xsm.exceptions import InstanceNotFoundError, UnsavedInstanceError
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.registry import machines
@@ -64,12 +64,13 @@ def initial_column(machine_name: str) -> str:
 class BoundStatechart:
     """The statechart of one row (see the module docstring)."""
 
-    __slots__ = ("_view", "field", "row")
+    __slots__ = ("_initial", "_view", "field", "row")
 
     def __init__(self, row: models.Model, field: FieldSpec) -> None:
         self.row = row
         self.field = field
         self._view: Any = _UNLOADED
+        self._initial: Any = None
 
     # --- the column: no I/O --------------------------------------------------------
 
@@ -106,7 +107,10 @@ class BoundStatechart:
 
     @property
     def key(self) -> str:
-        """The instance key (``UnsavedInstanceError`` for a row without one)."""
+        """The instance key (``UnsavedInstanceError`` for a row not saved yet,
+        even one whose primary key is set, as UUID and natural keys are)."""
+        if self.row._state.adding:
+            raise UnsavedInstanceError(type(self.row).__name__, self.field.name, placeholder="")
         return instance_key(self.row, self.field)
 
     @property
@@ -135,7 +139,11 @@ class BoundStatechart:
         view = self.view()
         if view is not None:
             return view._instance
-        return self.entry.machine.start()
+        if self._initial is None:
+            # A fresh start computed purely: reads must not run entry actions.
+            machine = self.entry.machine
+            self._initial = machine.restore(machine.initial_snapshot(now=0).snapshot)
+        return self._initial
 
     @property
     def value(self) -> Any:
@@ -197,7 +205,7 @@ class BoundStatechart:
         self._view = _UNLOADED  # the next read loads what was committed
         state, version = project_value(block.value), block.version
         if block.committed is not None:
-            self._set_row(state, version)  # the post_commit receiver wrote it
+            self._set_row(state, version, committed=True)  # post_commit wrote it
         else:
             self._advance(state, version)
 
@@ -214,7 +222,7 @@ class BoundStatechart:
         self._view = _UNLOADED
         state, version = project_value(block.value), block.version
         if block.committed is not None:
-            self._set_row(state, version)
+            self._set_row(state, version, committed=True)
         else:
             await self._aadvance(state, version)
 
@@ -258,22 +266,36 @@ class BoundStatechart:
     def _fenced(self, version: int) -> bool:
         return version > self.row_version
 
-    def _set_row(self, state: str, version: int) -> None:
+    def _unconfirmed(self) -> set[str]:
+        # Columns this object moved after a commit whose database write may
+        # yet roll back with the caller's transaction: the next repair
+        # writes them again (the UPDATE is fenced, so that is harmless).
+        found: set[str] = self.row.__dict__.setdefault("_xsm_unconfirmed", set())
+        return found
+
+    def _set_row(self, state: str, version: int, *, committed: bool = False) -> None:
+        if committed:
+            self._unconfirmed().add(self.field.attname)
         if not self._fenced(version):
             return
         self.row.__dict__[self.field.attname] = state
         self.row.__dict__[self.field.version_attname] = version
 
+    def _needs_write(self, version: int) -> bool:
+        return self._fenced(version) or self.field.attname in self._unconfirmed()
+
     def _advance(self, state: str, version: int) -> None:
-        if not self._fenced(version):
+        if not self._needs_write(version):
             return
         advance_row(type(self.row), self.row.pk, **self._columns(state, version))
+        self._unconfirmed().discard(self.field.attname)
         self._set_row(state, version)
 
     async def _aadvance(self, state: str, version: int) -> None:
-        if not self._fenced(version):
+        if not self._needs_write(version):
             return
         await aadvance_row(type(self.row), self.row.pk, **self._columns(state, version))
+        self._unconfirmed().discard(self.field.attname)
         self._set_row(state, version)
 
     def _columns(self, state: str, version: int) -> RowMove:
@@ -281,7 +303,7 @@ class BoundStatechart:
 
     @property
     def _database(self) -> str:
-        return self.row._state.db or DEFAULT_DB_ALIAS
+        return self.row._state.db or router.db_for_write(type(self.row))
 
 
 def _event_parts(event: Any, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:

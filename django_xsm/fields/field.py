@@ -33,12 +33,43 @@ from .bound import BoundStatechart, initial_column
 from .lifecycle import forget_on_delete
 from .projection import register_field
 
-__all__ = ["ON_DELETE_CHOICES", "StatechartField", "StatechartVersionField"]
+__all__ = ["ON_DELETE_CHOICES", "StatechartField", "StatechartVersionField", "longest_projection"]
 
 #: What deleting a row does to its statechart: ``"forget"`` erases the Redis
 #: instance and its transition log once the deletion commits; ``"keep"``
 #: leaves both (an orphan ``xsm_sync_models`` reports).
 ON_DELETE_CHOICES = ("forget", "keep")
+
+
+def longest_projection(root: Any) -> int:
+    """An upper bound of the state column a machine can produce (exact for
+    usual charts): a leaf path repeats every ancestor's key, a parallel
+    state's regions are joined with commas. Iterative: charts nest up to
+    the engine's depth cap."""
+    # per node: (characters of its leaf paths, number of leaf paths)
+    sizes: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        children = [c for c in node.children if c.type != "history"]
+        if children and not expanded:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children)
+            continue
+        prefix = 0 if node is root else len(node.key) + 1  # "key."
+        if not children:
+            sizes[id(node)] = (len(node.key), 1)
+            continue
+        inner = [sizes[id(c)] for c in children]
+        if node.type == "parallel":
+            paths = sum(n for _, n in inner)
+            chars = sum(c for c, _ in inner)
+        else:
+            paths = max(n for _, n in inner)
+            chars = max(c for c, _ in inner)
+        sizes[id(node)] = (chars + paths * prefix, paths)
+    chars, paths = sizes[id(root)]
+    return chars + paths - 1  # the commas between leaf paths
 
 
 class StatechartVersionField(models.PositiveBigIntegerField):  # type: ignore[type-arg]
@@ -72,8 +103,11 @@ class StatechartVersionField(models.PositiveBigIntegerField):  # type: ignore[ty
     def pre_save(self, model_instance: models.Model, add: bool) -> Any:
         # An ordinary save() must not write a stale projection over a newer
         # one another worker wrote: on UPDATE the column keeps its value.
+        # A new row starts at version 0 whatever the object holds (a clone
+        # of a saved row, create(..._version=...)); only commits move it.
         if add:
-            return super().pre_save(model_instance, add)
+            model_instance.__dict__[self.attname] = 0
+            return 0
         return models.F(self.attname)
 
 
@@ -91,13 +125,15 @@ class _StatechartAttribute(DeferredAttribute):
 
     def __set__(self, instance: models.Model, value: Any) -> None:
         attname = self.field.attname
+        from_django = _set_by_django_model(sys._getframe(1))
         if isinstance(value, BoundStatechart):
-            # refresh_from_db() passes the bound value of the row it read.
+            # refresh_from_db() passes the bound value of the row it read;
+            # another row's state (new.status = old.status) is refused.
+            if value.row is not instance and not from_django:
+                raise StateAssignmentError(type(instance).__name__, self.field.name, value.column)
             value = value.column
         elif (
-            attname in instance.__dict__
-            and value != instance.__dict__[attname]
-            and not _set_by_django_model(sys._getframe(1))
+            attname in instance.__dict__ and value != instance.__dict__[attname] and not from_django
         ):
             raise StateAssignmentError(type(instance).__name__, self.field.name, value)
         instance.__dict__[attname] = "" if value is None else str(value)
@@ -198,14 +234,18 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
 
     def pre_save(self, model_instance: models.Model, add: bool) -> Any:
         # See StatechartVersionField.pre_save: save() never moves the
-        # projection (neither back nor forward); only events do.
+        # projection (neither back nor forward); only events do. A new row
+        # starts at the machine's initial state, whatever the object holds
+        # (fixtures are raw saves: they keep theirs).
         if add:
-            return model_instance.__dict__.get(self.attname, "")
+            initial = initial_column(self.machine_name)
+            model_instance.__dict__[self.attname] = initial
+            return initial
         return models.F(self.attname)
 
     def get_prep_value(self, value: Any) -> Any:
         if isinstance(value, BoundStatechart):
-            value = value.column
+            value = value.column  # lookups: filter(status=order.status)
         return super().get_prep_value(value)
 
     def value_from_object(self, obj: models.Model) -> Any:
@@ -220,7 +260,32 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
     # --- system checks -----------------------------------------------------------
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        return [*super().check(**kwargs), *self._check_machine(), *self._check_key_template()]
+        return [
+            *super().check(**kwargs),
+            *self._check_machine(),
+            *self._check_key_template(),
+            *self._check_length(),
+        ]
+
+    def _check_length(self) -> list[checks.CheckMessage]:
+        from django_xsm.registry import machines
+
+        entry = machines.get(self.machine_name)
+        if entry is None or self.max_length is None:
+            return []
+        longest = longest_projection(entry.machine.root)
+        if longest <= self.max_length:
+            return []
+        return [
+            checks.Warning(
+                f"{self._where()} can hold states of up to {longest} characters, over its "
+                f"max_length of {self.max_length}",
+                hint=f"set StatechartField(max_length={longest}) or more; a longer state "
+                "cannot be written to the row, which then lags Redis",
+                obj=self,
+                id="xsm.W101",
+            )
+        ]
 
     def _where(self) -> str:
         return f"{self.model._meta.label}.{self.name}"

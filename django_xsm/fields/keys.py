@@ -14,6 +14,7 @@ import string
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 
 from django_xsm.exceptions import UnsavedInstanceError
@@ -73,12 +74,28 @@ def key_pattern(template: str) -> tuple[re.Pattern[str], tuple[str, ...]]:
     return re.compile("".join(out), re.DOTALL), tuple(names)
 
 
-def row_lookup(field: FieldSpec, key: str) -> dict[str, str] | None:
+def row_lookup(field: FieldSpec, key: str) -> dict[str, Any] | None:
     """The ORM lookup naming the row of ``key``, when the field's template
-    has exactly one placeholder (``"order:{pk}"`` -> ``{"pk": "42"}``);
-    None when the key is not one of this field's or cannot be parsed."""
+    has exactly one placeholder (``"order:{pk}"``: ``"order:42"`` ->
+    ``{"pk": 42}``); None when the key is not exactly the key of a row.
+
+    The captured text is converted by the model field it names, and the
+    key built back from the converted value must equal ``key``: "order:01"
+    or "order: 1" are other instances, never row 1's (an int field would
+    read them as 1 and let a foreign instance drive that row)."""
     pattern, names = key_pattern(field.key_template)
     if len(names) != 1:
         return None
     found = pattern.fullmatch(key)
-    return {names[0]: found.group(1)} if found else None
+    if found is None:
+        return None
+    name, raw = names[0], found.group(1)
+    meta = field.model._meta
+    try:
+        target = meta.pk if name == "pk" else meta.get_field(name)
+        value = target.to_python(raw)
+    except (FieldDoesNotExist, ValidationError, ValueError, TypeError):
+        return None
+    if value is None or field.key_template.format_map({name: value}) != key:
+        return None
+    return {name: value}

@@ -18,15 +18,18 @@ placeholder (``"order:{pk}"``: the key names the row).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any, TypedDict, Unpack
 
-from django.db import models, router
+from django.db import DatabaseError, models, router, transaction
 
 from django_xsm.signals import post_commit
 
 from .keys import FieldSpec, instance_key, row_lookup
+
+logger = logging.getLogger("django_xsm.fields")
 
 __all__ = [
     "RowMove",
@@ -136,6 +139,25 @@ async def aadvance_row(model: type[models.Model], pk: Any, **move: Unpack[RowMov
     return bool(await rows.aupdate(**values))
 
 
+def _move(model: type[models.Model], lookup: Any, move: RowMove) -> None:
+    """One row's UPDATE in a savepoint: a failing statement (a deadlock, a
+    state longer than the column) is logged and must not leave the
+    caller's PostgreSQL transaction aborted after Redis committed. The
+    row then lags, and converges like any lagging row."""
+    try:
+        with transaction.atomic(using=move["using"]):
+            advance_row(model, lookup, **move)
+    except DatabaseError:
+        logger.exception(
+            "could not move %s row %r to %r (v%d); it lags until read, sent to or "
+            "repaired by xsm_sync_models",
+            model._meta.label,
+            lookup,
+            move["state"],
+            move["version"],
+        )
+
+
 def project_commit(
     sender: Any, *, machine: str, key: str, value: Any, version: int, **kwargs: Any
 ) -> None:
@@ -146,14 +168,14 @@ def project_commit(
         field, row = bound
         if field.machine_name == machine and instance_key(row, field) == key:
             using = row._state.db or router.db_for_write(type(row))
-            advance_row(type(row), row.pk, **field_move(field, state, version, using))
+            _move(type(row), row.pk, field_move(field, state, version, using))
             return
     for field in _FIELDS.get(machine, ()):
-        lookup = row_lookup(field, key)
+        lookup = row_lookup(field, key)  # None unless the key is exactly a row's
         if lookup is None:
             continue
         model = field.model
-        advance_row(model, lookup, **field_move(field, state, version, router.db_for_write(model)))
+        _move(model, lookup, field_move(field, state, version, router.db_for_write(model)))
 
 
 post_commit.connect(project_commit, dispatch_uid="django_xsm.fields.projection")

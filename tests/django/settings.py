@@ -78,6 +78,7 @@ XSM = {
             "PERMISSIONS": {"REFUND": "fieldapp.refund_order"},
         },
         "parcel": "tests.fieldapp.machines.parcel",
+        "signup": "tests.fieldapp.machines.signup",
     },
     "LOCK_TIMEOUT_S": 0.2,
     "CONFLICT_RETRIES": 2,

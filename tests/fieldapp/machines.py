@@ -63,3 +63,19 @@ PARCEL: dict[str, Any] = {
 }
 
 parcel = create_machine(PARCEL)
+
+#: How many times the signup chart's entry action ran (reads must not run it).
+WELCOMES: list[str] = []
+
+SIGNUP: dict[str, Any] = {
+    "id": "signup",
+    "initial": "welcome",
+    "states": {"welcome": {"entry": "sendWelcome", "on": {"DONE": "active"}}, "active": {}},
+}
+
+
+def _send_welcome(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+    WELCOMES.append("sent")
+
+
+signup = create_machine(SIGNUP, logic=MachineLogic(actions={"sendWelcome": _send_welcome}))

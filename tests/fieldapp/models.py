@@ -43,3 +43,22 @@ class Shipment(models.Model):
 
     def __str__(self) -> str:
         return f"Shipment {self.pk}"
+
+
+class VipOrder(models.Model):
+    """Shares the machine with Order under a longer template ("shop:vip:1"
+    must move this row, never Order's)."""
+
+    tier = StatechartField(machine="shop", key="shop:vip:{pk}")
+
+
+class TinyParcel(models.Model):
+    """A column too short for the parcel's parallel state (check xsm.W101)."""
+
+    state = StatechartField(machine="parcel", max_length=12)
+
+
+class Signup(models.Model):
+    """A chart whose initial state has an entry action (reads must not run it)."""
+
+    step = StatechartField(machine="signup")

@@ -19,6 +19,7 @@ XSM = {
         **MACHINES,
         "shop": _BASE["MACHINES"]["shop"],
         "parcel": _BASE["MACHINES"]["parcel"],
+        "signup": _BASE["MACHINES"]["signup"],
     },
     "TIMERS": {"MAX_ATTEMPTS": 2, "BACKOFF_S": 0.05},
 }

@@ -145,6 +145,8 @@ def test_bad_field_arguments_fail_at_class_definition(kwargs: Any, message: str)
 
 def test_the_installed_test_models_pass_the_checks() -> None:
     for model in apps.get_app_config("fieldapp").get_models():
+        if model.__name__ == "TinyParcel":
+            continue  # too short on purpose (xsm.W101: tests/django/fields/test_edges.py)
         for field in model._meta.local_fields:
             assert field.check() == [], (model, field)
 
