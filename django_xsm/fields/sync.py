@@ -6,25 +6,50 @@ Redis commit (or the process died in between). :func:`sync_field` walks
 one field's rows in primary-key order, page by page, and moves every
 lagging row forward with the same fenced ``UPDATE`` the field uses, so
 running it beside live traffic never moves a row backwards. It also
-reports *missing* rows (the row saw a version but Redis has no instance:
-Redis lost it or it was forgotten) and *orphans* (Redis instances of the
-field's key template whose row no longer exists).
+reports what it cannot repair:
+
+- *missing* rows: the row saw a version but Redis has no instance (Redis
+  lost it, or it was forgotten);
+- rows *ahead* of Redis: the row's version is higher than the instance's
+  (a row copied or created with a version, a Redis restored from an older
+  backup); a forward-only move cannot bring them back;
+- *unkeyed* rows: the key template gives no usable key for the row (an
+  empty placeholder value, control characters);
+- *failed* rows: the Redis load or the row's ``UPDATE`` raised (each
+  ``UPDATE`` runs in a savepoint, so one failure spoils nothing else);
+- *orphans*: Redis instances of the field's key template whose row no
+  longer exists.
+
+Orphans are found by listing the candidate keys *first* and walking the
+rows after, so a row created during the pass is seen by the walk. Before
+``forget_orphans`` erases one, its version is read, the database is asked
+again whether a row now claims the key, and it is erased only when its
+version is still the one read (see :func:`_forget_orphans`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.apps import apps
-from django.db import DEFAULT_DB_ALIAS, models
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, models, router, transaction
 
-from django_xsm.exceptions import InstanceNotFoundError
+from django_xsm import backend
+from django_xsm.exceptions import (
+    InstanceNotFoundError,
+    InvalidConfigError,
+    StoreUnavailableError,
+    UnsavedInstanceError,
+    XsmError,
+)
+from django_xsm.persistence.base import validate_key
 from django_xsm.registry import machines
 
 from .field import StatechartField
-from .keys import instance_key, key_pattern
+from .keys import instance_key, key_pattern, row_lookup
 from .projection import advance_row, field_move, project_value
 
 __all__ = ["SyncReport", "statechart_fields", "sync_field"]
@@ -38,9 +63,21 @@ class SyncReport:
     rows: int = 0
     repaired: int = 0
     missing: list[str] = field(default_factory=list)
+    ahead: list[str] = field(default_factory=list)
+    #: rows without a usable key, by primary key (``repr``)
+    unkeyed: list[str] = field(default_factory=list)
+    #: ``(key, reason)`` of rows whose load or ``UPDATE`` failed
+    failed: list[tuple[str, str]] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     forgotten: int = 0
+    #: orphans left alone: claimed again, changed, or younger than the minimum age
+    kept: list[str] = field(default_factory=list)
     dry_run: bool = False
+
+    @property
+    def findings(self) -> bool:
+        """Anything ``--check`` reports: lagging, missing, ahead or orphaned."""
+        return bool(self.repaired or self.missing or self.ahead or self.orphans)
 
 
 def statechart_fields(labels: list[str] | None = None) -> list[StatechartField]:
@@ -70,59 +107,171 @@ def _rows(model: type[models.Model], using: str, batch: int) -> Iterator[list[mo
         last = page[-1].pk
 
 
+def _row_key(row: models.Model, f: StatechartField) -> str | None:
+    """The row's instance key, or None when it has no usable one."""
+    try:
+        return validate_key(instance_key(row, f))
+    except (UnsavedInstanceError, InvalidConfigError):
+        return None
+
+
+def _version(row: models.Model, f: StatechartField) -> int:
+    return int(getattr(row, f.version_attname) or 0)
+
+
 def sync_field(
     f: StatechartField,
     *,
     batch: int = 500,
     dry_run: bool = False,
     forget_orphans: bool = False,
+    orphan_min_age_s: float = 0.0,
     using: str = DEFAULT_DB_ALIAS,
     progress: Callable[[SyncReport], None] | None = None,
 ) -> SyncReport:
-    """Repair lagging rows of ``f`` and report missing rows and orphans (see
-    the module docstring). One Redis load per row."""
+    """Repair lagging rows of ``f`` and report what cannot be repaired (see
+    the module docstring). One Redis load per row. ``orphan_min_age_s``:
+    ``forget_orphans`` leaves instances committed less than that many
+    seconds ago (a row created in a transaction that has not committed
+    yet looks exactly like an orphan)."""
     model = f.model
     report = SyncReport(f"{model._meta.label}.{f.name}", dry_run=dry_run)
     objects = machines[f.machine_name].objects
+    pattern = key_pattern(f.key_template)[0]
+    # Listed before the rows are walked: a row created after this listing
+    # is either walked below or its key is not a candidate.
+    candidates = [k for k in objects.keys(_literal_prefix(f.key_template)) if pattern.fullmatch(k)]
     claimed: set[str] = set()
     for page in _rows(model, using, batch):
         for row in page:
-            key = instance_key(row, f)
-            claimed.add(key)
             report.rows += 1
-            try:
-                view = objects.get(key)
-            except InstanceNotFoundError:
-                if int(getattr(row, f.version_attname) or 0) > 0:
-                    report.missing.append(key)
+            key = _row_key(row, f)
+            if key is None:
+                report.unkeyed.append(repr(row.pk))
                 continue
-            if view.version > int(getattr(row, f.version_attname) or 0):
-                report.repaired += 1
-                if not dry_run:
-                    move = field_move(f, project_value(view.value), view.version, using)
-                    advance_row(model, row.pk, **move)
+            claimed.add(key)
+            _sync_row(f, row, key, report, using)
         if progress is not None:
             progress(report)
-    claimed |= _claimed_by_other_fields(f, using)
-    pattern = key_pattern(f.key_template)[0]
-    for key in objects.keys(_literal_prefix(f.key_template)):
-        if pattern.fullmatch(key) and key not in claimed:
-            report.orphans.append(key)
-    if forget_orphans and not dry_run:
-        for key in report.orphans:
-            objects.forget(key)
-            report.forgotten += 1
+    candidates = [k for k in candidates if k not in claimed]
+    if candidates:
+        claimed |= _claimed_by_other_fields(f, using)
+    report.orphans = [k for k in candidates if k not in claimed]
+    if forget_orphans and not dry_run and report.orphans:
+        _forget_orphans(f, report, using, orphan_min_age_s)
     return report
+
+
+def _sync_row(
+    f: StatechartField, row: models.Model, key: str, report: SyncReport, using: str
+) -> None:
+    objects = machines[f.machine_name].objects
+    seen = _version(row, f)
+    try:
+        view = objects.get(key)
+    except InstanceNotFoundError:
+        if seen > 0:
+            report.missing.append(key)
+        return
+    except StoreUnavailableError:
+        raise  # Redis is down: every other row would fail the same way
+    except XsmError as exc:  # an unreadable record: this row only
+        report.failed.append((key, f"{type(exc).__name__}: {exc}"))
+        return
+    if view.version < seen:
+        report.ahead.append(key)
+        return
+    if view.version == seen:
+        return
+    report.repaired += 1
+    if report.dry_run:
+        return
+    move = field_move(f, project_value(view.value), view.version, using)
+    try:
+        # A savepoint: a failing UPDATE (a state longer than the column, a
+        # deadlock) must not abort the caller's transaction on PostgreSQL.
+        with transaction.atomic(using=using):
+            advance_row(f.model, row.pk, **move)
+    except DatabaseError as exc:
+        report.repaired -= 1
+        report.failed.append((key, f"{type(exc).__name__}: {exc}".splitlines()[0]))
+
+
+def _claimants(f: StatechartField) -> list[tuple[StatechartField, str | None]]:
+    """The fields of ``f``'s machine whose rows may own ``f``'s keys, each
+    with the database its rows are read from (``None``: ``f``'s own)."""
+    out: list[tuple[StatechartField, str | None]] = [(f, None)]
+    for other in statechart_fields():
+        if other is not f and other.machine_name == f.machine_name:
+            same = other.model is f.model
+            out.append((other, None if same else router.db_for_read(other.model)))
+    return out
 
 
 def _claimed_by_other_fields(f: StatechartField, using: str) -> set[str]:
     """Keys of rows of other fields on the same machine whose templates can
-    produce keys of ``f``'s template: such an instance is not an orphan."""
+    produce keys of ``f``'s template: such an instance is not an orphan.
+    Each model is read from the database the router reads it from."""
     pattern = key_pattern(f.key_template)[0]
     claimed: set[str] = set()
-    for other in statechart_fields():
-        if other is f or other.machine_name != f.machine_name:
-            continue
-        for page in _rows(other.model, using, 1000):
-            claimed.update(k for row in page if pattern.fullmatch(k := instance_key(row, other)))
+    for other, routed in _claimants(f)[1:]:
+        for page in _rows(other.model, routed or using, 1000):
+            for row in page:
+                key = _row_key(row, other)
+                if key is not None and pattern.fullmatch(key):
+                    claimed.add(key)
     return claimed
+
+
+def _claimed_now(f: StatechartField, keys: list[str], using: str) -> set[str]:
+    """Which of ``keys`` a row claims *now* (asked again of the database):
+    one query per key and field whose template has one placeholder, one
+    walk of the rows of a field whose template has several."""
+    claimed: set[str] = set()
+    for other, routed in _claimants(f):
+        db = routed or using
+        manager = other.model._base_manager.db_manager(db)
+        if len(key_pattern(other.key_template)[1]) > 1:
+            wanted = set(keys)
+            for page in _rows(other.model, db, 1000):
+                claimed.update(k for row in page if (k := _row_key(row, other)) in wanted)
+            continue
+        for key in keys:
+            lookup = row_lookup(other, key)
+            if key not in claimed and lookup is not None and manager.filter(**lookup).exists():
+                claimed.add(key)
+    return claimed
+
+
+def _forget_orphans(f: StatechartField, report: SyncReport, using: str, min_age_s: float) -> None:
+    """Erase the orphans, fenced: each one's version is read first, then
+    the database is asked again whether a row claims its key (a row
+    created since the walk), and the instance is erased only when its
+    version is still the one read. A send between that last read and the
+    erase (a few milliseconds) is the one window left: the store has no
+    compare-and-forget."""
+    objects = machines[f.machine_name].objects
+    store = backend.get_store()
+    now_ms = time.time() * 1000
+    read: dict[str, int] = {}
+    for key in report.orphans:
+        record = store.load(key)
+        if record is None or not objects.owns(record):
+            continue  # gone already, or another machine's now
+        if now_ms - record.updated_ms < min_age_s * 1000:
+            report.kept.append(key)
+            continue
+        read[key] = record.version
+    again = _claimed_now(f, list(read), using)
+    for key, version in read.items():
+        if key in again:
+            report.kept.append(key)
+            continue
+        record = store.load(key)
+        if record is None:
+            continue
+        if record.version != version or not objects.owns(record):
+            report.kept.append(key)
+            continue
+        store.forget(key)
+        report.forgotten += 1

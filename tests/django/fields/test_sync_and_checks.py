@@ -58,15 +58,26 @@ def test_sync_repairs_lagging_rows_and_reports_orphans(alias: str, backend: Any)
     assert row_in_db(Order, lagging.pk, alias) == ("paid", 1)
     assert row_in_db(Order, fine.pk, alias) == ("cart", 1)
     out = sync("--model", "fieldapp.Order", "--database", alias, "--forget-orphans")
+    assert "1 orphan(s) kept" in out and orphan.exists("shop:999999")  # too recent (300 s)
+    out = sync(
+        "--model",
+        "fieldapp.Order",
+        "--database",
+        alias,
+        "--forget-orphans",
+        "--orphan-min-age",
+        "0",
+    )
     assert "repaired 0" in out and "1 orphan(s) forgotten" in out
     assert not orphan.exists("shop:999999")
     assert orphan.exists(lagging.status.key)  # a row's instance is never an orphan
 
 
-def test_sync_check_exits_non_zero_when_anything_lags(alias: str, backend: Any) -> None:
+def test_sync_check_exits_3_when_anything_lags(alias: str, backend: Any) -> None:
     _lagging(alias)
-    with pytest.raises(CommandError, match="lagged"):
+    with pytest.raises(CommandError, match="lagged") as raised:
         sync("--model", "fieldapp.Order", "--database", alias, "--dry-run", "--check")
+    assert raised.value.returncode == 3  # a finding, not a failure (1)
     sync("--model", "fieldapp.Order", "--database", alias)
     sync("--model", "fieldapp.Order", "--database", alias, "--check")  # clean now: exit 0
 
