@@ -14,6 +14,8 @@ pessimistic lock busy                      409     ``Retry-After``, ``locked``
 finished duplicate with nothing stored      409     ``replay-unavailable``
 instance required but absent               404     ``not-found``
 store unavailable                          503     ``Retry-After``, ``unavailable``
+a value the store cannot keep exactly      422     ``unstorable-value``
+store refused the credentials / ACL        500     ``store-misconfigured``
 any other XsmError (DEBUG=False)           500     ``internal``
 =========================================  ======  ===========================
 
@@ -47,7 +49,9 @@ from django_xsm.exceptions import (
     IdempotencyMismatchError,
     InstanceNotFoundError,
     LockTimeoutError,
+    StoreAuthenticationError,
     StoreUnavailableError,
+    UnstorableValueError,
     XsmError,
 )
 
@@ -96,6 +100,13 @@ PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
         "Retry after Retry-After seconds."),
     "internal": (500, "Internal error",
         "The server could not process the request; the error is in the server's log."),
+    "unstorable-value": (422, "A value cannot be stored",
+        "The request carries a value the state store cannot keep exactly (for example "
+        "a string with a lone surrogate such as \\ud800). Nothing was written; fix the "
+        "value named in the detail."),
+    "store-misconfigured": (500, "The state store refused our credentials",
+        "The server's Redis credentials or permissions are wrong. Nothing was written; "
+        "retrying will not help until an operator fixes the configuration."),
     "replay-unavailable": (409, "The first response was not stored",
         "The key was used by a request that stored no response, so there is nothing to "
         "replay. Use a new key."),
@@ -148,6 +159,11 @@ def _classify(exc: XsmError) -> _Row | None:
         return _Row(404, "not-found", "No such instance")
     if isinstance(exc, StoreUnavailableError):
         return _Row(503, "unavailable", "The state store is unavailable", True)
+    if isinstance(exc, UnstorableValueError):
+        return _Row(422, "unstorable-value", "A value cannot be stored")
+    if isinstance(exc, StoreAuthenticationError):
+        # no retry fixes it (no Retry-After): the credentials must change
+        return _Row(500, "store-misconfigured", "The state store refused our credentials")
     return None
 
 

@@ -486,3 +486,28 @@ def test_a_problem_response_links_its_page(client: Any, backend: Any):
     data = problem(response)
     assert data["type"] == "http://testserver/_xsm/problems/event-not-accepted"
     assert client.get(data["type"]).status_code == 200
+
+
+def test_a_value_the_store_cannot_keep_is_422_and_writes_nothing(client: Any, backend: Any):
+    # json.loads accepts a lone surrogate; no store can keep it exactly
+    response = client.post(
+        "/t/u1/splat_mapping", data='{"type": "BUMP", "text": "\\ud800"}',
+        content_type="application/json", HTTP_IDEMPOTENCY_KEY="u1",
+    )  # fmt: skip
+    body = problem(response)
+    assert response.status_code == 422 and body["type"].endswith("/problems/unstorable-value")
+    assert "$." in body["detail"]
+    assert not machines["ticket"].objects.exists("ticket:u1")
+
+
+def test_refused_credentials_are_a_500_without_retry_after():
+    from django.test import RequestFactory
+
+    from django_xsm.exceptions import StoreAuthenticationError
+    from django_xsm.http import error_response
+
+    request = RequestFactory().post("/x", HTTP_ACCEPT="application/json")
+    response = error_response(StoreAuthenticationError("Redis refused", cause="WRONGPASS"), request)
+    assert response is not None and response.status_code == 500
+    assert "Retry-After" not in response
+    assert json.loads(response.content)["type"].endswith("store-misconfigured")
