@@ -23,6 +23,7 @@ Warnings
 Deploy (``--deploy``)
   ``xsm.W010`` ``REDIS_URL`` is plaintext ``redis://`` to a non-local host
   ``xsm.W011`` the store is the in-process embedded fakeredis
+  ``xsm.W012`` (``--deploy``) the Redis server keeps nothing on disk
 
 The request timeout is ``XSM['REQUEST_TIMEOUT_S']`` when set, else what
 can be read from the environment: ``--timeout`` in ``GUNICORN_CMD_ARGS`` or
@@ -43,8 +44,9 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from django_xsm import conf
+from django_xsm import backend, conf
 from django_xsm.backend.readiness import connection_problems
+from django_xsm.exceptions import XsmError
 from django_xsm.registry import machines
 
 __all__ = ["check_deploy", "check_settings", "detect_request_timeout"]
@@ -188,6 +190,27 @@ def check_settings(
     ]
 
 
+def _persistence() -> list[CheckMessage]:
+    """``xsm.W012``: a server that keeps nothing on disk loses every instance
+    when it restarts (one round trip; skipped when CONFIG is not allowed or
+    the server cannot be reached: the readiness probe reports that)."""
+    try:
+        persists = backend.get_store().persists_data()
+    except (XsmError, ImproperlyConfigured):
+        return []
+    if persists is not False:
+        return []
+    return [
+        Warning(
+            "The Redis server keeps nothing on disk (no AOF, no RDB snapshots): a restart "
+            "loses every instance, idempotency receipt and timer",
+            hint="enable appendonly yes (or save rules) on the server; django-xsm detects "
+            "and logs a namespace reset, but cannot bring the data back",
+            id="xsm.W012",
+        )
+    ]
+
+
 @register("xsm", deploy=True)
 def check_deploy(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
@@ -212,7 +235,9 @@ def check_deploy(
                     id="xsm.W010",
                 )
             )
-    elif not s.cache_alias and s.uses_embedded:
+    if s.redis_url or s.cache_alias:
+        out.extend(_persistence())
+    elif s.uses_embedded:
         out.append(
             Warning(
                 "The XSM store is the embedded in-process fakeredis",

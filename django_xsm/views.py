@@ -63,14 +63,17 @@ def ready(request: HttpRequest) -> JsonResponse:
     info = found.store.health()  # never raises, bounded by the socket timeout
     if not info.get("ok"):
         return _not_ready("store")
-    return JsonResponse(
-        {
-            "status": "ready",
-            "store": found.description,
-            "latency_ms": info.get("latency_ms"),
-            "machines": machines.names(),
-        }
-    )
+    body = {
+        "status": "ready",
+        "store": found.description,
+        "latency_ms": info.get("latency_ms"),
+        "machines": machines.names(),
+    }
+    if info.get("namespace_reset"):
+        # still ready (the store works), but Redis lost this namespace's
+        # data since this process first saw it: an operator must know
+        body["namespace_reset"] = True
+    return JsonResponse(body)
 
 
 @require_safe

@@ -9,6 +9,7 @@ from django.core.checks import Error, Warning
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+from django_xsm import checks
 from django_xsm.checks import check_deploy, check_settings, detect_request_timeout
 from django_xsm.conf import get_settings
 
@@ -246,7 +247,12 @@ def test_w004_forced_embedded_without_debug(xsm: Any, settings: Any):
         ("unix:///run/redis.sock", False),
     ],
 )
-def test_w010_plaintext_remote_redis_on_deploy(xsm: Any, url: str, warned: bool):
+def test_w010_plaintext_remote_redis_on_deploy(
+    xsm: Any, url: str, warned: bool, monkeypatch: pytest.MonkeyPatch
+):
+    # W010 reads the URL only; the persistence question (W012) would ask the
+    # server, and these hosts are not ours to contact
+    monkeypatch.setattr(checks, "_persistence", list)
     xsm(REDIS_URL=url, EMBEDDED=None)
     assert ids(check_deploy()) == (["xsm.W010"] if warned else [])
 
@@ -294,3 +300,21 @@ def test_a_huge_request_timeout_is_refused_clearly(xsm: Any):
     xsm(REQUEST_TIMEOUT_S=1e300)
     [error] = [e for e in check_settings() if e.id == "xsm.E001"]
     assert "XSM['REQUEST_TIMEOUT_S']" in error.msg
+
+
+@pytest.mark.live
+def test_deploy_warns_when_the_server_keeps_nothing_on_disk(xsm: Any, live_url: str):
+    import redis
+
+    client = redis.Redis.from_url(live_url)
+    config = {**client.config_get("appendonly"), **client.config_get("save")}
+    keeps_nothing = config.get("appendonly") == "no" and not str(config.get("save", "")).strip()
+    client.close()
+    xsm(REDIS_URL=live_url, EMBEDDED=None)
+    ids = [m.id for m in check_deploy()]
+    assert ("xsm.W012" in ids) == keeps_nothing
+
+
+def test_deploy_check_skips_the_persistence_question_when_redis_is_down(xsm: Any):
+    xsm(REDIS_URL="redis://127.0.0.1:1/0", EMBEDDED=None, SOCKET_TIMEOUT_S=0.2)
+    assert "xsm.W012" not in [m.id for m in check_deploy()]

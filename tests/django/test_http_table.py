@@ -511,3 +511,15 @@ def test_refused_credentials_are_a_500_without_retry_after():
     assert response is not None and response.status_code == 500
     assert "Retry-After" not in response
     assert json.loads(response.content)["type"].endswith("store-misconfigured")
+
+
+def test_readiness_reports_a_namespace_reset(client: Any, backend: Any):
+    """Redis lost this namespace's data (its id changed): still ready, but said."""
+    assert "namespace_reset" not in client.get("/_xsm/ready").json()
+    from django_xsm.redis.keys import KeyLayout
+
+    marker = KeyLayout.schema_key_for(backend.store.prefix)
+    assert backend.client.exists(marker), "the namespace marker exists once the store was used"
+    backend.client.hset(marker, "id", "another-namespace")
+    data = client.get("/_xsm/ready").json()
+    assert data["status"] == "ready" and data["namespace_reset"] is True
