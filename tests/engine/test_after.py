@@ -212,3 +212,52 @@ def test_deadline_value_object() -> None:
 def test_clock_must_return_int_milliseconds() -> None:
     with pytest.raises(InvalidConfigError, match="clock"):
         create_machine(CHART, logic=LOGIC).start(clock=lambda: "now")  # type: ignore[arg-type, return-value]
+
+
+def test_a_refused_timeout_is_consumed_and_the_documented_pattern_re_arms_it() -> None:
+    """docs/persistence.md: a timer whose guard refuses is consumed; the
+    fallback transition with reenter arms a fresh deadline."""
+    from django_xsm.engine import MachineLogic, create_machine
+
+    paid = {"v": False}
+    chart = {
+        "id": "o",
+        "initial": "waiting",
+        "states": {
+            "waiting": {
+                "after": {
+                    "1000": [
+                        {"target": "cancelled", "guard": "stillUnpaid"},
+                        {"target": "waiting", "reenter": True},
+                    ]
+                }
+            },
+            "cancelled": {},
+        },
+    }
+    logic = MachineLogic(guards={"stillUnpaid": lambda ctx, event: not paid["v"]})
+    now = [0]
+    order = create_machine(chart, logic=logic).start(clock=lambda: now[0])
+    [first] = order.deadlines
+    paid["v"] = True  # the guard now refuses: the fallback re-enters the state
+    now[0] = first.due_ms
+    order.send(first.event_type)
+    assert order.value == "waiting"
+    [second] = order.deadlines
+    assert second.due_ms == first.due_ms + 1000  # a fresh deadline from the fire's time
+
+
+def test_a_timer_whose_guard_refuses_is_consumed_not_re_armed() -> None:
+    from django_xsm.engine import MachineLogic, create_machine
+
+    chart = {
+        "id": "o",
+        "initial": "waiting",
+        "states": {"waiting": {"after": {"1000": {"target": "done", "guard": "no"}}}, "done": {}},
+    }
+    order = create_machine(chart, logic=MachineLogic(guards={"no": lambda c, e: False})).start(
+        clock=lambda: 5000
+    )
+    [deadline] = order.deadlines
+    order.send(deadline.event_type)
+    assert order.value == "waiting" and order.deadlines == ()
