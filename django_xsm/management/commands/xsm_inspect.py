@@ -51,8 +51,10 @@ examples:
                     "searches the stored instances)"
                 ) from exc
             except SnapshotCorruptError as exc:
+                parked = operations.dead_letter_reasons([key]).get(key)
+                why = f" The timer scanner parked it ({parked})." if parked else ""
                 raise CommandError(
-                    f"{exc.message}. It cannot be shown; erase it with "
+                    f"{exc.message}.{why} It cannot be shown; erase it with "
                     f"`manage.py xsm_forget {key}` or restore it from a backup"
                 ) from exc
         if options["json"]:

@@ -149,3 +149,14 @@ def test_damaged_record(backend: Any):
         run("xsm_inspect", "alarm:junk")
     assert str(info.value).startswith("Snapshot of 'alarm:junk' (version 1) is not valid JSON")
     assert "cannot be shown; erase it with `manage.py xsm_forget alarm:junk`" in str(info.value)
+
+
+def test_a_record_the_scanner_parked_says_why(backend: Any):
+    arm("alarm:parked")
+    damage("alarm:parked")
+    with pytest.raises(CommandError):
+        run("xsm_scan_timers")  # parks it
+    with pytest.raises(CommandError) as info:
+        run("xsm_inspect", "alarm:parked")
+    assert "The timer scanner parked it (" in str(info.value)
+    assert "xsm_forget alarm:parked" in str(info.value)
