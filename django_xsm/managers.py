@@ -30,7 +30,7 @@ from django.core.exceptions import ObjectDoesNotExist
 
 from django_xsm import backend, conf
 from django_xsm.backend.context import request_actor, request_correlation_id
-from django_xsm.backend.transitions import log_refused, send_deferred
+from django_xsm.backend.transitions import log_refused
 from django_xsm.engine import Deadline, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError
 from django_xsm.persistence import apersisted, persisted, retry_on_conflict
@@ -183,8 +183,7 @@ class _Block(persisted):
 
 
 class _AsyncBlock(apersisted):
-    """The asyncio twin of :class:`_Block`; also awaits the deferred
-    ``post_transition`` signals once the commit is durable."""
+    """The asyncio twin of :class:`_Block`."""
 
     def __init__(self, entry: NamedMachine, key: str, **options: Any) -> None:
         super().__init__(**options, key=key, machine=entry.machine)
@@ -196,9 +195,8 @@ class _AsyncBlock(apersisted):
 
     async def __aexit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
         _log_strict_refusal(self.entry, self.block, exc)
+        # the transition plugin's aafter_commit sends the signals
         await super().__aexit__(exc_type, exc, tb)
-        if exc_type is None:
-            await send_deferred(self.block)
 
 
 # --- the manager -----------------------------------------------------------------------

@@ -42,7 +42,7 @@ from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.records import CommitResult
 from django_xsm.signals import commit_database, post_commit, post_transition, pre_transition
 
-__all__ = ["JsonFormatter", "TransitionPlugin", "log_refused", "send_deferred"]
+__all__ = ["JsonFormatter", "TransitionPlugin", "log_refused"]
 
 logger = logging.getLogger("django_xsm.transitions")
 
@@ -235,7 +235,7 @@ class TransitionPlugin(Plugin):
             }
             if is_async:
                 # Sync receivers must not block the event loop: the async
-                # driver awaits asend_robust() after the block (send_deferred).
+                # driver awaits asend_robust() after the block (aafter_commit).
                 with self._lock:
                     self._deferred.setdefault(block, []).append(kwargs)
             else:
@@ -247,6 +247,13 @@ class TransitionPlugin(Plugin):
                 _when_committed(
                     functools.partial(post_transition.send_robust, fields["machine"], **kwargs)
                 )
+
+    async def aafter_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        """``apersisted()`` awaits this after the commit: every async block
+        opened with these plugins (the manager's, a view's, or your own
+        ``apersisted(store, key, machine, plugins=backend.plugins)``) sends
+        its signals the same way."""
+        await self.send_deferred(block)
 
     async def send_deferred(self, block: PersistedInstance) -> None:
         """Send the ``post_commit`` / ``post_transition`` signals an async
@@ -270,13 +277,6 @@ def _when_committed(send: Any) -> None:
         transaction.on_commit(send, using=using)
     else:
         send()
-
-
-async def send_deferred(block: PersistedInstance) -> None:
-    """Await the deferred ``post_transition`` signals of an async block."""
-    for hook in block.hooks:
-        if isinstance(hook, TransitionPlugin):
-            await hook.send_deferred(block)
 
 
 class JsonFormatter(logging.Formatter):

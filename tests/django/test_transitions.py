@@ -218,3 +218,20 @@ def test_json_formatter(client: Any, backend: Any, caplog: Any):
     assert data["time"].endswith("+00:00")
     plain = logging.LogRecord("x", logging.WARNING, __file__, 1, "hello %s", ("you",), None)
     assert json.loads(JsonFormatter().format(plain))["message"] == "hello you"
+
+
+async def test_raw_apersisted_with_the_django_plugins_sends_post_transition(
+    backend: Any, received: Any
+):
+    """One rule for every async block opened with the backend's plugins:
+    the manager's aopen() and a raw apersisted() both await the signals."""
+    from django_xsm import backend as xsm_backend
+    from django_xsm.persistence import apersisted
+
+    found = xsm_backend.get_async_backend()
+    async with apersisted(
+        found.store, "ticket:raw", machines["ticket"].machine, plugins=found.plugins
+    ) as block:
+        block.send("BUMP")
+    [post] = received["post"]
+    assert (post["key"], post["event"], post["version"]) == ("ticket:raw", "BUMP", 1)

@@ -20,6 +20,7 @@ writes nothing and releases claims and the lock.
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -34,6 +35,8 @@ from .options import BlockOptions
 from .requests import BlockOp, Claim, Commit, Open, Release, ReleaseLock, Request, Sleep
 
 __all__ = ["apersisted", "persisted"]
+
+logger = logging.getLogger("django_xsm.persistence")
 
 T = TypeVar("T")
 
@@ -208,6 +211,15 @@ class apersisted(_Driver):
         tb: TracebackType | None,
     ) -> None:
         await self.io.arun(self.block.close_op(failed=exc_type is not None))
+        committed = self.block.committed
+        if committed is None:
+            return
+        for hook in self.block.hooks:
+            # durable already: an error must not look like a failed block
+            try:
+                await hook.aafter_commit(self.block, committed)
+            except Exception:
+                logger.exception("aafter_commit hook %r failed for %r", hook, self.block.key)
 
 
 def _require_async(obj: Any, method: str, what: str, wanted: str) -> None:

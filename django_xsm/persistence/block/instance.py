@@ -62,7 +62,8 @@ class Plugin:
     the block (nothing is written, claims and lock are released).
     ``before_send`` may raise to refuse an event before it runs;
     ``after_send`` sees every receipt; ``after_commit`` runs once the
-    block's changes are durable.
+    block's changes are durable, and in ``apersisted()`` the coroutine
+    ``aafter_commit`` is awaited after it.
     """
 
     def on_load(self, block: PersistedInstance, record: StoredRecord | None) -> None:
@@ -80,6 +81,11 @@ class Plugin:
 
     def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
         """Called after a successful commit."""
+
+    async def aafter_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        """Awaited by ``apersisted()`` after :meth:`after_commit`, on the
+        event loop: the place for work that must not block it (async
+        receivers, async I/O). Errors are logged, never raised."""
 
 
 def sort_plugins(
