@@ -113,18 +113,37 @@ class EventNotAcceptedError(XsmError):
     """A strict send took no transition (unknown event here or guard refused).
 
     Nothing changed. ``event_type`` is the refused event, ``value`` the state
-    value it was refused in, ``key`` the instance key when persisted.
+    value it was refused in, ``key`` the instance key when persisted;
+    ``reason`` says why: ``"no-transition"`` (no active state has one for
+    the event), ``"guard-refused"`` (``guards`` names the guards that said
+    no) or ``"done"`` (the instance has finished).
     """
 
-    def __init__(self, event_type: str, *, value: Any = None, key: str | None = None) -> None:
+    def __init__(
+        self,
+        event_type: str,
+        *,
+        value: Any = None,
+        key: str | None = None,
+        reason: str = "",
+        guards: tuple[str, ...] = (),
+    ) -> None:
         self.event_type = event_type
         self.value = value
         self.key = key
+        self.reason = reason
+        self.guards = guards
         where = f" by instance {key!r}" if key else ""
+        why = {
+            "no-transition": "the current state has no transition for it",
+            "guard-refused": "guard " + ", ".join(repr(g) for g in guards) + " said no"
+            if guards
+            else "its guards said no",
+            "done": "the instance has finished",
+        }.get(reason, "the current state has no enabled transition for it")
         super().__init__(
-            f"Event {event_type!r} was not accepted{where} in state {value!r}",
-            hint="the current state has no enabled transition for it; check the "
-            "state value and guards, or send without strict=True to ignore it",
+            f"Event {event_type!r} was not accepted{where} in state {_short(value)}: {why}",
+            hint="check the state value and guards, or send without strict=True to ignore it",
         )
 
 

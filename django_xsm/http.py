@@ -224,7 +224,9 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
     retry = int(getattr(exc, "retry_after_s", 1) or 1) if row.retry else None
     extra: dict[str, Any] = {}
     if isinstance(exc, EventNotAcceptedError):
-        extra = {"event": exc.event_type, "state": exc.value}
+        extra = {"event": exc.event_type, "state": exc.value, "reason": exc.reason or None}
+        if exc.guards:
+            extra["guards"] = list(exc.guards)
     elif isinstance(exc, IdempotencyMismatchError | IdempotencyInFlightError):
         extra = {"idempotency_key": exc.idempotency_key}
     elif isinstance(exc, ConflictError):

@@ -162,6 +162,8 @@ def _log_strict_refusal(
         version=block.version,
         actor=block.actor,
         correlation_id=block.correlation_id,
+        reason=exc.reason,
+        guards=exc.guards,
     )
 
 

@@ -97,13 +97,16 @@ def _log(fields: Mapping[str, Any]) -> None:
             extra={"xsm": dict(fields)},
         )
     else:
+        guards = fields.get("guards") or ()
+        why = f"guard {', '.join(guards)} said no" if guards else fields.get("reason", "")
         logger.info(
-            "%s %s: %s not accepted in %s (v%d)",
+            "%s %s: %s not accepted in %s (v%d)%s",
             fields["machine"],
             fields["key"],
             fields["event"],
             _text(fields["from"]),
             fields["version"],
+            f": {why}" if why else "",
             extra={"xsm": dict(fields)},
         )
 
@@ -117,10 +120,15 @@ def log_refused(
     version: int,
     actor: str,
     correlation_id: str,
+    reason: str = "",
+    guards: tuple[str, ...] = (),
 ) -> None:
-    """The log line of a strict send that was refused (nothing committed)."""
+    """The log line of a strict send that was refused (nothing committed);
+    ``reason``/``guards`` say why (see ``EventNotAcceptedError``)."""
     _log(
         {
+            "reason": reason,
+            "guards": list(guards),
             "machine": machine,
             "key": key,
             "event": event,
@@ -196,7 +204,9 @@ class TransitionPlugin(Plugin):
                 self._accepted.setdefault(block, []).append(item)
         else:
             name = self.machine_name(block)
-            _log(_fields(name, block, item, accepted=False, version=block.version, seq=0))
+            fields = _fields(name, block, item, accepted=False, version=block.version, seq=0)
+            reason, guards = block.instance.refusal(event_type)
+            _log({**fields, "reason": reason, "guards": list(guards)})
 
     def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
         with self._lock:

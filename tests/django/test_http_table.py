@@ -523,3 +523,13 @@ def test_readiness_reports_a_namespace_reset(client: Any, backend: Any):
     backend.client.hset(marker, "id", "another-namespace")
     data = client.get("/_xsm/ready").json()
     assert data["status"] == "ready" and data["namespace_reset"] is True
+
+
+def test_a_refused_event_says_which_guard_said_no(client: Any, backend: Any):
+    body = problem(client.post("/t/g1/close", HTTP_IDEMPOTENCY_KEY="g1"))
+    assert (body["reason"], body["guards"]) == ("guard-refused", ["bumped"])
+    assert "guard 'bumped' said no" in body["detail"]
+    machines["ticket"].objects.send("ticket:g2", "BUMP", create=True)
+    machines["ticket"].objects.send("ticket:g2", "CLOSE")
+    body = problem(client.post("/t/g2/bump", HTTP_IDEMPOTENCY_KEY="g2"))
+    assert body["reason"] in ("no-transition", "done") and "guards" not in body

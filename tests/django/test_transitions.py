@@ -180,8 +180,13 @@ def test_strict_refusal_is_logged_not_accepted(client: Any, backend: Any, caplog
     with caplog.at_level(logging.INFO, logger="django_xsm.transitions"):
         assert client.post("/t/l2/close", HTTP_IDEMPOTENCY_KEY="c").status_code == 409
     [line] = lines(caplog)
-    assert line.getMessage() == "ticket ticket:l2: CLOSE not accepted in open (v0)"
+    # the line says why (issue: refusals must name the guard that said no)
+    assert (
+        line.getMessage()
+        == "ticket ticket:l2: CLOSE not accepted in open (v0): guard bumped said no"
+    )
     assert line.xsm["accepted"] is False  # type: ignore[attr-defined]
+    assert line.xsm["reason"] == "guard-refused" and line.xsm["guards"] == ["bumped"]  # type: ignore[attr-defined]
     assert line.xsm["from"] == line.xsm["to"] == "open"  # type: ignore[attr-defined]
 
 
@@ -193,6 +198,7 @@ def test_lenient_refusal_is_logged_not_accepted(backend: Any, caplog: Any):
     [line] = lines(caplog)
     assert line.xsm["accepted"] is False  # type: ignore[attr-defined]
     assert line.xsm["version"] == 1  # type: ignore[attr-defined]
+    assert line.xsm["reason"] in ("no-transition", "guard-refused")  # type: ignore[attr-defined]
 
 
 def test_audit_off_still_logs_with_seq_zero(client: Any, backend: Any, caplog: Any, xsm: Any):

@@ -21,7 +21,7 @@ from .context import copy_data
 from .macrostep import UNCHANGED, Marker, Stepper
 from .microstep import MicroPlan, compute_plan
 from .results import Receipt
-from .selection import Guarded, select_transitions, uses_history
+from .selection import Guarded, refusal_reason, select_transitions, uses_history
 from .state import ACTIVE
 
 __all__ = ["Runner"]
@@ -90,6 +90,22 @@ class Runner(Stepper):
         finally:
             self._busy = False
 
+    def refusal(self, event_type: str) -> tuple[str, tuple[str, ...]]:
+        """Why ``event_type`` would take no transition now: ``("done", ())``
+        for a finished instance, ``("no-transition", ())`` when no active
+        state has one for it, else ``("guard-refused", guard names)``.
+        Reads the chart only: no guard runs."""
+        state = self._state
+        if state.status != ACTIVE:
+            return "done", ()
+        return refusal_reason(self._program.chart.root, state.cfg.mask, event_type)
+
+    def _not_accepted(self, event_type: str) -> EventNotAcceptedError:
+        reason, guards = self.refusal(event_type)
+        return EventNotAcceptedError(
+            event_type, value=self._state.cfg.value(), reason=reason, guards=guards
+        )
+
     def can(self, event_or_type: object, /, **payload: Any) -> bool:
         """Would ``send()`` take a transition? Guards are evaluated; nothing
         runs and nothing changes."""
@@ -148,7 +164,7 @@ class Runner(Stepper):
             return entry.receipts[ctx != before]
         if type(entry) is Receipt:  # refused here, whatever the guards say
             if strict:
-                raise EventNotAcceptedError(etype, value=cfg.value())
+                raise self._not_accepted(etype)
             if not cfg.has_always:
                 return entry
         return self._send_general(
@@ -158,7 +174,7 @@ class Runner(Stepper):
     def _refuse(self, etype: str, strict: bool, consumed: bool = False) -> Receipt:
         state = self._state
         if strict:
-            raise EventNotAcceptedError(etype, value=state.cfg.value())
+            raise self._not_accepted(etype)
         return Receipt(etype, False, consumed, state.status, state.cfg, ())
 
     def _send_general(self, event: Event, entry: Any, strict: bool) -> Receipt:
@@ -176,7 +192,7 @@ class Runner(Stepper):
         try:
             plan = self._resolve(cfg, entry, event)
             if plan is None and strict:
-                raise EventNotAcceptedError(etype, value=cfg.value())
+                raise self._not_accepted(etype)
             if held is not None:  # consumed, even when its guards refused
                 state.consume_deadline(etype)
             if plan is None and not cfg.has_always:

@@ -199,3 +199,29 @@ def remove_conflicts(
 
 def _root_of(node: StateNode) -> StateNode:
     return node.ancestors[-1] if node.ancestors else node
+
+
+#: Why an event took no transition (see :func:`refusal_reason`).
+NO_TRANSITION = "no-transition"
+GUARD_REFUSED = "guard-refused"
+
+
+def refusal_reason(root: StateNode, mask: int, event_type: str) -> tuple[str, tuple[str, ...]]:
+    """Why ``event_type`` enables nothing in the configuration ``mask``:
+    ``("no-transition", ())`` when no active state has a transition for it,
+    else ``("guard-refused", guard names)`` (the guards of the candidate
+    transitions, in document order); ``("", ())`` when a candidate has no
+    guard (the event is not refused). Reads the chart only; runs no guard."""
+    guards: list[str] = []
+    found = False
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for t in node.candidates(event_type):
+            found = True
+            if t.guard is None:
+                return "", ()  # an unguarded candidate: the event is not refused
+            if t.guard.type not in guards:
+                guards.append(t.guard.type)
+        stack.extend(c for c in reversed(node.regions) if mask & c.bit)
+    return (GUARD_REFUSED, tuple(guards)) if found else (NO_TRANSITION, ())
