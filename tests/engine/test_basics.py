@@ -270,3 +270,30 @@ def test_sending_to_the_own_instance_from_an_action_is_refused() -> None:
     entry_sender = {"id": "s", "initial": "a", "states": {"a": {"entry": "resend"}}}
     with pytest.raises(ReentrantSendError):
         create_machine(entry_sender, logic=MachineLogic(actions={"resend": resend})).start()
+
+
+def test_a_strict_refusal_says_why_and_refusal_asks_without_sending() -> None:
+    from django_xsm.engine import MachineLogic, create_machine
+
+    chart = {
+        "id": "o",
+        "initial": "cart",
+        "states": {
+            "cart": {"on": {"PAY": {"target": "paid", "guard": "paysEnough"}, "ADD": {}}},
+            "paid": {"type": "final"},
+        },
+    }
+    logic = MachineLogic(guards={"paysEnough": lambda ctx, event: event.get("amount", 0) >= 10})
+    order = create_machine(chart, logic=logic).start()
+    assert order.refusal("SHIP") == ("no-transition", ())
+    assert order.refusal("PAY") == ("guard-refused", ("paysEnough",))
+    assert order.refusal("ADD") == ("", ())  # an unguarded transition: not refused
+    with pytest.raises(EventNotAcceptedError) as err:
+        order.send("PAY", amount=1, strict=True)
+    assert (err.value.reason, err.value.guards) == ("guard-refused", ("paysEnough",))
+    assert "guard 'paysEnough' said no" in str(err.value)
+    order.send("PAY", amount=10)
+    assert order.refusal("PAY") == ("done", ())
+    with pytest.raises(EventNotAcceptedError) as err:
+        order.send("PAY", strict=True)
+    assert err.value.reason == "done" and "has finished" in str(err.value)
