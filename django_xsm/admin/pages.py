@@ -19,6 +19,7 @@ from django_xsm.exceptions import StoreUnavailableError, XsmError
 from django_xsm.fields.events import available_events
 from django_xsm.managers import InstanceView
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
+from django_xsm.operations import dead_letter_reasons
 from django_xsm.persistence.records import TimerFailure
 from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
@@ -215,8 +216,15 @@ class ReadViews(PageMixin):
         except StoreUnavailableError:
             raise
         except XsmError as exc:
+            parked = dead_letter_reasons([key]).get(key, "")
             return self.render(
-                request, "missing.html", "Unreadable instance", status=500, key=key, error=exc
+                request,
+                "missing.html",
+                "Unreadable instance",
+                status=500,
+                key=key,
+                error=exc,
+                parked=parked,
             )
         now_ms = time.time_ns() // 1_000_000
         deadlines, blanket = deadline_rows(entry.machine, view, now_ms)

@@ -339,3 +339,15 @@ def test_search_prefers_keys_that_start_with_the_text_itself(reader: Any) -> Non
     assert listed_keys(reader.get(ORDERS, {"q": "a"})) == ["a:literal"]
     assert listed_keys(reader.get(ORDERS, {"q": "a:literal"})) == ["a:literal"]
     assert listed_keys(reader.get(ORDERS, {"q": "order:"})) == ["order:a1"]
+
+
+def test_a_record_the_scanner_parked_says_why(reader: Any) -> None:
+    from django_xsm.backend import get_store
+
+    seed_ticket("t:parked")
+    store = get_store()
+    store.client.hset(store.layout.snapshot("t:parked"), "d", b"{not json")
+    store.park("t:parked", reason="SnapshotCorruptError: not valid JSON")
+    html = reader.get(f"{LIST}instance/", {"key": "t:parked"}).content.decode()
+    assert "cannot be read" in html
+    assert "The timer scanner parked it" in html and "not valid JSON" in html
