@@ -24,6 +24,7 @@ Deploy (``--deploy``)
   ``xsm.W010`` ``REDIS_URL`` is plaintext ``redis://`` to a non-local host
   ``xsm.W011`` the store is the in-process embedded fakeredis
   ``xsm.W012`` (``--deploy``) the Redis server keeps nothing on disk
+  ``xsm.E011`` (``--deploy``) the Redis server refuses the credentials or ACL
 
 The request timeout is ``XSM['REQUEST_TIMEOUT_S']`` when set, else what
 can be read from the environment: ``--timeout`` in ``GUNICORN_CMD_ARGS`` or
@@ -46,7 +47,7 @@ from django.utils.module_loading import import_string
 
 from django_xsm import backend, conf
 from django_xsm.backend.readiness import connection_problems
-from django_xsm.exceptions import XsmError
+from django_xsm.exceptions import StoreAuthenticationError, XsmError
 from django_xsm.registry import machines
 
 __all__ = ["check_deploy", "check_settings", "detect_request_timeout"]
@@ -192,10 +193,21 @@ def check_settings(
 
 def _persistence() -> list[CheckMessage]:
     """``xsm.W012``: a server that keeps nothing on disk loses every instance
-    when it restarts (one round trip; skipped when CONFIG is not allowed or
-    the server cannot be reached: the readiness probe reports that)."""
+    when it restarts; ``xsm.E011``: the server refuses our credentials (one
+    round trip; skipped when CONFIG is not allowed or the server cannot be
+    reached: the readiness probe reports that)."""
     try:
         persists = backend.get_store().persists_data()
+    except StoreAuthenticationError as exc:
+        return [
+            Error(
+                f"Redis refused django-xsm's credentials or permissions ({exc.cause or 'auth'})",
+                hint="fix the password or user in XSM['REDIS_URL'] (or the cache's LOCATION), "
+                "or grant the ACL user the commands django-xsm runs (EVALSHA, EVAL, SCRIPT, "
+                "HGET, HMGET, TIME...); no retry fixes this",
+                id="xsm.E011",
+            )
+        ]
     except (XsmError, ImproperlyConfigured):
         return []
     if persists is not False:

@@ -318,3 +318,24 @@ def test_deploy_warns_when_the_server_keeps_nothing_on_disk(xsm: Any, live_url: 
 def test_deploy_check_skips_the_persistence_question_when_redis_is_down(xsm: Any):
     xsm(REDIS_URL="redis://127.0.0.1:1/0", EMBEDDED=None, SOCKET_TIMEOUT_S=0.2)
     assert "xsm.W012" not in [m.id for m in check_deploy()]
+
+
+@pytest.mark.fault
+def test_deploy_reports_refused_credentials_as_an_error(xsm: Any):
+    """A wrong password is a configuration error (no retry fixes it), found
+    at start-up by check --deploy when the server answers."""
+    import shutil
+
+    from tests.redis.servers import RedisServer, wait_until
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server")
+    server = RedisServer(extra=["--requirepass", "right-one"]).start(wait=False)
+    try:
+        wait_until(server.client(password="right-one").ping, timeout=10, what="the server")
+        xsm(REDIS_URL=f"redis://:wrong-one@127.0.0.1:{server.port}/0", EMBEDDED=None)
+        [error] = [m for m in check_deploy() if m.id == "xsm.E011"]
+        assert "refused" in error.msg and "wrong-one" not in error.msg + (error.hint or "")
+        assert str(server.port) not in error.msg
+    finally:
+        server.cleanup()
