@@ -339,3 +339,22 @@ def test_deploy_reports_refused_credentials_as_an_error(xsm: Any):
         assert str(server.port) not in error.msg
     finally:
         server.cleanup()
+
+
+@pytest.mark.fault
+def test_readiness_says_configuration_when_redis_refuses_the_credentials(xsm: Any, client: Any):
+    import shutil
+
+    from tests.redis.servers import RedisServer, wait_until
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server")
+    server = RedisServer(extra=["--requirepass", "right-one"]).start(wait=False)
+    try:
+        wait_until(server.client(password="right-one").ping, timeout=10, what="the server")
+        xsm(REDIS_URL=f"redis://:wrong-one@127.0.0.1:{server.port}/0", EMBEDDED=None)
+        response = client.get("/_xsm/ready")
+        assert response.status_code == 503
+        assert response.json()["reason"] == "configuration"
+    finally:
+        server.cleanup()
