@@ -221,6 +221,9 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
         return problem_response(
             request, 500, "internal", "Internal error", "The server could not process the request"
         )
+    if isinstance(exc, StoreAuthenticationError):
+        # an operator must act: one clear line (no password, no host)
+        logger.error("Redis refused django-xsm's credentials: %s", exc.message)
     retry = int(getattr(exc, "retry_after_s", 1) or 1) if row.retry else None
     extra: dict[str, Any] = {}
     if isinstance(exc, EventNotAcceptedError):

@@ -4,6 +4,7 @@ fakeredis and on the live server."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from typing import Any
 
@@ -500,14 +501,18 @@ def test_a_value_the_store_cannot_keep_is_422_and_writes_nothing(client: Any, ba
     assert not machines["ticket"].objects.exists("ticket:u1")
 
 
-def test_refused_credentials_are_a_500_without_retry_after():
+def test_refused_credentials_are_a_500_without_retry_after(caplog: Any):
     from django.test import RequestFactory
 
     from django_xsm.exceptions import StoreAuthenticationError
     from django_xsm.http import error_response
 
     request = RequestFactory().post("/x", HTTP_ACCEPT="application/json")
-    response = error_response(StoreAuthenticationError("Redis refused", cause="WRONGPASS"), request)
+    with caplog.at_level(logging.ERROR, logger="django_xsm.http"):
+        response = error_response(
+            StoreAuthenticationError("Redis refused", cause="WRONGPASS"), request
+        )
+    assert "Redis refused django-xsm's credentials" in caplog.text
     assert response is not None and response.status_code == 500
     assert "Retry-After" not in response
     assert json.loads(response.content)["type"].endswith("store-misconfigured")
