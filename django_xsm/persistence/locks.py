@@ -184,12 +184,18 @@ class StoreLock:
             busy_ms = self.store.acquire_lock(self.key, self.token, self.ttl_ms)
             if not busy_ms:
                 return self.token
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise LockTimeoutError(
-                    self.key, timeout=self.timeout, retry_after_s=retry_after_seconds(busy_ms)
-                )
-            time.sleep(min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000))
+            time.sleep(self._pause(busy_ms, deadline))
+
+    def _pause(self, busy_ms: int, deadline: float) -> float:
+        """Seconds to wait before the next try (jittered, never past the
+        deadline nor the holder's remaining lease); LockTimeoutError when
+        the deadline has passed."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise LockTimeoutError(
+                self.key, timeout=self.timeout, retry_after_s=retry_after_seconds(busy_ms)
+            )
+        return min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000)
 
     def release(self) -> bool:
         return bool(self.store.release_lock(self.key, self.token))
@@ -214,12 +220,7 @@ class AsyncStoreLock(StoreLock):
             busy_ms = await self.store.acquire_lock(self.key, self.token, self.ttl_ms)
             if not busy_ms:
                 return self.token
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise LockTimeoutError(
-                    self.key, timeout=self.timeout, retry_after_s=retry_after_seconds(busy_ms)
-                )
-            await asyncio.sleep(min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000))
+            await asyncio.sleep(self._pause(busy_ms, deadline))
 
     async def release_async(self) -> bool:
         return bool(await self.store.release_lock(self.key, self.token))

@@ -351,9 +351,7 @@ class StoreCore:
         return bool(int(reply))
 
     def dead_letter_reasons(self, keys: Sequence[str]) -> Op[dict[str, str]]:
-        if isinstance(keys, str):
-            raise InvalidConfigError("keys must be a list of keys, not a str", path="keys")
-        wanted = [validate_key(k) for k in keys]
+        wanted = _wanted_keys(keys)
         if not wanted:
             return {}
         layout = yield from self.state.ensure()
@@ -369,9 +367,7 @@ class StoreCore:
         return config_value(aof, "appendonly") == "yes" or bool(config_value(save, "save"))
 
     def machine_ids(self, keys: Sequence[str]) -> Op[dict[str, str]]:
-        if isinstance(keys, str):
-            raise InvalidConfigError("keys must be a list of keys, not a str", path="keys")
-        wanted = [validate_key(k) for k in keys]
+        wanted = _wanted_keys(keys)
         if not wanted:
             return {}
         layout = yield from self.state.ensure()
@@ -436,3 +432,10 @@ def _reason(park: Any, tf: Any) -> str:
         return "; ".join(f"{k}: {f.get('error', '')}" for k, f in failures.items() if f.get("dead"))
     except (ValueError, TypeError, AttributeError, RecursionError):
         return "timer bookkeeping is damaged"
+
+
+def _wanted_keys(keys: Sequence[str]) -> list[str]:
+    """A batch of instance keys, each checked (a lone str is a mistake)."""
+    if isinstance(keys, str):
+        raise InvalidConfigError("keys must be a list of keys, not a str", path="keys")
+    return [validate_key(k) for k in keys]
