@@ -320,41 +320,37 @@ def test_deploy_check_skips_the_persistence_question_when_redis_is_down(xsm: Any
     assert "xsm.W012" not in [m.id for m in check_deploy()]
 
 
+@pytest.fixture
+def wrong_password(xsm: Any) -> Any:
+    """XSM points at a private redis-server with the wrong password."""
+    import shutil
+
+    from tests.redis.servers import RedisServer, wait_until
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server")
+    server = RedisServer(extra=["--requirepass", "right-one"]).start(wait=False)
+    try:
+        wait_until(server.client(password="right-one").ping, timeout=10, what="the server")
+        xsm(REDIS_URL=f"redis://:wrong-one@127.0.0.1:{server.port}/0", EMBEDDED=None)
+        yield server
+    finally:
+        server.cleanup()
+
+
 @pytest.mark.fault
-def test_deploy_reports_refused_credentials_as_an_error(xsm: Any):
+def test_deploy_reports_refused_credentials_as_an_error(wrong_password: Any):
     """A wrong password is a configuration error (no retry fixes it), found
     at start-up by check --deploy when the server answers."""
-    import shutil
-
-    from tests.redis.servers import RedisServer, wait_until
-
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server")
-    server = RedisServer(extra=["--requirepass", "right-one"]).start(wait=False)
-    try:
-        wait_until(server.client(password="right-one").ping, timeout=10, what="the server")
-        xsm(REDIS_URL=f"redis://:wrong-one@127.0.0.1:{server.port}/0", EMBEDDED=None)
-        [error] = [m for m in check_deploy() if m.id == "xsm.E011"]
-        assert "refused" in error.msg and "wrong-one" not in error.msg + (error.hint or "")
-        assert str(server.port) not in error.msg
-    finally:
-        server.cleanup()
+    [error] = [m for m in check_deploy() if m.id == "xsm.E011"]
+    assert "refused" in error.msg and "wrong-one" not in error.msg + (error.hint or "")
+    assert str(wrong_password.port) not in error.msg
 
 
 @pytest.mark.fault
-def test_readiness_says_configuration_when_redis_refuses_the_credentials(xsm: Any, client: Any):
-    import shutil
-
-    from tests.redis.servers import RedisServer, wait_until
-
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server")
-    server = RedisServer(extra=["--requirepass", "right-one"]).start(wait=False)
-    try:
-        wait_until(server.client(password="right-one").ping, timeout=10, what="the server")
-        xsm(REDIS_URL=f"redis://:wrong-one@127.0.0.1:{server.port}/0", EMBEDDED=None)
-        response = client.get("/_xsm/ready")
-        assert response.status_code == 503
-        assert response.json()["reason"] == "configuration"
-    finally:
-        server.cleanup()
+def test_readiness_says_configuration_when_redis_refuses_the_credentials(
+    wrong_password: Any, client: Any
+):
+    response = client.get("/_xsm/ready")
+    assert response.status_code == 503
+    assert response.json()["reason"] == "configuration"
