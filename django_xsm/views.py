@@ -27,8 +27,6 @@ __all__ = ["READY_RETRY_AFTER_S", "health", "problem", "ready"]
 
 #: Retry-After of a 503 from the readiness endpoint.
 READY_RETRY_AFTER_S = 5
-#: What ``health()`` reports when Redis refused the credentials or the ACL.
-_CREDENTIAL_ERRORS = frozenset({"AuthenticationError", "NOPERM", "NoPermissionError", "WRONGPASS"})
 
 
 def _not_ready(reason: str) -> JsonResponse:
@@ -65,8 +63,7 @@ def ready(request: HttpRequest) -> JsonResponse:
     info = found.store.health()  # never raises, bounded by the socket timeout
     if not info.get("ok"):
         # refused credentials are the deployment's to fix, not an outage
-        refused = info.get("error") in _CREDENTIAL_ERRORS
-        return _not_ready("configuration" if refused else "store")
+        return _not_ready("configuration" if info.get("credentials_refused") else "store")
     body = {
         "status": "ready",
         "store": found.description,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, XsmError
+from django_xsm.exceptions import InvalidConfigError, StoreAuthenticationError, XsmError
 from django_xsm.persistence.base import (
     Codec,
     iter_pages,
@@ -47,7 +47,10 @@ def health_failure(exc: BaseException) -> dict[str, Any]:
     """A failed health check: the reason's class, never its text (redis-py
     puts host:port into connection errors)."""
     reason = getattr(exc, "cause", "") if isinstance(exc, XsmError) else ""
-    return {"ok": False, "backend": "redis", "error": reason or type(exc).__name__}
+    info: dict[str, Any] = {"ok": False, "backend": "redis", "error": reason or type(exc).__name__}
+    if isinstance(exc, StoreAuthenticationError):
+        info["credentials_refused"] = True  # a configuration problem, not an outage
+    return info
 
 
 def with_latency(info: dict[str, Any], started: float) -> dict[str, Any]:

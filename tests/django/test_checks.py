@@ -349,8 +349,11 @@ def test_deploy_reports_refused_credentials_as_an_error(wrong_password: Any):
 
 @pytest.mark.fault
 def test_readiness_says_configuration_when_redis_refuses_the_credentials(
-    wrong_password: Any, client: Any
+    wrong_password: Any, client: Any, xsm: Any
 ):
     response = client.get("/_xsm/ready")
     assert response.status_code == 503
     assert response.json()["reason"] == "configuration"
+    # no password at all is NOAUTH, refused the same way
+    xsm(REDIS_URL=f"redis://127.0.0.1:{wrong_password.port}/0", EMBEDDED=None)
+    assert client.get("/_xsm/ready").json()["reason"] == "configuration"
