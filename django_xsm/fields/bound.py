@@ -257,8 +257,8 @@ class BoundStatechart:
         opts = {k: kwargs.pop(k) for k in self._BLOCK_OPTIONS if k in kwargs}
         opts.setdefault("create", True)
         if opts.get("idempotency_key"):
-            etype, data = _event_parts(event, kwargs)
-            opts["fingerprint"] = event_fingerprint(etype, data)
+            normalized = to_event(event, kwargs)
+            opts["fingerprint"] = event_fingerprint(normalized.type, normalized.data)
         return opts, kwargs
 
     # --- the projection ------------------------------------------------------------
@@ -304,8 +304,3 @@ class BoundStatechart:
     @property
     def _database(self) -> str:
         return self.row._state.db or router.db_for_write(type(self.row))
-
-
-def _event_parts(event: Any, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    normalized = to_event(event, payload)
-    return normalized.type, normalized.data
