@@ -42,6 +42,7 @@ __all__ = [
     "UnsavedInstanceError",
     "UnstorableValueError",
     "XsmError",
+    "brief",
 ]
 
 
@@ -142,7 +143,7 @@ class EventNotAcceptedError(XsmError):
             "done": "the instance has finished",
         }.get(reason, "the current state has no enabled transition for it")
         super().__init__(
-            f"Event {event_type!r} was not accepted{where} in state {_short(value)}: {why}",
+            f"Event {event_type!r} was not accepted{where} in state {brief(value)}: {why}",
             hint="check the state value and guards, or send without strict=True to ignore it",
         )
 
@@ -490,7 +491,7 @@ class StateAssignmentError(XsmError, AttributeError):
         self.model = model
         self.field = field
         super().__init__(
-            f"{model}.{field} cannot be assigned ({_short(value)}): the state changes only "
+            f"{model}.{field} cannot be assigned ({brief(value)}): the state changes only "
             "through events",
             hint=f"send an event instead, e.g. order.{field}.send('PAY')",
         )
@@ -511,8 +512,47 @@ class UnsavedInstanceError(XsmError, ValueError):
         )
 
 
-def _short(value: object, limit: int = 60) -> str:
-    """A bounded repr for messages (a huge value must not make a huge error)."""
-    short = reprlib.Repr()
-    short.maxstring = short.maxother = limit
-    return short.repr(value)
+# --- messages ---------------------------------------------------------------------
+#
+# A value in an error message came from the caller (a config, an event, a
+# setting, a snapshot): it may be nested thousands of levels deep, an int of
+# 10 000 digits or a ``__repr__`` that raises. ``repr()`` of such a value
+# raises RecursionError or ValueError (Python's int-to-str digit limit)
+# while the message is being built; :func:`brief` never raises and stays
+# short. Every layer prints caller values through it.
+
+_MAX_INT_BITS = 128  # about 39 digits: printed in full up to here
+
+
+class _Brief(reprlib.Repr):
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxdict = self.maxlist = self.maxtuple = self.maxset = 4
+        self.maxfrozenset = self.maxdeque = self.maxarray = 4
+        self.maxstring = self.maxother = 60
+        self.maxlong = 40
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > _MAX_INT_BITS:
+            digits = int(x.bit_length() * 0.30103) + 1
+            return f"<int of about {digits} digits>"
+        return super().repr_int(x, level)
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            return super().repr_instance(x, level)
+        except Exception:  # a __repr__ that raises, or recurses without end
+            return f"<{type(x).__name__} object>"
+
+
+_BRIEF = _Brief()
+
+
+def brief(value: object) -> str:
+    """A short ``repr``-like form of any value (at most about 80 characters,
+    never an exception)."""
+    try:
+        return _BRIEF.repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"

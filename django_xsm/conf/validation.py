@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import difflib
 import math
-import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+
+from django_xsm.exceptions import brief
 
 from .values import (
     _HTTP_METHODS,
@@ -76,22 +77,11 @@ def _check_keys(
         into.found.append(f"Unknown setting {where} ({hint})")
 
 
-def _short(value: Any) -> str:
-    """A bounded repr (a huge or deeply nested value must not make a huge
-    or crashing message)."""
-    short = reprlib.Repr()
-    short.maxstring = short.maxother = 60
-    try:
-        return short.repr(value)
-    except (RecursionError, ValueError):
-        return f"<{type(value).__name__}>"
-
-
 def _opt_str(value: Any, *parts: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise _fail(f"expected a non-empty string or None, got {_short(value)}", *parts)
+        raise _fail(f"expected a non-empty string or None, got {brief(value)}", *parts)
     return value
 
 
@@ -116,7 +106,7 @@ def _number(
         what = "an int" if integer else "a number"
         raise _fail(
             f"expected {what} from {minimum:g} to {MAX_NUMBER:.0e}"
-            f"{' or None' if optional else ''}, got {_short(value)}",
+            f"{' or None' if optional else ''}, got {brief(value)}",
             *parts,
         )
     return value
@@ -126,12 +116,12 @@ def _methods(value: Any) -> frozenset[str]:
     parts = ("IDEMPOTENCY", "REQUIRED")
     if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
         raise _fail(
-            f"expected a list of HTTP methods, got {_short(value)}", *parts, hint='e.g. ["POST"]'
+            f"expected a list of HTTP methods, got {brief(value)}", *parts, hint='e.g. ["POST"]'
         )
     methods = set()
     for item in value:
         if not isinstance(item, str) or item.upper() not in _HTTP_METHODS:
-            raise _fail(f"{_short(item)} is not an HTTP method", *parts, hint='e.g. ["POST"]')
+            raise _fail(f"{brief(item)} is not an HTTP method", *parts, hint='e.g. ["POST"]')
         method = item.upper()
         if method in SAFE_METHODS:
             raise _fail(
@@ -145,7 +135,7 @@ def _methods(value: Any) -> frozenset[str]:
 def _header(value: Any, *parts: str) -> str:
     if not isinstance(value, str) or not value or not all(c.isalnum() or c == "-" for c in value):
         raise _fail(
-            f"expected an HTTP header name such as 'Idempotency-Key', got {_short(value)}", *parts
+            f"expected an HTTP header name such as 'Idempotency-Key', got {brief(value)}", *parts
         )
     return value
 
@@ -169,7 +159,7 @@ def _merged(user: Mapping[str, Any], into: _Problems) -> dict[str, Any]:
 def _choice(value: Any, allowed: tuple[Any, ...], *parts: str) -> Any:
     if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
         wanted = ", ".join(repr(a) for a in allowed)
-        raise _fail(f"expected one of {wanted}, got {_short(value)}", *parts)
+        raise _fail(f"expected one of {wanted}, got {brief(value)}", *parts)
     return value
 
 

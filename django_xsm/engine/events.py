@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django_xsm.engine.text import brief
-from django_xsm.exceptions import InvalidEventError
+from django_xsm.exceptions import InvalidEventError, brief
 
 __all__ = [
     "AFTER_PREFIX",

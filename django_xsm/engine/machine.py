@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, brief
 
 from .chart.build import compile_chart
 from .chart.compiled import Chart
@@ -27,7 +27,6 @@ from .run.results import ActionCall, TransitionResult
 from .run.runner import Runner
 from .run.snapshot import dump_snapshot, load_snapshot
 from .run.state import RunState
-from .text import brief
 
 __all__ = ["Instance", "Machine", "create_machine"]
 

@@ -261,7 +261,7 @@ def test_deep_snapshot_context_is_corrupt_not_a_recursion_error() -> None:
 
 
 def test_brief_is_bounded_for_any_value() -> None:
-    from django_xsm.engine.text import brief
+    from django_xsm.exceptions import brief
 
     deep: Any = []
     for _ in range(5000):

@@ -14,8 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from django_xsm.engine.events import WILDCARD, after_event_type, done_event_type
-from django_xsm.engine.text import brief
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, brief
 
 from .compiled import Chart
 from .config_transitions import RAISE

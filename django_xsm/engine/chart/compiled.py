@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_xsm.engine.text import brief
+from django_xsm.exceptions import brief
 
 from .model import HISTORY, Frozen, StateNode, Transition
 from .problems import suggest

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.engine.chart.model import ATOMIC, COMPOUND, FINAL, PARALLEL, StateNode
-from django_xsm.engine.text import brief
+from django_xsm.exceptions import brief
 
 __all__ = [
     "Configuration",

@@ -16,8 +16,7 @@ from typing import Any
 from django_xsm.engine.chart.logic import MAX_DELAY_MS
 from django_xsm.engine.chart.model import Frozen
 from django_xsm.engine.events import Event
-from django_xsm.engine.text import brief
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, brief
 
 __all__ = ["Deadline", "delay_ms"]
 

@@ -20,8 +20,7 @@ from typing import Any
 from django_xsm.engine.chart.logic import MAX_DELAY_MS
 from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
 from django_xsm.engine.events import AFTER_PREFIX, Event
-from django_xsm.engine.text import brief
-from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError
+from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError, brief
 
 from .context import MappingView, ReadOnlyError, copy_data
 from .deadlines import delay_ms

@@ -30,8 +30,7 @@ from typing import Any
 
 from django_xsm.engine.chart.compiled import Chart
 from django_xsm.engine.chart.model import ATOMIC, FINAL, HISTORY, StateNode
-from django_xsm.engine.text import brief
-from django_xsm.exceptions import MigrationError, SnapshotCorruptError
+from django_xsm.exceptions import MigrationError, SnapshotCorruptError, brief
 
 from .configuration import mask_from_value
 from .context import DataTooDeep, copy_data

@@ -120,3 +120,12 @@ def test_the_admin_mixin_takes_list_form_filters(backend: Any) -> None:
     found = OrderAdmin(Order, admin.site).get_list_filter(RequestFactory().get("/"))
     assert found[0] == ["total", admin.AllValuesFieldListFilter]
     assert found[1][0] == "status"
+
+
+def test_assigning_a_huge_value_is_still_the_clear_error(backend: Any) -> None:
+    """The message prints a bounded form: a 5 000-digit int (whose repr()
+    raises ValueError) must not turn the refusal into another error."""
+    order = Order.objects.create()
+    with pytest.raises(StateAssignmentError) as err:
+        order.status = 10**5000
+    assert "<int of about" in str(err.value) and len(str(err.value)) < 300
