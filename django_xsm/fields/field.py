@@ -125,15 +125,18 @@ class _StatechartAttribute(DeferredAttribute):
 
     def __set__(self, instance: models.Model, value: Any) -> None:
         attname = self.field.attname
-        from_django = _set_by_django_model(sys._getframe(1))
+        # The caller's frame is looked at only when the assignment would be
+        # refused: loading rows (a first assignment each) stays cheap.
         if isinstance(value, BoundStatechart):
             # refresh_from_db() passes the bound value of the row it read;
             # another row's state (new.status = old.status) is refused.
-            if value.row is not instance and not from_django:
+            if value.row is not instance and not _set_by_django_model(sys._getframe(1)):
                 raise StateAssignmentError(type(instance).__name__, self.field.name, value.column)
             value = value.column
         elif (
-            attname in instance.__dict__ and value != instance.__dict__[attname] and not from_django
+            attname in instance.__dict__
+            and value != instance.__dict__[attname]
+            and not _set_by_django_model(sys._getframe(1))
         ):
             raise StateAssignmentError(type(instance).__name__, self.field.name, value)
         instance.__dict__[attname] = "" if value is None else str(value)
