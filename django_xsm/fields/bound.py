@@ -19,13 +19,14 @@ loads again.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from django.db import models, router
 
 from django_xsm import conf
-from django_xsm.engine import to_event
+from django_xsm.engine import Machine, to_event
 from django_xsm.exceptions import InstanceNotFoundError, UnsavedInstanceError
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.idempotency import event_fingerprint
@@ -58,7 +59,14 @@ def initial_column(machine_name: str) -> str:
     entry = machines.get(machine_name)
     if entry is None:
         return ""  # the system check reports the unknown machine
-    return project_value(entry.machine.initial_snapshot(now=0).snapshot["value"])
+    return _initial_column_of(entry.machine)
+
+
+@functools.lru_cache(maxsize=64)
+def _initial_column_of(machine: Machine) -> str:
+    # Once per compiled machine (a settings change compiles new ones): every
+    # new row asks twice (its default, then its INSERT).
+    return project_value(machine.initial_snapshot(now=0).snapshot["value"])
 
 
 class BoundStatechart:
