@@ -133,37 +133,36 @@ PROBLEM_CONTENT_TYPE = "application/problem+json"
 REPLAYED_HEADERS = ("Location", "Content-Language", "Content-Disposition")
 
 
+#: Which problem each error is, most specific class first (several share
+#: StoreError as a base), and whether a retry can succeed (Retry-After).
+#: StoreAuthenticationError has none: the credentials must change first.
+_PROBLEM_OF_ERROR: tuple[tuple[type[XsmError], str, bool], ...] = (
+    (IdempotencyKeyError, "idempotency-key", False),
+    (IdempotencyInFlightError, "in-flight", True),
+    (IdempotencyMismatchError, "idempotency-mismatch", False),
+    (EventNotAcceptedError, "event-not-accepted", False),
+    (LockTimeoutError, "locked", True),
+    (ConflictError, "conflict", True),
+    (InstanceNotFoundError, "not-found", False),
+    (StoreUnavailableError, "unavailable", True),
+    (UnstorableValueError, "unstorable-value", False),
+    (StoreAuthenticationError, "store-misconfigured", False),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class _Row:
     status: int
     slug: str
     title: str
-    retry: bool = False
+    retry: bool
 
 
 def _classify(exc: XsmError) -> _Row | None:
-    # Order matters: several classes share StoreError as a base.
-    if isinstance(exc, IdempotencyKeyError):
-        return _Row(400, "idempotency-key", "Invalid or missing idempotency key")
-    if isinstance(exc, IdempotencyInFlightError):
-        return _Row(409, "in-flight", "A request with this idempotency key is in flight", True)
-    if isinstance(exc, IdempotencyMismatchError):
-        return _Row(422, "idempotency-mismatch", "Idempotency key reused for another request")
-    if isinstance(exc, EventNotAcceptedError):
-        return _Row(409, "event-not-accepted", "Event not accepted in the current state")
-    if isinstance(exc, LockTimeoutError):
-        return _Row(409, "locked", "The instance is locked by another request", True)
-    if isinstance(exc, ConflictError):
-        return _Row(409, "conflict", "The instance was changed by another request", True)
-    if isinstance(exc, InstanceNotFoundError):
-        return _Row(404, "not-found", "No such instance")
-    if isinstance(exc, StoreUnavailableError):
-        return _Row(503, "unavailable", "The state store is unavailable", True)
-    if isinstance(exc, UnstorableValueError):
-        return _Row(422, "unstorable-value", "A value cannot be stored")
-    if isinstance(exc, StoreAuthenticationError):
-        # no retry fixes it (no Retry-After): the credentials must change
-        return _Row(500, "store-misconfigured", "The state store refused our credentials")
+    for cls, slug, retry in _PROBLEM_OF_ERROR:
+        if isinstance(exc, cls):
+            status, title, _ = PROBLEM_TYPES[slug]
+            return _Row(status, slug, title, retry)
     return None
 
 

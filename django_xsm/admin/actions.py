@@ -42,7 +42,14 @@ from .support import (
     store_guard,
 )
 
-__all__ = ["MAX_PAYLOAD_CHARS", "ActionViews", "SendEventForm", "parse_payload", "preview_effect"]
+__all__ = [
+    "MAX_PAYLOAD_CHARS",
+    "ActionViews",
+    "PayloadForm",
+    "SendEventForm",
+    "parse_payload",
+    "preview_effect",
+]
 
 logger = logging.getLogger("django_xsm.admin")
 
@@ -102,18 +109,31 @@ def preview_effect(
     }
 
 
-class SendEventForm(forms.Form):
-    event = forms.CharField(
-        max_length=255,
-        help_text="Event type, e.g. PAY.",
-        widget=forms.TextInput(attrs={"list": "xsm-events", "autocomplete": "off"}),
-    )
+class PayloadForm(forms.Form):
+    """An event's data as a JSON object of at most :data:`MAX_PAYLOAD_CHARS`
+    characters: the model admin's send page, and part of :class:`SendEventForm`."""
+
     payload = forms.CharField(
         required=False,
         initial="{}",
         max_length=MAX_PAYLOAD_CHARS,
         widget=forms.Textarea(attrs={"rows": 6, "cols": 60, "spellcheck": "false"}),
         help_text="A JSON object: the event's data (without 'type').",
+    )
+
+    def clean_payload(self) -> dict[str, Any]:
+        return parse_payload(self.cleaned_data["payload"])
+
+
+class SendEventForm(PayloadForm):
+    """The XSM browser's send form: an event type, its data and a reason."""
+
+    field_order = ["event", "payload", "reason"]
+
+    event = forms.CharField(
+        max_length=255,
+        help_text="Event type, e.g. PAY.",
+        widget=forms.TextInput(attrs={"list": "xsm-events", "autocomplete": "off"}),
     )
     reason = forms.CharField(
         required=False, max_length=200, help_text="Shown in the transition log."
@@ -128,9 +148,6 @@ class SendEventForm(forms.Form):
                 "Built-in xstate.* events cannot be sent by hand; use “Fire timers now”."
             )
         return event
-
-    def clean_payload(self) -> dict[str, Any]:
-        return parse_payload(self.cleaned_data["payload"])
 
     def clean_reason(self) -> str:
         reason = str(self.cleaned_data["reason"]).strip()

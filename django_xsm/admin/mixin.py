@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import django
-from django import forms
 from django.apps import apps
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -53,7 +52,7 @@ from django_xsm.fields.events import may_send
 from django_xsm.middleware import get_request_info
 from django_xsm.registry import MachineEntry, machines
 
-from .actions import MAX_PAYLOAD_CHARS, parse_payload, preview_effect
+from .actions import PayloadForm, preview_effect
 from .diagram import render_svg, short_id
 from .filters import StatechartStateFilter
 from .pages import deadline_rows, log_page
@@ -72,22 +71,6 @@ if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
 else:  # ModelAdmin is generic for the type checker only
     _ModelAdmin = object
-
-
-class PayloadForm(forms.Form):
-    """The send page's form: the event's data, limited like the XSM
-    browser's (:data:`~.actions.MAX_PAYLOAD_CHARS`)."""
-
-    payload = forms.CharField(
-        required=False,
-        initial="{}",
-        max_length=MAX_PAYLOAD_CHARS,
-        widget=forms.Textarea(attrs={"rows": 6, "cols": 60, "spellcheck": "false"}),
-        help_text="A JSON object: the event's data (without 'type').",
-    )
-
-    def clean_payload(self) -> dict[str, Any]:
-        return parse_payload(self.cleaned_data["payload"])
 
 
 class StatechartAdminMixin(_ModelAdmin):

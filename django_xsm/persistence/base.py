@@ -17,24 +17,11 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
-from .records import (
-    ClaimOutcome,
-    ClaimRequest,
-    CommitResult,
-    CommitUnit,
-    InboxMark,
-    InboxRelease,
-    LogEntry,
-    OpenRequest,
-    OpenResult,
-    StoredRecord,
-    TimerFailure,
-    TransitionRecord,
-)
+from . import records
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -44,6 +31,7 @@ __all__ = [
     "Codec",
     "InboxStore",
     "StateStore",
+    "StoreKeywords",
     "TransitionLogStore",
     "check_listing",
     "iter_pages",
@@ -78,6 +66,73 @@ def iter_pages(
         yield from page
         if not after:
             return
+
+
+PageT = TypeVar("PageT")
+DueT = TypeVar("DueT")
+FlagT = TypeVar("FlagT")
+
+
+class StoreKeywords(Generic[PageT, DueT, FlagT]):
+    """The keyword signatures of ``StateStore.list_page``, ``due_keys`` and
+    ``record_timer_failure``, spelled and checked once for every backend.
+
+    A backend subclasses this and implements :meth:`_list_page`,
+    :meth:`_due_keys` and :meth:`_record_timer_failure` with positional,
+    already checked arguments. ``PageT``, ``DueT`` and ``FlagT`` are what
+    those return: ``tuple[list[str], str]``, ``list[tuple[str, int]]`` and
+    ``bool`` for a synchronous store, awaitables of them for an asyncio one
+    (whose callers then ``await store.list_page(...)`` as usual).
+    """
+
+    __slots__ = ()
+
+    def list_page(
+        self,
+        prefix: str = "",
+        *,
+        after: str = "",
+        limit: int = 50,
+        machine: str | None = None,
+        state: str | None = None,
+    ) -> PageT:
+        """See ``StateStore.list_page``; the arguments are checked here."""
+        check_listing(prefix, after, limit, machine, state)
+        return self._list_page(prefix, after, limit, machine, state)
+
+    def due_keys(
+        self, until_wall: float | _dt.datetime, *, limit: int = 100, prefix: str = ""
+    ) -> DueT:
+        """See ``StateStore.due_keys``; ``prefix`` keeps keys starting with it
+        (literally)."""
+        until_ms = wall_to_ms(until_wall)
+        validate_limit(limit)
+        validate_text(prefix, "prefix")
+        return self._due_keys(until_ms, limit, prefix)
+
+    def record_timer_failure(
+        self,
+        key: str,
+        *,
+        expected_version: int,
+        failures: records.TimerFailures,
+        next_due_ms: int | None,
+    ) -> FlagT:
+        """See ``StateStore.record_timer_failure``."""
+        return self._record_timer_failure(key, expected_version, failures, next_due_ms)
+
+    def _list_page(
+        self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
+    ) -> PageT:
+        raise NotImplementedError
+
+    def _due_keys(self, until_ms: int, limit: int, prefix: str) -> DueT:
+        raise NotImplementedError
+
+    def _record_timer_failure(
+        self, key: str, expected: int, failures: records.TimerFailures, due_ms: int | None
+    ) -> FlagT:
+        raise NotImplementedError
 
 
 def system_clock_ms() -> int:
@@ -140,8 +195,14 @@ def validate_text(value: object, name: str, *, optional: bool = False) -> str | 
     return value
 
 
-def check_listing(prefix: object, after: object, machine: object, state: object) -> None:
-    """Argument types of ``list_page`` (every backend checks them)."""
+def check_listing(
+    prefix: object, after: object, limit: object, machine: object, state: object
+) -> None:
+    """The arguments of ``list_page``, checked before any I/O."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise InvalidConfigError(
+            f"limit must be an int from 1 to 10000, got {limit!r}", path="limit"
+        )
     validate_text(prefix, "prefix")
     validate_text(after, "after")
     validate_text(machine, "machine", optional=True)
@@ -281,10 +342,12 @@ class StateStore(Protocol):
     max_snapshot_bytes: int
     lock_ttl_ms: int
 
-    def load(self, key: str) -> StoredRecord | None:
+    def load(self, key: str) -> records.StoredRecord | None:
         """The record, or None when absent (or expired)."""
 
-    def open(self, request: OpenRequest, *, inbox: InboxStore | None = None) -> OpenResult:
+    def open(
+        self, request: records.OpenRequest, *, inbox: InboxStore | None = None
+    ) -> records.OpenResult:
         """Take the lock, claim ``request.claims`` in ``inbox`` and load the
         record in one step. Only called with claims when
         :meth:`shares_commit` is true for ``inbox``; otherwise the runtime
@@ -293,11 +356,11 @@ class StateStore(Protocol):
 
     def commit(
         self,
-        unit: CommitUnit,
+        unit: records.CommitUnit,
         *,
         inbox: InboxStore | None = None,
         log: TransitionLogStore | None = None,
-    ) -> CommitResult:
+    ) -> records.CommitResult:
         """Apply ``unit``. Marks go to ``inbox`` and entries to ``log``: in
         the same atomic step when :meth:`shares_commit` says so, otherwise
         in the order snapshot, marks, log (a crash between them can leave
@@ -306,16 +369,10 @@ class StateStore(Protocol):
     def shares_commit(self, other: object) -> bool:
         """True when ``other`` (an inbox or log) commits atomically with us."""
 
-    def save(
-        self,
-        key: str,
-        snapshot: Mapping[str, Any],
-        *,
-        expected_version: int,
-        machine_version: str = "",
-        machine_id: str = "",
-    ) -> int:
-        """Compare-and-set the snapshot alone; returns the new version."""
+    def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
+        """Compare-and-set the snapshot alone; returns the new version. The
+        record's ``machine_id`` and ``machine_version`` are the ones the
+        snapshot names (``""`` where it names none)."""
 
     def acquire_lock(self, key: str, token: str, ttl_ms: int) -> int:
         """Try once: 0 when the caller now holds the lock (or already did
@@ -362,7 +419,7 @@ class StateStore(Protocol):
         key: str,
         *,
         expected_version: int,
-        failures: Mapping[str, TimerFailure],
+        failures: records.TimerFailures,
         next_due_ms: int | None,
     ) -> bool:
         """Replace the timer bookkeeping and re-index the key's next due
@@ -386,19 +443,19 @@ class AsyncStateStore(Protocol):
     max_snapshot_bytes: int
     lock_ttl_ms: int
 
-    async def load(self, key: str) -> StoredRecord | None: ...
+    async def load(self, key: str) -> records.StoredRecord | None: ...
 
     async def open(
-        self, request: OpenRequest, *, inbox: AsyncInboxStore | None = None
-    ) -> OpenResult: ...
+        self, request: records.OpenRequest, *, inbox: AsyncInboxStore | None = None
+    ) -> records.OpenResult: ...
 
     async def commit(
         self,
-        unit: CommitUnit,
+        unit: records.CommitUnit,
         *,
         inbox: AsyncInboxStore | None = None,
         log: AsyncTransitionLogStore | None = None,
-    ) -> CommitResult: ...
+    ) -> records.CommitResult: ...
 
     def shares_commit(self, other: object) -> bool: ...
 
@@ -427,11 +484,11 @@ class InboxStore(Protocol):
       every scope, and nothing else.
     """
 
-    def claim(self, request: ClaimRequest) -> ClaimOutcome: ...
+    def claim(self, request: records.ClaimRequest) -> records.ClaimOutcome: ...
 
-    def mark(self, mark: InboxMark) -> bool: ...
+    def mark(self, mark: records.InboxMark) -> bool: ...
 
-    def release(self, release: InboxRelease) -> bool: ...
+    def release(self, release: records.InboxRelease) -> bool: ...
 
     def get(self, scope: str, instance_key: str, idempotency_key: str) -> dict[str, Any] | None:
         """The row as a dict (state, fingerprint, receipt, expires_ms), for
@@ -452,11 +509,11 @@ class InboxStore(Protocol):
 
 
 class AsyncInboxStore(Protocol):
-    async def claim(self, request: ClaimRequest) -> ClaimOutcome: ...
+    async def claim(self, request: records.ClaimRequest) -> records.ClaimOutcome: ...
 
-    async def mark(self, mark: InboxMark) -> bool: ...
+    async def mark(self, mark: records.InboxMark) -> bool: ...
 
-    async def release(self, release: InboxRelease) -> bool: ...
+    async def release(self, release: records.InboxRelease) -> bool: ...
 
 
 class TransitionLogStore(Protocol):
@@ -469,18 +526,18 @@ class TransitionLogStore(Protocol):
       page, and returns how many it removed.
     """
 
-    def append(self, record: TransitionRecord) -> int:
+    def append(self, record: records.TransitionRecord) -> int:
         """Append with the record's own seq (must be above the last);
         returns it."""
 
-    def append_next(self, key: str, entry: LogEntry, *, version: int) -> int:
+    def append_next(self, key: str, entry: records.LogEntry, *, version: int) -> int:
         """Append with seq = last + 1; returns the seq."""
 
     def read(
         self, key: str, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[TransitionRecord]: ...
+    ) -> list[records.TransitionRecord]: ...
 
-    def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
+    def read_last(self, key: str, *, count: int = 20) -> list[records.TransitionRecord]:
         """The newest ``count`` records, oldest first."""
 
     def purge_older_than(self, cutoff: float | _dt.datetime, *, key: str | None = None) -> int: ...
@@ -492,8 +549,8 @@ class TransitionLogStore(Protocol):
 
 
 class AsyncTransitionLogStore(Protocol):
-    async def append_next(self, key: str, entry: LogEntry, *, version: int) -> int: ...
+    async def append_next(self, key: str, entry: records.LogEntry, *, version: int) -> int: ...
 
     async def read(
         self, key: str, *, after_seq: int = 0, limit: int | None = None
-    ) -> list[TransitionRecord]: ...
+    ) -> list[records.TransitionRecord]: ...

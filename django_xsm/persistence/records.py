@@ -12,7 +12,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeAlias
 
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
@@ -31,6 +31,7 @@ __all__ = [
     "OpenResult",
     "StoredRecord",
     "TimerFailure",
+    "TimerFailures",
     "TransitionRecord",
     "check_commit_id",
     "ms_to_datetime",
@@ -124,6 +125,10 @@ def owner_machine_id(machine_id: str, snapshot: Mapping[str, Any]) -> str:
     """The machine that owns a record: its stored machine id, else (a record
     saved without one) the id its snapshot names; ``""`` when neither does."""
     return machine_id or str(snapshot.get("machine_id", "") or "")
+
+
+#: A record's timer bookkeeping: deadline id -> its failure so far.
+TimerFailures: TypeAlias = Mapping[str, TimerFailure]
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,24 +381,18 @@ class CommitUnit:
 
 
 def save_unit(
-    key: str,
-    snapshot: Mapping[str, Any],
-    *,
-    expected_version: int,
-    machine_version: str,
-    machine_id: str,
-    floor: int,
+    key: str, snapshot: Mapping[str, Any], *, expected_version: int, floor: int
 ) -> CommitUnit:
     """The unit of ``StateStore.save``: the snapshot alone, under a fresh
-    commit id, owned by ``machine_id`` or else the machine the snapshot
-    names. ``floor`` is the stored floor when creating (``expected_version``
-    0), else 0."""
+    commit id, owned by the machine and machine version the snapshot names
+    (``""`` where it names none). ``floor`` is the stored floor when
+    creating (``expected_version`` 0), else 0."""
     return CommitUnit(
         key=key,
         commit_id=secrets.token_hex(12),
         expected_version=expected_version,
-        machine_id=owner_machine_id(machine_id, snapshot),
-        machine_version=machine_version,
+        machine_id=owner_machine_id("", snapshot),
+        machine_version=str(snapshot.get("machine_version", "") or ""),
         snapshot=snapshot,
         floor=floor,
     )

@@ -8,20 +8,13 @@ await).
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
 
+from django_xsm.persistence import records
+from django_xsm.persistence.base import StoreKeywords
 from django_xsm.persistence.locks import AsyncStoreLock
-from django_xsm.persistence.records import (
-    CommitResult,
-    CommitUnit,
-    OpenRequest,
-    OpenResult,
-    StoredRecord,
-    TimerFailure,
-)
 
 from .client import AsyncSide
 from .store import _StoreBase, health_failure, with_latency
@@ -29,30 +22,32 @@ from .store import _StoreBase, health_failure, with_latency
 __all__ = ["AsyncRedisStore"]
 
 
-class AsyncRedisStore(AsyncSide, _StoreBase):
+class AsyncRedisStore(
+    AsyncSide,
+    _StoreBase,
+    StoreKeywords[
+        Awaitable[tuple[list[str], str]], Awaitable[list[tuple[str, int]]], Awaitable[bool]
+    ],
+):
     """Instances in Redis through ``redis.asyncio`` (a client or a URL);
     arguments as for :class:`~django_xsm.redis.RedisStore`."""
 
-    async def load(self, key: str) -> StoredRecord | None:
+    async def load(self, key: str) -> records.StoredRecord | None:
         return await self.driver.run(self.core.load(key), key)
 
-    async def open(self, request: OpenRequest, *, inbox: object = None) -> OpenResult:
+    async def open(
+        self, request: records.OpenRequest, *, inbox: object = None
+    ) -> records.OpenResult:
         return await self.driver.run(self._open(request, inbox), request.key)
 
-    async def commit(self, unit: CommitUnit, *, inbox: Any = None, log: Any = None) -> CommitResult:
+    async def commit(
+        self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
+    ) -> records.CommitResult:
         op = self.core.commit(unit, inbox=inbox, log=log, shares=self.shares_commit)
         return await self.driver.run(op, unit.key)
 
-    async def save(
-        self,
-        key: str,
-        snapshot: Mapping[str, Any],
-        *,
-        expected_version: int,
-        machine_version: str = "",
-        machine_id: str = "",
-    ) -> int:
-        op = self.core.save_unit(key, snapshot, expected_version, machine_version, machine_id)
+    async def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
+        op = self.core.save_unit(key, snapshot, expected_version)
         return await self.driver.run(op, key)
 
     async def acquire_lock(self, key: str, token: str, ttl_ms: int) -> int:
@@ -74,14 +69,8 @@ class AsyncRedisStore(AsyncSide, _StoreBase):
     async def forget(self, key: str) -> dict[str, int]:
         return await self.driver.run(self.core.forget(key), key)
 
-    async def list_page(
-        self,
-        prefix: str = "",
-        *,
-        after: str = "",
-        limit: int = 50,
-        machine: str | None = None,
-        state: str | None = None,
+    async def _list_page(
+        self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
     ) -> tuple[list[str], str]:
         op = self.core.list_page(prefix, after, limit, machine, state)
         return await self.driver.run(op)
@@ -98,20 +87,13 @@ class AsyncRedisStore(AsyncSide, _StoreBase):
             if not after:
                 return
 
-    async def due_keys(
-        self, until_wall: float | _dt.datetime, *, limit: int = 100, prefix: str = ""
-    ) -> list[tuple[str, int]]:
-        return await self.driver.run(self.core.due_keys(until_wall, limit, prefix))
+    async def _due_keys(self, until_ms: int, limit: int, prefix: str) -> list[tuple[str, int]]:
+        return await self.driver.run(self.core.due_keys(until_ms, limit, prefix))
 
-    async def record_timer_failure(
-        self,
-        key: str,
-        *,
-        expected_version: int,
-        failures: Mapping[str, TimerFailure],
-        next_due_ms: int | None,
+    async def _record_timer_failure(
+        self, key: str, expected: int, failures: records.TimerFailures, due_ms: int | None
     ) -> bool:
-        op = self.core.record_timer_failure(key, expected_version, failures, next_due_ms)
+        op = self.core.record_timer_failure(key, expected, failures, due_ms)
         return await self.driver.run(op, key)
 
     async def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:

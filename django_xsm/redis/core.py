@@ -10,7 +10,6 @@ logic and only differ in how a request is sent.
 
 from __future__ import annotations
 
-import datetime as _dt
 import heapq
 import json
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -20,27 +19,16 @@ from typing import Any, TypeAlias, TypeVar
 import redis.exceptions as rex
 
 from django_xsm.exceptions import InvalidConfigError
+from django_xsm.persistence import records
 from django_xsm.persistence.base import (
     Codec,
-    check_listing,
     validate_key,
     validate_limit,
     validate_positive_int,
     validate_text,
     validate_ttl_s,
-    wall_to_ms,
 )
 from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
-from django_xsm.persistence.records import (
-    CommitResult,
-    CommitUnit,
-    OpenRequest,
-    OpenResult,
-    StoredRecord,
-    TimerFailure,
-    check_commit_id,
-    save_unit,
-)
 from django_xsm.persistence.runner import Apply
 from django_xsm.persistence.unshared import unshared_writes
 
@@ -97,13 +85,13 @@ class StoreCore:
 
     # --- records -----------------------------------------------------------
 
-    def load(self, key: str) -> Op[StoredRecord | None]:
+    def load(self, key: str) -> Op[records.StoredRecord | None]:
         # OPEN without a lock or claims writes nothing and checks the size
         # before sending the snapshot's bytes.
-        result = yield from self.open(OpenRequest(key))
+        result = yield from self.open(records.OpenRequest(key))
         return result.record
 
-    def open(self, request: OpenRequest) -> Op[OpenResult]:
+    def open(self, request: records.OpenRequest) -> Op[records.OpenResult]:
         validate_key(request.key)
         if request.lock_token:
             ops.check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
@@ -114,13 +102,13 @@ class StoreCore:
         reply = yield ops.open_call(layout, request, limit)
         return ops.parse_open(request, reply, self.codec, limit)
 
-    def encode(self, unit: CommitUnit) -> bytes | None:
+    def encode(self, unit: records.CommitUnit) -> bytes | None:
         """The snapshot bytes ``unit`` stores (see ``encode_snapshot``)."""
         return encode_snapshot(self.codec, unit, self.max_snapshot_bytes)
 
     def commit(
-        self, unit: CommitUnit, *, inbox: Any, log: Any, shares: Callable[[object], bool]
-    ) -> Op[CommitResult]:
+        self, unit: records.CommitUnit, *, inbox: Any, log: Any, shares: Callable[[object], bool]
+    ) -> Op[records.CommitResult]:
         """One COMMIT script for the snapshot and whatever ``shares`` says
         commits with it; an inbox or log that does not share is written
         afterwards (snapshot, marks, log: the documented order)."""
@@ -141,10 +129,10 @@ class StoreCore:
         return replace(result, first_seq=first_seq) if first_seq else result
 
     def _commit(
-        self, unit: CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int
-    ) -> Op[CommitResult]:
+        self, unit: records.CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int
+    ) -> Op[records.CommitResult]:
         validate_key(unit.key)
-        check_commit_id(unit.commit_id)
+        records.check_commit_id(unit.commit_id)
         data = self.encode(unit)  # raises before any I/O
         for claim in (*(m.claim for m in unit.marks), *(r.claim for r in unit.releases)):
             ops.same_instance(unit.key, claim)
@@ -166,23 +154,9 @@ class StoreCore:
         raw = yield Cmd("HGET", (layout.floors(layout.bucket(key)), key))
         return int(raw or 0)
 
-    def save_unit(
-        self,
-        key: str,
-        snapshot: Mapping[str, Any],
-        expected_version: int,
-        machine_version: str,
-        machine_id: str,
-    ) -> Op[int]:
+    def save_unit(self, key: str, snapshot: Mapping[str, Any], expected_version: int) -> Op[int]:
         floor = (yield from self.floor(key)) if expected_version == 0 else 0
-        unit = save_unit(
-            key,
-            snapshot,
-            expected_version=expected_version,
-            machine_version=machine_version,
-            machine_id=machine_id,
-            floor=floor,
-        )
+        unit = records.save_unit(key, snapshot, expected_version=expected_version, floor=floor)
         result = yield from self._commit(unit, with_inbox=False, with_log=False, log_maxlen=0)
         return result.version
 
@@ -227,12 +201,12 @@ class StoreCore:
             layout.log(key),
             layout.log_index(b),
         ]
-        snap, due, lock, records = yield Call("FORGET", keys, [key])
+        snap, due, lock, logged = yield Call("FORGET", keys, [key])
         return {
             "snapshot": int(snap),
             "deadlines": int(due),
             "lock": int(lock),
-            "log": int(records),
+            "log": int(logged),
         }
 
     # --- listing and timers ---------------------------------------------------------
@@ -240,11 +214,7 @@ class StoreCore:
     def list_page(
         self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
     ) -> Op[tuple[list[str], str]]:
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise InvalidConfigError(
-                f"limit must be an int from 1 to 10000, got {limit!r}", path="limit"
-            )
-        check_listing(prefix, after, machine, state)
+        # StoreKeywords.list_page checked the arguments.
         layout = yield from self.state.ensure()
         if state is not None:
             index, head = 4, state + SEP
@@ -285,12 +255,8 @@ class StoreCore:
         more = len(merged) > limit
         return page, (page[-1] if more else "")
 
-    def due_keys(
-        self, until_wall: float | _dt.datetime, limit: int, prefix: str = ""
-    ) -> Op[list[tuple[str, int]]]:
-        until = wall_to_ms(until_wall)
-        validate_limit(limit)
-        validate_text(prefix, "prefix")
+    def due_keys(self, until: int, limit: int, prefix: str) -> Op[list[tuple[str, int]]]:
+        # StoreKeywords.due_keys checked the arguments.
         layout = yield from self.state.ensure()
         calls = tuple(
             Call(
@@ -309,7 +275,7 @@ class StoreCore:
         self,
         key: str,
         expected_version: int,
-        failures: Mapping[str, TimerFailure],
+        failures: Mapping[str, records.TimerFailure],
         next_due_ms: int | None,
     ) -> Op[bool]:
         validate_key(key)

@@ -19,21 +19,9 @@ from django_xsm.exceptions import (
     SnapshotCorruptError,
     SnapshotTooLargeError,
 )
+from django_xsm.persistence import records
 from django_xsm.persistence.base import Codec, validate_key
 from django_xsm.persistence.codecs import dumps_text, loads_tagged
-from django_xsm.persistence.records import (
-    MAX_EPOCH_MS,
-    ClaimOutcome,
-    ClaimRequest,
-    CommitResult,
-    CommitUnit,
-    LogEntry,
-    OpenRequest,
-    OpenResult,
-    StoredRecord,
-    TimerFailure,
-    TransitionRecord,
-)
 
 from .keys import KeyLayout
 
@@ -103,7 +91,7 @@ def parse_record(
     fields: Mapping[bytes, Any] | Sequence[Any],
     codec: Codec,
     limit: int | None = None,
-) -> StoredRecord | None:
+) -> records.StoredRecord | None:
     """A StoredRecord from the snapshot hash (HGETALL as dict or flat list).
     A snapshot over ``limit`` bytes raises ``SnapshotTooLargeError`` before
     it is decoded."""
@@ -114,7 +102,7 @@ def parse_record(
         data = h[b"d"]
         version = int(h[b"v"])
         updated = int(h.get(b"u") or 0)
-        if version < 0 or not 0 <= updated <= MAX_EPOCH_MS:
+        if version < 0 or not 0 <= updated <= records.MAX_EPOCH_MS:
             raise ValueError(version, updated)
     except (KeyError, ValueError, TypeError):
         raise SnapshotCorruptError(
@@ -125,16 +113,16 @@ def parse_record(
     if limit is not None and len(data_bytes) > limit:
         raise SnapshotTooLargeError(key, size=len(data_bytes), limit=limit)
     snapshot = codec.decode(data_bytes, key=key, version=version)
-    failures: dict[str, TimerFailure] = {}
+    failures: dict[str, records.TimerFailure] = {}
     raw_tf = h.get(b"tf")
     if raw_tf:
         try:
-            failures = {k: TimerFailure.from_dict(v) for k, v in json.loads(raw_tf).items()}
+            failures = {k: records.TimerFailure.from_dict(v) for k, v in json.loads(raw_tf).items()}
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             raise SnapshotCorruptError(
                 f"Timer bookkeeping of {key!r} is damaged", key=key
             ) from None
-    return StoredRecord(
+    return records.StoredRecord(
         key=key,
         snapshot=snapshot,
         version=version,
@@ -148,7 +136,7 @@ def parse_record(
 # --- open ------------------------------------------------------------------------
 
 
-def same_instance(key: str, claim: ClaimRequest) -> ClaimRequest:
+def same_instance(key: str, claim: records.ClaimRequest) -> records.ClaimRequest:
     """``claim`` if it is for instance ``key``: rows live in the instance's
     hash slot, so an open or a commit carries claims of its own key only."""
     if claim.instance_key != key:
@@ -160,7 +148,7 @@ def same_instance(key: str, claim: ClaimRequest) -> ClaimRequest:
     return checked_claim(claim)
 
 
-def checked_claim(claim: ClaimRequest) -> ClaimRequest:
+def checked_claim(claim: records.ClaimRequest) -> records.ClaimRequest:
     """``claim`` if its names are usable: the row field is ``instance key
     NUL idempotency key``, so neither may hold control characters."""
     validate_key(claim.instance_key)
@@ -170,7 +158,7 @@ def checked_claim(claim: ClaimRequest) -> ClaimRequest:
     return claim
 
 
-def _claim_args(layout: KeyLayout, claim: ClaimRequest) -> tuple[list[str], list[Any]]:
+def _claim_args(layout: KeyLayout, claim: records.ClaimRequest) -> tuple[list[str], list[Any]]:
     bucket = layout.bucket(claim.instance_key)
     keys = [layout.inbox(claim.scope, claim.instance_key), layout.inbox_expiry(bucket)]
     args = [
@@ -182,7 +170,7 @@ def _claim_args(layout: KeyLayout, claim: ClaimRequest) -> tuple[list[str], list
     return keys, args
 
 
-def open_call(layout: KeyLayout, request: OpenRequest, limit: int) -> Call:
+def open_call(layout: KeyLayout, request: records.OpenRequest, limit: int) -> Call:
     """The OPEN call; a stored snapshot over ``limit`` bytes comes back as
     its size, never as its bytes."""
     key = request.key
@@ -195,7 +183,7 @@ def open_call(layout: KeyLayout, request: OpenRequest, limit: int) -> Call:
     return Call("OPEN", keys, args)
 
 
-def _outcome(request: ClaimRequest, reply: Sequence[Any]) -> ClaimOutcome:
+def _outcome(request: records.ClaimRequest, reply: Sequence[Any]) -> records.ClaimOutcome:
     status, receipt, retry = b2s(reply[0]), reply[1], int(reply[2] or 0)
     stored: Any = None
     if status == "done" and receipt:
@@ -203,17 +191,19 @@ def _outcome(request: ClaimRequest, reply: Sequence[Any]) -> ClaimOutcome:
             stored = loads_tagged(receipt)
         except ValueError:
             stored = None
-    return ClaimOutcome(status, request, receipt=stored, retry_after_ms=retry)
+    return records.ClaimOutcome(status, request, receipt=stored, retry_after_ms=retry)
 
 
 #: The snapshot hash fields OPEN reads (HMGET order).
 RECORD_FIELDS = (b"d", b"v", b"mv", b"m", b"u", b"tf")
 
 
-def parse_open(request: OpenRequest, reply: Sequence[Any], codec: Codec, limit: int) -> OpenResult:
+def parse_open(
+    request: records.OpenRequest, reply: Sequence[Any], codec: Codec, limit: int
+) -> records.OpenResult:
     busy, floor, claims, values, locked, exists, size = reply
     if int(busy):
-        return OpenResult(record=None, lock_busy_ms=int(busy))
+        return records.OpenResult(record=None, lock_busy_ms=int(busy))
     if int(size):
         # OPEN took nothing for us (no lock, no claim) and sent no bytes
         raise SnapshotTooLargeError(request.key, size=int(size), limit=limit)
@@ -223,7 +213,7 @@ def parse_open(request: OpenRequest, reply: Sequence[Any], codec: Codec, limit: 
     if int(exists) and not fields:
         # a hash holding none of a record's fields: damaged, not absent
         fields = {b"?": b""}
-    return OpenResult(
+    return records.OpenResult(
         record=parse_record(request.key, fields, codec, limit),
         floor=int(floor),
         locked=bool(int(locked)),
@@ -231,19 +221,19 @@ def parse_open(request: OpenRequest, reply: Sequence[Any], codec: Codec, limit: 
     )
 
 
-def claim_call(layout: KeyLayout, claim: ClaimRequest) -> Call:
+def claim_call(layout: KeyLayout, claim: records.ClaimRequest) -> Call:
     keys, args = _claim_args(layout, claim)
     return Call("CLAIM", keys, args)
 
 
-def parse_claim(claim: ClaimRequest, reply: Sequence[Any]) -> ClaimOutcome:
+def parse_claim(claim: records.ClaimRequest, reply: Sequence[Any]) -> records.ClaimOutcome:
     return _outcome(claim, reply)
 
 
 # --- commit ----------------------------------------------------------------------
 
 
-def _entry_args(entry: LogEntry) -> list[Any]:
+def _entry_args(entry: records.LogEntry) -> list[Any]:
     return [
         entry.event_type,
         _dumps(entry.payload, "$.payload"),
@@ -260,7 +250,7 @@ def _entry_args(entry: LogEntry) -> list[Any]:
 
 def commit_call(
     layout: KeyLayout,
-    unit: CommitUnit,
+    unit: records.CommitUnit,
     data: bytes | None,
     *,
     ttl_ms: int,
@@ -337,14 +327,16 @@ def commit_call(
     return Call("COMMIT", keys, args)
 
 
-def parse_commit(unit: CommitUnit, reply: Sequence[Any]) -> CommitResult:
+def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.CommitResult:
     status = b2s(reply[0])
     if status == "ok":
-        return CommitResult(
+        return records.CommitResult(
             version=int(reply[1]), first_seq=int(reply[2]), updated_ms=int(reply[3])
         )
     if status == "dup":
-        return CommitResult(version=int(reply[1]), updated_ms=int(reply[3] or 0), replayed=True)
+        return records.CommitResult(
+            version=int(reply[1]), updated_ms=int(reply[3] or 0), replayed=True
+        )
     if status == "corrupt":
         raise SnapshotCorruptError(
             f"Stored record of {unit.key!r} is damaged (unreadable version field)",
@@ -366,7 +358,7 @@ def parse_commit(unit: CommitUnit, reply: Sequence[Any]) -> CommitResult:
 
 
 def log_append_call(
-    layout: KeyLayout, key: str, seq: int, version: int, entry: LogEntry, maxlen: int
+    layout: KeyLayout, key: str, seq: int, version: int, entry: records.LogEntry, maxlen: int
 ) -> Call:
     b = layout.bucket(key)
     return Call(
@@ -383,7 +375,7 @@ def _loads(raw: Any) -> Any:
         return b2s(raw)
 
 
-def parse_stream_rows(key: str, rows: Sequence[Any]) -> list[TransitionRecord]:
+def parse_stream_rows(key: str, rows: Sequence[Any]) -> list[records.TransitionRecord]:
     out = []
     for entry_id, fields in rows:
         f = fields if isinstance(fields, Mapping) else _pairs(fields)
@@ -391,7 +383,7 @@ def parse_stream_rows(key: str, rows: Sequence[Any]) -> list[TransitionRecord]:
         try:
             seq = int(b2s(entry_id).split("-", 1)[0])
             out.append(
-                TransitionRecord(
+                records.TransitionRecord(
                     key=key,
                     seq=seq,
                     version=int(f.get(b"v") or 0),

@@ -11,28 +11,21 @@ the commit applies the snapshot first, then the marks, then the log (see
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, StoreAuthenticationError, XsmError
+from django_xsm.persistence import records
 from django_xsm.persistence.base import (
     Codec,
+    StoreKeywords,
     iter_pages,
     system_clock_ms,
     validate_positive_int,
     validate_ttl_s,
 )
 from django_xsm.persistence.locks import StoreLock
-from django_xsm.persistence.records import (
-    CommitResult,
-    CommitUnit,
-    OpenRequest,
-    OpenResult,
-    StoredRecord,
-    TimerFailure,
-)
 
 from .client import SyncSide, same_server
 from .core import Op, StoreCore, ttl_ms_of
@@ -153,7 +146,7 @@ class _StoreBase:
             and same_server(getattr(other, "client", None), self.client)
         )
 
-    def _open(self, request: OpenRequest, inbox: object) -> Op[OpenResult]:
+    def _open(self, request: records.OpenRequest, inbox: object) -> Op[records.OpenResult]:
         if request.claims and not self.shares_commit(inbox):
             raise InvalidConfigError(
                 "open() got claims for an inbox that does not share this store",
@@ -162,30 +155,26 @@ class _StoreBase:
         return self.core.open(request)
 
 
-class RedisStore(SyncSide, _StoreBase):
+class RedisStore(
+    SyncSide, _StoreBase, StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bool]
+):
     """Instances in Redis (``redis.Redis`` or a URL); arguments as for the
     shared base above."""
 
-    def load(self, key: str) -> StoredRecord | None:
+    def load(self, key: str) -> records.StoredRecord | None:
         return self.driver.run(self.core.load(key), key)
 
-    def open(self, request: OpenRequest, *, inbox: object = None) -> OpenResult:
+    def open(self, request: records.OpenRequest, *, inbox: object = None) -> records.OpenResult:
         return self.driver.run(self._open(request, inbox), request.key)
 
-    def commit(self, unit: CommitUnit, *, inbox: Any = None, log: Any = None) -> CommitResult:
+    def commit(
+        self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
+    ) -> records.CommitResult:
         op = self.core.commit(unit, inbox=inbox, log=log, shares=self.shares_commit)
         return self.driver.run(op, unit.key)
 
-    def save(
-        self,
-        key: str,
-        snapshot: Mapping[str, Any],
-        *,
-        expected_version: int,
-        machine_version: str = "",
-        machine_id: str = "",
-    ) -> int:
-        op = self.core.save_unit(key, snapshot, expected_version, machine_version, machine_id)
+    def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
+        op = self.core.save_unit(key, snapshot, expected_version)
         return self.driver.run(op, key)
 
     def acquire_lock(self, key: str, token: str, ttl_ms: int) -> int:
@@ -207,34 +196,21 @@ class RedisStore(SyncSide, _StoreBase):
     def forget(self, key: str) -> dict[str, int]:
         return self.driver.run(self.core.forget(key), key)
 
-    def list_page(
-        self,
-        prefix: str = "",
-        *,
-        after: str = "",
-        limit: int = 50,
-        machine: str | None = None,
-        state: str | None = None,
+    def _list_page(
+        self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
     ) -> tuple[list[str], str]:
         return self.driver.run(self.core.list_page(prefix, after, limit, machine, state))
 
     def list_keys(self, prefix: str = "", *, machine: str | None = None) -> Iterator[str]:
         return iter_pages(self.list_page, prefix, machine)
 
-    def due_keys(
-        self, until_wall: float | _dt.datetime, *, limit: int = 100, prefix: str = ""
-    ) -> list[tuple[str, int]]:
-        return self.driver.run(self.core.due_keys(until_wall, limit, prefix))
+    def _due_keys(self, until_ms: int, limit: int, prefix: str) -> list[tuple[str, int]]:
+        return self.driver.run(self.core.due_keys(until_ms, limit, prefix))
 
-    def record_timer_failure(
-        self,
-        key: str,
-        *,
-        expected_version: int,
-        failures: Mapping[str, TimerFailure],
-        next_due_ms: int | None,
+    def _record_timer_failure(
+        self, key: str, expected: int, failures: records.TimerFailures, due_ms: int | None
     ) -> bool:
-        op = self.core.record_timer_failure(key, expected_version, failures, next_due_ms)
+        op = self.core.record_timer_failure(key, expected, failures, due_ms)
         return self.driver.run(op, key)
 
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:

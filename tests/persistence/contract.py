@@ -60,8 +60,8 @@ class StoreContract(_Base):
         assert b.store.load("nope") is None
 
     def test_save_creates_version_1_and_load_round_trips(self, b: Backends) -> None:
-        s = snap(items=3)
-        assert b.store.save("order:1", s, expected_version=0, machine_version="v1") == 1
+        s = snap(items=3) | {"machine_version": "v1"}
+        assert b.store.save("order:1", s, expected_version=0) == 1
         rec = b.store.load("order:1")
         assert rec.version == 1 and rec.machine_version == "v1"
         assert rec.snapshot == s and rec.machine_id == "order"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import datetime as _dt
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any
 from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
 from django_xsm.persistence.base import (
     Codec,
-    check_listing,
+    StoreKeywords,
     iter_pages,
     system_clock_ms,
     validate_key,
@@ -26,7 +25,6 @@ from django_xsm.persistence.base import (
     validate_positive_int,
     validate_text,
     validate_ttl_s,
-    wall_to_ms,
 )
 from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
 from django_xsm.persistence.locks import StoreLock
@@ -37,6 +35,7 @@ from django_xsm.persistence.records import (
     OpenResult,
     StoredRecord,
     TimerFailure,
+    TimerFailures,
     check_commit_id,
     save_unit,
 )
@@ -52,7 +51,7 @@ __all__ = ["MemoryStore"]
 Clock = Callable[[], int]
 
 
-class MemoryStore:
+class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bool]):
     """A :class:`~django_xsm.persistence.base.StateStore` in a dict."""
 
     def __init__(
@@ -281,43 +280,23 @@ class MemoryStore:
         else:
             self._dead.pop(key, None)
 
-    def save(
-        self,
-        key: str,
-        snapshot: Mapping[str, Any],
-        *,
-        expected_version: int,
-        machine_version: str = "",
-        machine_id: str = "",
-    ) -> int:
+    def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
         with self._lock:
             floor = self._floors.get(key, 0) if expected_version == 0 else 0
-            unit = save_unit(
-                key,
-                snapshot,
-                expected_version=expected_version,
-                machine_version=machine_version,
-                machine_id=machine_id,
-                floor=floor,
-            )
+            unit = save_unit(key, snapshot, expected_version=expected_version, floor=floor)
             return self.commit(unit).version
 
-    def record_timer_failure(
-        self,
-        key: str,
-        *,
-        expected_version: int,
-        failures: Mapping[str, TimerFailure],
-        next_due_ms: int | None,
+    def _record_timer_failure(
+        self, key: str, expected: int, failures: TimerFailures, due_ms: int | None
     ) -> bool:
         validate_key(key)
         with self._lock:
             now = self.clock()
             row = self._live(key, now)
-            if row is None or row.version != expected_version:
+            if row is None or row.version != expected:
                 return False
             row.failures = dict(failures)
-            self._index_due(key, next_due_ms)
+            self._index_due(key, due_ms)
             self._index_dead(key, row.failures, now)
             return True
 
@@ -394,20 +373,9 @@ class MemoryStore:
             and (state is None or state in row.state_ids)
         )
 
-    def list_page(
-        self,
-        prefix: str = "",
-        *,
-        after: str = "",
-        limit: int = 50,
-        machine: str | None = None,
-        state: str | None = None,
+    def _list_page(
+        self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
     ) -> tuple[list[str], str]:
-        check_listing(prefix, after, machine, state)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise InvalidConfigError(
-                f"limit must be an int from 1 to 10000, got {limit!r}", path="limit"
-            )
         with self._lock:
             keys = self._sorted_live(machine, state)
         # Keys sharing a prefix are contiguous in code-point order.
@@ -425,14 +393,7 @@ class MemoryStore:
     def list_keys(self, prefix: str = "", *, machine: str | None = None) -> Iterator[str]:
         return iter_pages(self.list_page, prefix, machine)
 
-    def due_keys(
-        self, until_wall: float | _dt.datetime, *, limit: int = 100, prefix: str = ""
-    ) -> list[tuple[str, int]]:
-        """As ``StateStore.due_keys``; ``prefix`` keeps keys starting with
-        it (literally)."""
-        until = wall_to_ms(until_wall)
-        validate_limit(limit)
-        validate_text(prefix, "prefix")
+    def _due_keys(self, until: int, limit: int, prefix: str) -> list[tuple[str, int]]:
         with self._lock:
             now = self.clock()
             # list(): _live() drops expired rows from _due while we look

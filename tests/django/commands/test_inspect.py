@@ -92,7 +92,7 @@ def test_held_lock(alarm: str):
 
 def test_machine_not_configured_shows_the_raw_snapshot(backend: Any):
     snapshot = {"machine_id": "ghost", "value": {"a": "b"}, "context": {"pin": 1234, "n": 1}}
-    stores.get_store().save("ghost:1", snapshot, expected_version=0, machine_id="ghost")
+    stores.get_store().save("ghost:1", snapshot, expected_version=0)
     data = operations.inspect_instance("ghost:1")
     assert data["machine"] is None and data["machine_id"] == "ghost"
     assert data["value"] == {"a": "b"} and data["state_ids"] == []
@@ -105,7 +105,7 @@ def test_machine_not_configured_shows_the_raw_snapshot(backend: Any):
 
 def test_snapshot_the_machine_cannot_restore(backend: Any):
     snapshot = {"machine_id": "alarm", "value": "nowhere", "context": {}}
-    stores.get_store().save("alarm:bad", snapshot, expected_version=0, machine_id="alarm")
+    stores.get_store().save("alarm:bad", snapshot, expected_version=0)
     data = operations.inspect_instance("alarm:bad")
     assert data["machine"] == "alarm" and data["value"] == "nowhere"
     assert data["problem"].startswith("the configured machine cannot restore it (")
