@@ -29,6 +29,7 @@ __all__ = [
     "LockTimeoutError",
     "MicrostepLimitError",
     "MigrationError",
+    "NotDurableError",
     "PartialCommitError",
     "ReentrantSendError",
     "ReplayDivergenceError",
@@ -203,6 +204,41 @@ class StoreError(XsmError):
     def __init__(self, message: str, *, key: str | None = None, hint: str = "") -> None:
         self.key = key
         super().__init__(message, hint=hint)
+
+
+class NotDurableError(StoreError):
+    """A commit (or the commit a retry replays) reached the primary, but
+    fewer replicas than ``DURABILITY['MIN_REPLICAS']`` acknowledged it
+    within ``TIMEOUT_MS``: a failover now could lose it, so it is not
+    reported as a success.
+
+    ``required`` and ``acknowledged`` are the replica counts; ``version``
+    is the version the commit produced on the primary (0 when unknown).
+    Retrying with the same idempotency key is safe either way: if the
+    commit survives, the retry replays it (and waits for the replicas
+    again); if a failover lost it, the retry applies it once.
+    """
+
+    def __init__(
+        self,
+        *,
+        key: str | None,
+        required: int,
+        acknowledged: int,
+        version: int = 0,
+        retry_after_s: int = 1,
+    ) -> None:
+        self.required = required
+        self.acknowledged = acknowledged
+        self.version = version
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            f"The commit is on the primary but only {acknowledged} of the {required} "
+            "required replica(s) acknowledged it in time",
+            key=key,
+            hint="retry with the same idempotency key; check the replicas' health "
+            "(INFO replication) or lower DURABILITY['MIN_REPLICAS']",
+        )
 
 
 class StoreUnavailableError(StoreError):

@@ -49,6 +49,7 @@ from django_xsm.exceptions import (
     IdempotencyMismatchError,
     InstanceNotFoundError,
     LockTimeoutError,
+    NotDurableError,
     StoreAuthenticationError,
     StoreUnavailableError,
     UnstorableValueError,
@@ -107,6 +108,11 @@ PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
     "store-misconfigured": (500, "The state store refused our credentials",
         "The server's Redis credentials or permissions are wrong. Nothing was written; "
         "retrying will not help until an operator fixes the configuration."),
+    "not-durable": (503, "The change is not yet safe on enough replicas",
+        "The change reached the primary, but fewer replicas than required "
+        "acknowledged it in time, so a failover could still lose it. Retry with the "
+        "same Idempotency-Key after Retry-After seconds: you get it replayed once it "
+        "is safe, or applied once if it was lost."),
     "replay-unavailable": (409, "The first response was not stored",
         "The key was used by a request that stored no response, so there is nothing to "
         "replay. Use a new key."),
@@ -144,6 +150,7 @@ _PROBLEM_OF_ERROR: tuple[tuple[type[XsmError], str, bool], ...] = (
     (LockTimeoutError, "locked", True),
     (ConflictError, "conflict", True),
     (InstanceNotFoundError, "not-found", False),
+    (NotDurableError, "not-durable", True),
     (StoreUnavailableError, "unavailable", True),
     (UnstorableValueError, "unstorable-value", False),
     (StoreAuthenticationError, "store-misconfigured", False),
@@ -235,6 +242,8 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
         extra = {"key": exc.key, "expected_version": exc.expected, "actual_version": exc.actual}
     elif isinstance(exc, InstanceNotFoundError | LockTimeoutError):
         extra = {"key": exc.key}
+    elif isinstance(exc, NotDurableError):
+        extra = {"replicas_required": exc.required, "replicas_acknowledged": exc.acknowledged}
     # The message, not str(exc): hints speak to developers, not API clients.
     return problem_response(
         request, row.status, row.slug, row.title, exc.message, retry_after=retry, **extra

@@ -124,4 +124,5 @@ class AsyncRedisStore(
 
     async def aclose(self) -> None:
         """Close the client's connections (for clients built from a URL)."""
+        await self.driver.aclose_nodes()
         await self.client.aclose()

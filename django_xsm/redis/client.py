@@ -20,13 +20,15 @@ from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 from redis.exceptions import NoScriptError
 
 from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.runner import Apply, adrive, drive
 
 from . import scripts
-from .core import Cmd, Many, Op, Request
+from .core import Cmd, Many, Op, Replicated, Request
 from .errors import translate_errors
 from .ops import Call
 
@@ -36,6 +38,7 @@ __all__ = [
     "AsyncSide",
     "SyncDriver",
     "SyncSide",
+    "is_cluster",
     "resolve_async_client",
     "resolve_client",
     "same_server",
@@ -65,6 +68,17 @@ def _check_url(url: str) -> None:
         )
 
 
+def is_cluster(client: object) -> bool:
+    """True for redis-py's Redis Cluster clients (blocking or asyncio)."""
+    return isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster)
+
+
+def _connection_kwargs(client: Any) -> dict[str, Any]:
+    if is_cluster(client):
+        return dict(client.get_connection_kwargs())
+    return dict(getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}))
+
+
 def _checked_client(client: Any, *, want_async: bool) -> Any:
     """``client`` if this side (blocking / asyncio) can drive it."""
     if not (hasattr(client, "evalsha") and hasattr(client, "pipeline")):
@@ -80,8 +94,7 @@ def _checked_client(client: Any, *, want_async: bool) -> Any:
             f"Got {kind} client ({type(client).__name__}); use it with {twin}",
             path="client_or_url",
         )
-    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-    if kwargs.get("decode_responses"):
+    if _connection_kwargs(client).get("decode_responses"):
         # Snapshots are bytes (ciphertext with an encrypting codec); decoded
         # replies would make every record look damaged.
         raise InvalidConfigError(
@@ -123,17 +136,44 @@ def resolve_async_client(client_or_url: Any) -> Any:
 
 
 def same_server(a: Any, b: Any) -> bool:
-    """True when two clients talk to the same server and database."""
+    """True when two clients reach the same data: the same server and
+    database, the same Redis Cluster, or the same Sentinel service."""
     if a is b:
         return True
+    if is_cluster(a) or is_cluster(b):
+        # A node belongs to one cluster: two clients that know a common
+        # node (host:port) talk to the same cluster.
+        if not (is_cluster(a) and is_cluster(b)):
+            return False
+        names = {n.name for n in a.get_nodes()}
+        return _user(a) == _user(b) and any(n.name in names for n in b.get_nodes())
     pa, pb = getattr(a, "connection_pool", None), getattr(b, "connection_pool", None)
     if pa is None or pb is None:
         return False
     if pa is pb:
         return True
-    keys = ("host", "port", "db", "path", "username", "server")
+    if type(pa) is not type(pb):
+        return False
     ka, kb = pa.connection_kwargs, pb.connection_kwargs
-    return type(pa) is type(pb) and all(ka.get(k) == kb.get(k) for k in keys)
+    if hasattr(pa, "service_name"):
+        # Sentinel pools: the address is whatever primary the sentinels name.
+        same_db = ka.get("db", 0) == kb.get("db", 0) and _user(a) == _user(b)
+        return same_db and pa.service_name == pb.service_name and _sentinels(pa) == _sentinels(pb)
+    keys = ("host", "port", "db", "path", "username", "server")
+    return all(ka.get(k) == kb.get(k) for k in keys)
+
+
+def _user(client: Any) -> Any:
+    return _connection_kwargs(client).get("username")
+
+
+def _sentinels(pool: Any) -> frozenset[tuple[Any, Any]]:
+    """The (host, port) of every sentinel a Sentinel pool asks."""
+    found = set()
+    for sentinel in getattr(pool.sentinel_manager, "sentinels", ()):
+        kw = sentinel.connection_pool.connection_kwargs
+        found.add((kw.get("host"), kw.get("port")))
+    return frozenset(found)
 
 
 def _command(request: Call | Cmd, *, by_source: bool = False) -> tuple[Any, ...]:
@@ -154,9 +194,12 @@ class _Line:
 
 @dataclass(frozen=True, slots=True)
 class _Pipeline:
-    """Commands in one pipeline; replies come back with errors in place."""
+    """Commands in one pipeline; replies come back with errors in place.
+    ``pin``: a key whose node must run them all on one connection (a
+    replicated write: WAIT only counts what its own connection wrote)."""
 
     commands: tuple[tuple[Any, ...], ...]
+    pin: str | None = None
 
 
 # NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) means the script did
@@ -167,9 +210,25 @@ class _Pipeline:
 # https://redis.io/docs/latest/develop/interact/programmability/eval-intro/
 
 
-def _on_the_wire(request: Call | Cmd | Many) -> Generator[_Line | _Pipeline, Any, Any]:
+def _replicated(request: Replicated) -> Generator[_Line | _Pipeline, Any, tuple[Any, int]]:
+    wait = ("WAIT", request.min_replicas, request.timeout_ms)
+    sent = request.request
+    replies = yield _Pipeline((_command(sent), wait), pin=request.pin)
+    if isinstance(replies[0], NoScriptError):
+        replies = yield _Pipeline((_command(sent, by_source=True), wait), pin=request.pin)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies[0], int(replies[1])
+
+
+def _on_the_wire(
+    request: Call | Cmd | Many | Replicated,
+) -> Generator[_Line | _Pipeline, Any, Any]:
     """What one core request sends, as a generator of wire requests (the
     two drivers run it with blocking and asyncio clients)."""
+    if isinstance(request, Replicated):
+        return (yield from _replicated(request))
     if isinstance(request, Cmd):
         return (yield _Line(_command(request)))
     if isinstance(request, Call):
@@ -204,9 +263,10 @@ class SyncDriver:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._commands: _Commands = client
+        self.cluster = is_cluster(client)
 
     def run(self, op: Op[T], key: str | None = None) -> T:
-        with translate_errors(key):
+        with translate_errors(key, cluster=self.cluster):
             return drive(op, self._exec)
 
     def _exec(self, request: Request) -> Any:
@@ -217,7 +277,10 @@ class SyncDriver:
     def _send(self, wire: _Line | _Pipeline) -> Any:
         if isinstance(wire, _Line):
             return self._commands.execute_command(*wire.command)
-        pipe = self.client.pipeline(transaction=False)
+        owner: Any = self.client
+        if wire.pin is not None and self.cluster:
+            owner = owner.get_node_from_key(wire.pin).redis_connection
+        pipe = owner.pipeline(transaction=False)
         queue: _Commands = pipe
         for command in wire.commands:
             queue.execute_command(*command)
@@ -230,9 +293,12 @@ class AsyncDriver:
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.client = client
         self._commands: _Commands = client
+        self.cluster = is_cluster(client)
+        # node name -> a plain client on that node (pinned pipelines)
+        self._nodes: dict[str, redis.asyncio.Redis] = {}
 
     async def run(self, op: Op[T], key: str | None = None) -> T:
-        with translate_errors(key):
+        with translate_errors(key, cluster=self.cluster):
             return await adrive(op, self._exec)
 
     async def _exec(self, request: Request) -> Any:
@@ -243,11 +309,34 @@ class AsyncDriver:
     async def _send(self, wire: _Line | _Pipeline) -> Any:
         if isinstance(wire, _Line):
             return await self._commands.execute_command(*wire.command)
-        pipe = self.client.pipeline(transaction=False)
+        owner: Any = self.client
+        if wire.pin is not None and self.cluster:
+            owner = await self._node_client(wire.pin)
+        pipe = owner.pipeline(transaction=False)
         queue: _Commands = pipe
         for command in wire.commands:
             queue.execute_command(*command)
         return await pipe.execute(raise_on_error=False)
+
+    async def aclose_nodes(self) -> None:
+        """Close the per-node clients of pinned pipelines."""
+        nodes, self._nodes = self._nodes, {}
+        for client in nodes.values():
+            await client.aclose()
+
+    async def _node_client(self, key: str) -> redis.asyncio.Redis:
+        """A plain asyncio client on the node owning ``key``'s slot (the
+        asyncio cluster client has no per-node client to lend)."""
+        cluster: Any = self.client
+        await cluster.initialize()
+        node = cluster.get_node_from_key(key)
+        found = self._nodes.get(node.name)
+        if found is None:
+            pool = redis.asyncio.ConnectionPool(
+                connection_class=node.connection_class, **node.connection_kwargs
+            )
+            found = self._nodes[node.name] = redis.asyncio.Redis.from_pool(pool)
+        return found
 
 
 class _Side:

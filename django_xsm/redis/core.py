@@ -18,7 +18,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import redis.exceptions as rex
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, NotDurableError
 from django_xsm.persistence import records
 from django_xsm.persistence.base import (
     Codec,
@@ -57,10 +57,30 @@ class Many:
     requests: tuple[Call | Cmd, ...]
 
 
-#: What a core generator yields: a script call, a command, a pipeline, or a
-#: method of another backend (an inbox or log that does not share the
-#: store's commit).
-Request: TypeAlias = Call | Cmd | Many | Apply
+@dataclass(frozen=True, slots=True)
+class Replicated:
+    """``request``, then ``WAIT min_replicas timeout_ms`` on the same
+    connection, in one round trip (on a cluster: on the node that owns the
+    request's first key). The reply is ``(request's reply, replicas that
+    acknowledged)``. WAIT counts the replicas that have every write this
+    connection made, so it proves ``request`` replicated (and everything
+    the primary applied before it)."""
+
+    request: Call | Cmd
+    min_replicas: int
+    timeout_ms: int
+
+    @property
+    def pin(self) -> str:
+        """The key whose node runs the pair."""
+        r = self.request
+        return str(r.keys[0]) if isinstance(r, Call) else str(r.args[0])
+
+
+#: What a core generator yields: a script call, a command, a pipeline, a
+#: replicated write, or a method of another backend (an inbox or log that
+#: does not share the store's commit).
+Request: TypeAlias = Call | Cmd | Many | Replicated | Apply
 Op: TypeAlias = Generator[Request, Any, T]
 
 
@@ -76,12 +96,20 @@ class StoreCore:
         ttl_s: float | None,
         lock_ttl_ms: int,
         buckets: int | None,
+        min_replicas: int = 0,
+        replica_timeout_ms: int = 100,
     ) -> None:
         self.state = LayoutState(prefix, buckets)
         self.codec: Codec = codec or JsonCodec()
         self.max_snapshot_bytes = validate_positive_int(max_snapshot_bytes, "max_snapshot_bytes")
         self.lock_ttl_ms = validate_positive_int(lock_ttl_ms, "lock_ttl_ms")
         self.ttl_ms = ttl_ms_of(ttl_s)
+        self.min_replicas, self.replica_timeout_ms = check_durability(
+            min_replicas, replica_timeout_ms
+        )
+        #: Set by the store on a Redis Cluster: health() then writes to
+        #: every bucket, so every slot owner must be reachable and writable.
+        self.per_bucket_health = False
 
     # --- records -----------------------------------------------------------
 
@@ -100,7 +128,28 @@ class StoreCore:
         layout = yield from self.state.ensure()
         limit = self.max_snapshot_bytes
         reply = yield ops.open_call(layout, request, limit)
-        return ops.parse_open(request, reply, self.codec, limit)
+        result = ops.parse_open(request, reply, self.codec, limit)
+        if self.min_replicas and any(c.status == records.ClaimStatus.DONE for c in result.claims):
+            # A replay acknowledges the commit it replays: prove that commit
+            # is on enough replicas first (it may have been refused as not
+            # durable when it ran).
+            yield from self._await_replicas(layout, request.key, version=0)
+        return result
+
+    def _await_replicas(self, layout: KeyLayout, key: str, *, version: int) -> Op[None]:
+        """Refuse with NotDurableError unless ``min_replicas`` replicas have
+        everything the primary applied so far: a fresh write to the key's
+        bucket, then WAIT on the same connection (writes replicate in order,
+        so acknowledging this one acknowledges every earlier one)."""
+        probe = Cmd("SET", (layout.bucket_health(layout.bucket(key)), "1", "PX", 10_000))
+        _, acked = yield Replicated(probe, self.min_replicas, self.replica_timeout_ms)
+        self._check_acked(key, acked, version)
+
+    def _check_acked(self, key: str, acked: int, version: int) -> None:
+        if acked < self.min_replicas:
+            raise NotDurableError(
+                key=key, required=self.min_replicas, acknowledged=acked, version=version
+            )
 
     def encode(self, unit: records.CommitUnit) -> bytes | None:
         """The snapshot bytes ``unit`` stores (see ``encode_snapshot``)."""
@@ -146,8 +195,17 @@ class StoreCore:
             with_inbox=with_inbox,
             with_log=with_log,
         )
-        reply = yield call
-        return ops.parse_commit(unit, reply)
+        if not self.min_replicas:
+            return ops.parse_commit(unit, (yield call))
+        reply, acked = yield Replicated(call, self.min_replicas, self.replica_timeout_ms)
+        result = ops.parse_commit(unit, reply)  # a refused commit wrote nothing
+        if result.replayed:
+            # A retried commit wrote nothing now: WAIT on this connection
+            # proves nothing about the first attempt's write.
+            yield from self._await_replicas(layout, unit.key, version=result.version)
+        else:
+            self._check_acked(unit.key, acked, result.version)
+        return result
 
     def floor(self, key: str) -> Op[int]:
         layout = yield from self.state.ensure()
@@ -372,6 +430,15 @@ class StoreCore:
         write = Cmd("SET", (KeyLayout.health_key_for(self.state.prefix), "1", "PX", 10_000))
         schema, _ = yield Many((self.state.schema_call(), write))
         layout = self.state.seen(schema)
+        if self.per_bucket_health:
+            # Each bucket is one hash slot: a write to each proves that every
+            # slot owner holding this namespace is reachable and writable.
+            yield Many(
+                tuple(
+                    Cmd("SET", (layout.bucket_health(b), "1", "PX", 10_000))
+                    for b in range(layout.buckets)
+                )
+            )
         info: dict[str, Any] = {
             "ok": True,
             "backend": "redis",
@@ -381,6 +448,30 @@ class StoreCore:
         if self.state.reset:
             info["namespace_reset"] = True
         return info
+
+
+#: Most replicas a commit may wait for (a sanity bound, not a Redis limit).
+MAX_MIN_REPLICAS = 16
+
+
+def check_durability(min_replicas: object, timeout_ms: object) -> tuple[int, int]:
+    """``(min_replicas, replica_timeout_ms)`` if usable, else InvalidConfigError."""
+    if (
+        isinstance(min_replicas, bool)
+        or not isinstance(min_replicas, int)
+        or not 0 <= min_replicas <= MAX_MIN_REPLICAS
+    ):
+        raise InvalidConfigError(
+            f"min_replicas must be an int from 0 to {MAX_MIN_REPLICAS}, got {min_replicas!r}",
+            path="min_replicas",
+        )
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or not timeout_ms >= 1:
+        raise InvalidConfigError(
+            f"replica_timeout_ms must be an int of at least 1, got {timeout_ms!r}",
+            path="replica_timeout_ms",
+            hint="WAIT 0 would block forever; 100 ms is a common budget",
+        )
+    return min_replicas, timeout_ms
 
 
 def ttl_ms_of(ttl_s: object) -> int:

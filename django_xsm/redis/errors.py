@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import redis.exceptions as rex
 
 from django_xsm.exceptions import (
+    InvalidConfigError,
     SnapshotCorruptError,
     StoreAuthenticationError,
     StoreError,
@@ -23,6 +24,7 @@ __all__ = [
     "AUTH_REPLIES",
     "UNAVAILABLE_REPLIES",
     "auth_reason",
+    "cluster_reply",
     "translate_errors",
     "unavailable_reason",
 ]
@@ -54,6 +56,8 @@ _UNAVAILABLE_CLASSES: tuple[type[BaseException], ...] = tuple(
         getattr(rex, "ClusterDownError", None),
         getattr(rex, "TryAgainError", None),
         getattr(rex, "MasterDownError", None),
+        getattr(rex, "ClusterError", None),  # redirections exhausted
+        getattr(rex, "SlotNotCoveredError", None),
     )
     if isinstance(cls, type)
 )
@@ -83,13 +87,59 @@ def unavailable_reason(exc: BaseException) -> str | None:
     return None
 
 
+#: Replies a cluster node gives a client that does not speak cluster.
+_CLUSTER_REPLIES = ("MOVED", "ASK", "CROSSSLOT")
+
+
+def cluster_reply(exc: BaseException) -> str | None:
+    """``MOVED``/``ASK``/``CROSSSLOT`` when ``exc`` is a cluster redirection
+    or slot refusal, else None."""
+    if isinstance(exc, rex.AskError):  # MovedError is an AskError
+        return "MOVED" if isinstance(exc, rex.MovedError) else "ASK"
+    if isinstance(exc, rex.ResponseError):
+        head = str(exc).split(" ", 1)[0].upper()
+        if head in _CLUSTER_REPLIES:
+            return head
+    return None
+
+
 @contextlib.contextmanager
-def translate_errors(key: str | None = None) -> Iterator[None]:
+def translate_errors(key: str | None = None, *, cluster: bool = False) -> Iterator[None]:
     """Re-raise redis-py errors as StoreUnavailableError / SnapshotCorruptError
-    / StoreError."""
+    / StoreError; a cluster reply to a non-cluster client (``cluster``
+    False) as InvalidConfigError."""
     try:
         yield
+    except rex.RedisClusterException as exc:
+        # Not a RedisError: redis-py's cluster client raises it for a slot no
+        # node covers (unavailable) or a request it cannot route.
+        reason = unavailable_reason(exc)
+        if reason is not None:
+            raise StoreUnavailableError(
+                f"Redis Cluster is unavailable ({reason})", key=key, cause=reason
+            ) from exc
+        raise StoreError(
+            f"Redis Cluster refused the request ({type(exc).__name__})",
+            key=key,
+            hint="see the chained exception",
+        ) from exc
     except rex.RedisError as exc:
+        redirected = cluster_reply(exc)
+        if redirected is not None and not cluster:
+            raise InvalidConfigError(
+                f"This Redis is a cluster node: it answered {redirected}",
+                path="client_or_url",
+                hint="use a cluster client (redis.cluster.RedisCluster, or in Django "
+                "set XSM['REDIS_CLUSTER'] = True)",
+            ) from exc
+        if redirected is not None:
+            # redis-py follows redirections itself; one that still escapes
+            # means slots are moving right now: retry shortly.
+            raise StoreUnavailableError(
+                f"Redis Cluster is moving this key's slot ({redirected})",
+                key=key,
+                cause=redirected,
+            ) from exc
         denied = auth_reason(exc)
         if denied is not None:
             raise StoreAuthenticationError(
@@ -110,8 +160,12 @@ def translate_errors(key: str | None = None) -> Iterator[None]:
                 hint="something else wrote into the namespace; check the prefix "
                 "is not shared with other data",
             ) from exc
+        head = text.split(" ", 1)[0]
+        old_server = "unknown command" in text.lower() or "unknown subcommand" in text.lower()
         raise StoreError(
-            f"Redis refused the command ({type(exc).__name__}: {text.split(' ', 1)[0]})",
+            f"Redis refused the command ({type(exc).__name__}: {head})",
             key=key,
-            hint="see the chained exception; scripts need Redis >= 6.2",
+            hint="this Redis is too old: the scripts need Redis >= 6.2"
+            if old_server
+            else "see the chained exception",
         ) from exc

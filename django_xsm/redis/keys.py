@@ -26,6 +26,10 @@ key                        type    holds
 ``{p:b}:inx``              zset    ``<inbox hash key> \\0 <field>`` by expiry
 ``{p}:schema``             hash    ``layout``, ``buckets``, ``id``: the schema marker
 ``{p}:health``             string  written by ``health()`` (expires in 10 s)
+``{p:b}:health``           string  the same per bucket: ``health()`` on a
+                                   cluster (every slot owner must take a
+                                   write), and the write a replayed commit
+                                   waits on with ``DURABILITY``
 =========================  ======  ==============================================
 
 An idempotency row lives in the bucket of the instance it was used with.
@@ -101,6 +105,10 @@ class KeyLayout:
     @property
     def health(self) -> str:
         return self.health_key_for(self.prefix)
+
+    def bucket_health(self, bucket: int) -> str:
+        """The per-bucket twin of :attr:`health` (same 10 s expiry)."""
+        return f"{self.tag(bucket)}:health"
 
     def bucket(self, key: str) -> int:
         return zlib.crc32(key.encode()) % self.buckets

@@ -27,7 +27,7 @@ from django_xsm.persistence.base import (
 )
 from django_xsm.persistence.locks import StoreLock
 
-from .client import SyncSide, same_server
+from .client import SyncSide, is_cluster, same_server
 from .core import Op, StoreCore, ttl_ms_of
 from .keys import KeyLayout
 
@@ -59,7 +59,12 @@ class _StoreBase:
     ``ttl_s``: idle instances expire after this many seconds (every commit
     renews it). ``lock_ttl_ms``: lease of pessimistic locks and, by default,
     of idempotency claims. ``buckets``: bucket count for a new namespace
-    (default 16; an existing namespace keeps its own).
+    (default 16; an existing namespace keeps its own; on a Redis Cluster
+    use at least 8 per master). ``min_replicas``: when above 0, every
+    commit is followed by ``WAIT min_replicas replica_timeout_ms`` on the
+    same connection, in the same round trip, and a commit fewer replicas
+    acknowledged raises ``NotDurableError`` instead of succeeding (so does
+    a replay of one, until the replicas have it).
 
     Construction does no I/O: the schema marker is read on first use, so a
     store can be built while Redis is down (the first operation then raises
@@ -80,6 +85,8 @@ class _StoreBase:
         ttl_s: float | None = None,
         lock_ttl_ms: int = 30_000,
         buckets: int | None = None,
+        min_replicas: int = 0,
+        replica_timeout_ms: int = 100,
     ) -> None:
         self._connect(client_or_url)
         self.prefix = prefix
@@ -90,7 +97,10 @@ class _StoreBase:
             ttl_s=ttl_s,
             lock_ttl_ms=lock_ttl_ms,
             buckets=buckets,
+            min_replicas=min_replicas,
+            replica_timeout_ms=replica_timeout_ms,
         )
+        self.core.per_bucket_health = is_cluster(self.client)
         self.codec = self.core.codec
         self._ttl_s = ttl_s
         self.clock = system_clock_ms
@@ -126,6 +136,16 @@ class _StoreBase:
     @lock_ttl_ms.setter
     def lock_ttl_ms(self, value: int) -> None:
         self.core.lock_ttl_ms = validate_positive_int(value, "lock_ttl_ms")
+
+    @property
+    def min_replicas(self) -> int:
+        """Replicas every commit waits for (0: none, Redis' asynchronous default)."""
+        return self.core.min_replicas
+
+    @property
+    def replica_timeout_ms(self) -> int:
+        """How long a commit waits for :attr:`min_replicas`."""
+        return self.core.replica_timeout_ms
 
     @property
     def namespace_reset(self) -> bool:
