@@ -28,7 +28,8 @@ from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.runner import Apply, adrive, drive
 
 from . import scripts
-from .core import Cmd, Many, Op, Replicated, Request
+from .core import Cmd, Many, Op, Request
+from .durability import Replicated
 from .errors import translate_errors
 from .ops import Call
 

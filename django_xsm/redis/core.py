@@ -18,7 +18,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import redis.exceptions as rex
 
-from django_xsm.exceptions import InvalidConfigError, NotDurableError
+from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence import records
 from django_xsm.persistence.base import (
     Codec,
@@ -33,9 +33,10 @@ from django_xsm.persistence.runner import Apply
 from django_xsm.persistence.unshared import unshared_writes
 
 from . import ops
+from .durability import Durability, Replicated
 from .keys import LAYOUT_VERSION, SEP, KeyLayout
 from .namespace import LayoutState, config_value, parse_schema
-from .ops import Call, b2s
+from .ops import Call, Cmd, b2s
 
 __all__ = ["Cmd", "LayoutState", "Many", "Op", "Request", "StoreCore", "parse_schema", "ttl_ms_of"]
 
@@ -43,38 +44,10 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class Cmd:
-    """A plain Redis command (``name`` as in ``client.execute_command``)."""
-
-    name: str
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Many:
     """Several requests sent in one pipeline (one round trip)."""
 
     requests: tuple[Call | Cmd, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Replicated:
-    """``request``, then ``WAIT min_replicas timeout_ms`` on the same
-    connection, in one round trip (on a cluster: on the node that owns the
-    request's first key). The reply is ``(request's reply, replicas that
-    acknowledged)``. WAIT counts the replicas that have every write this
-    connection made, so it proves ``request`` replicated (and everything
-    the primary applied before it)."""
-
-    request: Call | Cmd
-    min_replicas: int
-    timeout_ms: int
-
-    @property
-    def pin(self) -> str:
-        """The key whose node runs the pair."""
-        r = self.request
-        return str(r.keys[0]) if isinstance(r, Call) else str(r.args[0])
 
 
 #: What a core generator yields: a script call, a command, a pipeline, a
@@ -104,9 +77,7 @@ class StoreCore:
         self.max_snapshot_bytes = validate_positive_int(max_snapshot_bytes, "max_snapshot_bytes")
         self.lock_ttl_ms = validate_positive_int(lock_ttl_ms, "lock_ttl_ms")
         self.ttl_ms = ttl_ms_of(ttl_s)
-        self.min_replicas, self.replica_timeout_ms = check_durability(
-            min_replicas, replica_timeout_ms
-        )
+        self.durability = Durability(min_replicas, replica_timeout_ms)
         #: Set by the store on a Redis Cluster: health() then writes to
         #: every bucket, so every slot owner must be reachable and writable.
         self.per_bucket_health = False
@@ -129,27 +100,12 @@ class StoreCore:
         limit = self.max_snapshot_bytes
         reply = yield ops.open_call(layout, request, limit)
         result = ops.parse_open(request, reply, self.codec, limit)
-        if self.min_replicas and any(c.status == records.ClaimStatus.DONE for c in result.claims):
+        if self.durability and any(c.status == records.ClaimStatus.DONE for c in result.claims):
             # A replay acknowledges the commit it replays: prove that commit
             # is on enough replicas first (it may have been refused as not
             # durable when it ran).
-            yield from self._await_replicas(layout, request.key, version=0)
+            yield from self.durability.confirm(layout, request.key)
         return result
-
-    def _await_replicas(self, layout: KeyLayout, key: str, *, version: int) -> Op[None]:
-        """Refuse with NotDurableError unless ``min_replicas`` replicas have
-        everything the primary applied so far: a fresh write to the key's
-        bucket, then WAIT on the same connection (writes replicate in order,
-        so acknowledging this one acknowledges every earlier one)."""
-        probe = Cmd("SET", (layout.bucket_health(layout.bucket(key)), "1", "PX", 10_000))
-        _, acked = yield Replicated(probe, self.min_replicas, self.replica_timeout_ms)
-        self._check_acked(key, acked, version)
-
-    def _check_acked(self, key: str, acked: int, version: int) -> None:
-        if acked < self.min_replicas:
-            raise NotDurableError(
-                key=key, required=self.min_replicas, acknowledged=acked, version=version
-            )
 
     def encode(self, unit: records.CommitUnit) -> bytes | None:
         """The snapshot bytes ``unit`` stores (see ``encode_snapshot``)."""
@@ -195,16 +151,16 @@ class StoreCore:
             with_inbox=with_inbox,
             with_log=with_log,
         )
-        if not self.min_replicas:
+        if not self.durability:
             return ops.parse_commit(unit, (yield call))
-        reply, acked = yield Replicated(call, self.min_replicas, self.replica_timeout_ms)
+        reply, acked = yield self.durability.around(call)
         result = ops.parse_commit(unit, reply)  # a refused commit wrote nothing
         if result.replayed:
             # A retried commit wrote nothing now: WAIT on this connection
             # proves nothing about the first attempt's write.
-            yield from self._await_replicas(layout, unit.key, version=result.version)
+            yield from self.durability.confirm(layout, unit.key, version=result.version)
         else:
-            self._check_acked(unit.key, acked, result.version)
+            self.durability.check(unit.key, acked, result.version)
         return result
 
     def floor(self, key: str) -> Op[int]:
@@ -448,30 +404,6 @@ class StoreCore:
         if self.state.reset:
             info["namespace_reset"] = True
         return info
-
-
-#: Most replicas a commit may wait for (a sanity bound, not a Redis limit).
-MAX_MIN_REPLICAS = 16
-
-
-def check_durability(min_replicas: object, timeout_ms: object) -> tuple[int, int]:
-    """``(min_replicas, replica_timeout_ms)`` if usable, else InvalidConfigError."""
-    if (
-        isinstance(min_replicas, bool)
-        or not isinstance(min_replicas, int)
-        or not 0 <= min_replicas <= MAX_MIN_REPLICAS
-    ):
-        raise InvalidConfigError(
-            f"min_replicas must be an int from 0 to {MAX_MIN_REPLICAS}, got {min_replicas!r}",
-            path="min_replicas",
-        )
-    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or not timeout_ms >= 1:
-        raise InvalidConfigError(
-            f"replica_timeout_ms must be an int of at least 1, got {timeout_ms!r}",
-            path="replica_timeout_ms",
-            hint="WAIT 0 would block forever; 100 ms is a common budget",
-        )
-    return min_replicas, timeout_ms
 
 
 def ttl_ms_of(ttl_s: object) -> int:

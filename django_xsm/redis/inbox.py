@@ -15,11 +15,18 @@ from typing import Any
 
 from django_xsm.persistence.base import validate_key, validate_limit
 from django_xsm.persistence.codecs import dumps_text, loads_tagged
-from django_xsm.persistence.records import ClaimOutcome, ClaimRequest, InboxMark, InboxRelease
+from django_xsm.persistence.records import (
+    ClaimOutcome,
+    ClaimRequest,
+    ClaimStatus,
+    InboxMark,
+    InboxRelease,
+)
 
 from . import ops
 from .client import AsyncSide, SyncSide
 from .core import Cmd, LayoutState, Many, Op
+from .durability import Durability
 from .keys import SEP, escape_glob
 from .ops import Call, b2s
 
@@ -47,14 +54,21 @@ def _scope(scope: str) -> str:
 class InboxCore:
     """What RedisInbox and AsyncRedisInbox do, minus the sending."""
 
-    def __init__(self, prefix: str, buckets: int | None) -> None:
+    def __init__(
+        self, prefix: str, buckets: int | None, durability: Durability | None = None
+    ) -> None:
         self.state = LayoutState(prefix, buckets)
+        self.durability = durability or Durability()
 
     def claim(self, request: ClaimRequest) -> Op[ClaimOutcome]:
         ops.checked_claim(request)
         layout = yield from self.state.ensure()
         reply = yield ops.claim_call(layout, request)
-        return ops.parse_claim(request, reply)
+        outcome = ops.parse_claim(request, reply)
+        if self.durability and outcome.status == ClaimStatus.DONE:
+            # a replay acknowledges the commit it replays (see durability.py)
+            yield from self.durability.confirm(layout, request.instance_key)
+        return outcome
 
     def _row_keys(self, claim: ClaimRequest) -> Op[tuple[list[str], str]]:
         ops.checked_claim(claim)
@@ -190,12 +204,25 @@ class InboxCore:
 
 
 class _InboxBase:
-    """The constructor shared by both twins."""
+    """The constructor shared by both twins. ``min_replicas`` and
+    ``replica_timeout_ms`` as for :class:`~django_xsm.redis.RedisStore`: a
+    claim that finds its key done (a replay) is refused with
+    ``NotDurableError`` until that many replicas have everything the
+    primary applied (claims that ride along with a store's open use the
+    store's setting)."""
 
-    def __init__(self, client_or_url: Any, *, prefix: str, buckets: int | None = None) -> None:
+    def __init__(
+        self,
+        client_or_url: Any,
+        *,
+        prefix: str,
+        buckets: int | None = None,
+        min_replicas: int = 0,
+        replica_timeout_ms: int = 100,
+    ) -> None:
         self._connect(client_or_url)
         self.prefix = prefix
-        self.core = InboxCore(prefix, buckets)
+        self.core = InboxCore(prefix, buckets, Durability(min_replicas, replica_timeout_ms))
 
     def _connect(self, client_or_url: Any) -> None:
         """Set ``client`` and ``driver`` (blocking or asyncio)."""

@@ -27,6 +27,7 @@ from .keys import KeyLayout
 
 __all__ = [
     "Call",
+    "Cmd",
     "b2s",
     "check_ttl",
     "claim_call",
@@ -43,9 +44,19 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Call:
+    """One script of :mod:`django_xsm.redis.scripts` (by name), its KEYS and ARGV."""
+
     script: str
     keys: list[str]
     args: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Cmd:
+    """A plain Redis command (``name`` as in ``client.execute_command``)."""
+
+    name: str
+    args: tuple[Any, ...]
 
 
 def b2s(value: Any) -> str:

@@ -140,12 +140,12 @@ class _StoreBase:
     @property
     def min_replicas(self) -> int:
         """Replicas every commit waits for (0: none, Redis' asynchronous default)."""
-        return self.core.min_replicas
+        return self.core.durability.min_replicas
 
     @property
     def replica_timeout_ms(self) -> int:
         """How long a commit waits for :attr:`min_replicas`."""
-        return self.core.replica_timeout_ms
+        return self.core.durability.timeout_ms
 
     @property
     def namespace_reset(self) -> bool:

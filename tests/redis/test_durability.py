@@ -16,6 +16,7 @@ import pytest
 from django_xsm.exceptions import InvalidConfigError, NotDurableError
 from django_xsm.persistence import AuditPlugin, IdempotencyPlugin, persisted
 from django_xsm.redis import RedisInbox, RedisLog, RedisStore
+from django_xsm.redis.keys import KeyLayout
 from tests.redis.servers import RedisServer, needs_redis_server, redis_server, wait_until
 from tests.support import order_machine, snap, unique_prefix
 
@@ -31,7 +32,7 @@ def pair() -> Iterator[tuple[RedisServer, RedisServer]]:
         replica = RedisServer(extra=["--replicaof", "127.0.0.1", str(primary.port)]).start()
         link = replica.client()
         wait_until(
-            lambda: b"master_link_status:up" in link.execute_command("INFO", "replication"),
+            lambda: link.info("replication").get("master_link_status") == "up",
             timeout=15,
             what="the replica's link",
         )
@@ -43,9 +44,9 @@ def pair() -> Iterator[tuple[RedisServer, RedisServer]]:
         primary.cleanup()
 
 
-def _parts(client: Any, prefix: str, **store_kwargs: Any) -> tuple[RedisStore, list[Any]]:
-    store = RedisStore(client, prefix=prefix, buckets=4, **store_kwargs)
-    inbox = RedisInbox(client, prefix=prefix, buckets=4)
+def _parts(client: Any, prefix: str, **durability: Any) -> tuple[RedisStore, list[Any]]:
+    store = RedisStore(client, prefix=prefix, buckets=4, **durability)
+    inbox = RedisInbox(client, prefix=prefix, buckets=4, **durability)
     log = RedisLog(client, prefix=prefix, buckets=4)
     return store, [IdempotencyPlugin(inbox), AuditPlugin(log)]
 
@@ -103,14 +104,16 @@ def test_a_commit_lost_in_a_failover_is_applied_once_by_the_retry(
     primary, replica = pair
     prefix = unique_prefix()
     store, plugins = _parts(primary.client(), prefix, min_replicas=1, replica_timeout_ms=50)
-    replica.pause()
+    assert store.health()["ok"]  # the namespace exists on both
+    promoted = replica.client()
+    wait_until(
+        lambda: promoted.exists(KeyLayout.schema_key_for(prefix)), timeout=15, what="replication"
+    )
+    # the replica is cut off (as by a partition), so it never sees the commit
+    promoted.execute_command("REPLICAOF", "NO", "ONE")
     with pytest.raises(NotDurableError):
         _deliver(store, plugins)
-    # the primary dies with the only copy; the replica is promoted
-    primary.kill9()
-    replica.resume()
-    promoted = replica.client()
-    promoted.execute_command("REPLICAOF", "NO", "ONE")
+    primary.kill9()  # the primary dies with the only copy; clients fail over
     store2, plugins2 = _parts(promoted, prefix, min_replicas=0)
     assert store2.load("order:1") is None  # the unacknowledged commit is gone
     assert _deliver(store2, plugins2) == 1  # the retry applies it, once
