@@ -25,6 +25,13 @@ Deploy (``--deploy``)
   ``xsm.W011`` the store is the in-process embedded fakeredis
   ``xsm.W012`` (``--deploy``) the Redis server keeps nothing on disk
   ``xsm.E011`` (``--deploy``) the Redis server refuses the credentials or ACL
+  ``xsm.E012`` (``--deploy``) a plain client talks to a Redis Cluster node
+  ``xsm.W013`` (``--deploy``) the namespace has fewer than 8 buckets per
+  cluster master
+
+The ``--deploy`` questions to the server (W012, E011, E012, W013) are asked
+only when it answers, each bounded by the client's socket timeout; an
+unreachable server is the readiness probe's to report.
 
 The request timeout is ``XSM['REQUEST_TIMEOUT_S']`` when set, else what
 can be read from the environment: ``--timeout`` in ``GUNICORN_CMD_ARGS`` or
@@ -46,7 +53,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from django_xsm import backend, conf
-from django_xsm.backend.readiness import connection_problems
+from django_xsm.backend.readiness import (
+    bucket_problem,
+    cluster_node_problem,
+    connection_problems,
+    namespace_info,
+)
 from django_xsm.exceptions import StoreAuthenticationError, XsmError
 from django_xsm.registry import machines
 
@@ -76,7 +88,7 @@ def _connection(s: conf.XsmSettings) -> list[CheckMessage]:
     alias_refused = any(p.id in ("xsm.E005", "xsm.E006") for p in problems)
     if s.cache_alias and not alias_refused:
         out.extend(_cache_timeouts(s.cache_alias))
-    if not (s.redis_url or s.cache_alias) and s.embedded and not s.debug:
+    if not s.has_server and s.embedded and not s.debug:
         out.append(
             Warning(
                 "XSM['EMBEDDED'] is True while DEBUG is off: state lives in this process only",
@@ -192,33 +204,72 @@ def check_settings(
 
 
 def _persistence() -> list[CheckMessage]:
-    """``xsm.W012``: a server that keeps nothing on disk loses every instance
-    when it restarts; ``xsm.E011``: the server refuses our credentials (one
-    round trip; skipped when CONFIG is not allowed or the server cannot be
-    reached: the readiness probe reports that)."""
+    """What the server says, asked only when it answers: ``xsm.E011`` (it
+    refuses our credentials), ``xsm.W012`` (it keeps nothing on disk, so a
+    restart loses every instance), then :func:`_topology`. The first
+    question is one round trip; when CONFIG is not allowed or the server
+    cannot be reached nothing more is asked (the readiness probe reports
+    that)."""
     try:
         persists = backend.get_store().persists_data()
     except StoreAuthenticationError as exc:
         return [
             Error(
                 f"Redis refused django-xsm's credentials or permissions ({exc.cause or 'auth'})",
-                hint="fix the password or user in XSM['REDIS_URL'] (or the cache's LOCATION), "
-                "or grant the ACL user the commands django-xsm runs (EVALSHA, EVAL, SCRIPT, "
-                "HGET, HMGET, TIME...); no retry fixes this",
+                hint="fix the password or user in XSM['REDIS_URL'] (or the cache's LOCATION, or "
+                "XSM['SENTINEL']['OPTIONS']), or grant the ACL user the commands django-xsm "
+                "runs (EVALSHA, EVAL, SCRIPT, HGET, HMGET, TIME...); no retry fixes this",
                 id="xsm.E011",
             )
         ]
     except (XsmError, ImproperlyConfigured):
         return []
-    if persists is not False:
+    out: list[CheckMessage] = []
+    if persists is False:
+        out.append(
+            Warning(
+                "The Redis server keeps nothing on disk (no AOF, no RDB snapshots): a restart "
+                "loses every instance, idempotency receipt and timer",
+                hint="enable appendonly yes (or save rules) on the server; django-xsm detects "
+                "and logs a namespace reset, but cannot bring the data back",
+                id="xsm.W012",
+            )
+        )
+    return out + _topology(conf.get_settings(), backend.get_backend().client)
+
+
+def _topology(s: conf.XsmSettings, client: Any) -> list[CheckMessage]:
+    """``xsm.E012``: a plain client on a cluster node (one ``INFO
+    cluster``); ``xsm.W013``: on a cluster, too few buckets for its masters
+    (one ``HMGET`` of the schema marker; nothing is created)."""
+    node = cluster_node_problem(s, client)
+    if node is not None:
+        return [Error(node.message, hint=node.hint, id=node.id)]
+    assert s.prefix is not None  # the store was built: require_usable saw a prefix
+    try:
+        info = namespace_info(client, s.prefix, s.buckets)
+    except XsmError:
+        return []
+    spread = bucket_problem(info)
+    return [] if spread is None else [Warning(spread.message, hint=spread.hint, id=spread.id)]
+
+
+def _plaintext_sentinel(cfg: conf.Sentinel) -> list[CheckMessage]:
+    """``xsm.W010`` for Sentinel: no TLS on a leg that leaves this host."""
+    remote = any(host not in _LOCAL_HOSTS for host, _ in cfg.hosts)
+    legs = [
+        name
+        for name, options in (("OPTIONS", cfg.options), ("SENTINEL_OPTIONS", cfg.sentinel_options))
+        if not options.get("ssl")
+    ]
+    if not remote or not legs:
         return []
     return [
         Warning(
-            "The Redis server keeps nothing on disk (no AOF, no RDB snapshots): a restart "
-            "loses every instance, idempotency receipt and timer",
-            hint="enable appendonly yes (or save rules) on the server; django-xsm detects "
-            "and logs a namespace reset, but cannot bring the data back",
-            id="xsm.W012",
+            f"XSM['SENTINEL'] talks plaintext to remote hosts (no ssl in {' and '.join(legs)})",
+            hint="set 'ssl': True in XSM['SENTINEL']['OPTIONS'] (the primary) and "
+            "['SENTINEL_OPTIONS'] (the sentinels) unless the network path is private and trusted",
+            id="xsm.W010",
         )
     ]
 
@@ -247,7 +298,9 @@ def check_deploy(
                     id="xsm.W010",
                 )
             )
-    if s.redis_url or s.cache_alias:
+    if s.sentinel is not None:
+        out.extend(_plaintext_sentinel(s.sentinel))
+    if s.has_server:
         out.extend(_persistence())
     elif s.uses_embedded:
         out.append(

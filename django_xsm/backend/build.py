@@ -10,9 +10,13 @@ Where the Redis connection comes from, in order:
 
 * ``REDIS_URL`` (``redis://``, ``rediss://`` for TLS, ``unix://``), with
   ``SOCKET_TIMEOUT_S`` for socket and connect timeouts and ``REDIS_OPTIONS``
-  passed to ``from_url``;
+  passed to ``from_url``; with ``REDIS_CLUSTER`` a Redis Cluster client
+  seeded with that node;
 * ``CACHE_ALIAS``: the write client of a django-redis cache
-  (``get_redis_connection``), so the app shares that pool;
+  (``get_redis_connection``), so the app shares that pool (a cluster or
+  Sentinel client when the cache has one);
+* ``SENTINEL``: the primary its sentinels name (redis-py follows a
+  failover to the new primary);
 * otherwise the embedded default: an in-process fakeredis (Lua through
   lupa), when ``EMBEDDED`` is True or unset with ``DEBUG=True``. It is logged
   once per process; every other case is ``ImproperlyConfigured`` (the same
@@ -84,8 +88,11 @@ class MachineDirectory(Protocol):
 class Backend:
     """What the sync side of a process talks to.
 
-    ``source`` is ``"url"``, ``"cache"`` or ``"embedded"``; ``description``
-    is safe to show (never a host, port or password). ``plugins`` are the
+    ``source`` is ``"url"`` (one server or, with ``REDIS_CLUSTER``, a
+    cluster), ``"cache"``, ``"sentinel"`` or ``"embedded"``;
+    ``description`` is safe to show (never a host, port or password):
+    ``"redis (XSM['REDIS_URL'])"``, ``"redis cluster (cache 'default')"``,
+    ``"sentinel 'mymaster' (XSM['SENTINEL'])"``... ``plugins`` are the
     settings-driven plugins every block gets (idempotency, audit when
     enabled, transition signals and logging).
     """
@@ -162,17 +169,38 @@ conf.on_reset(reset)
 # --- building ----------------------------------------------------------------------
 
 
-def _source(s: conf.XsmSettings) -> tuple[str, str]:
+def _source(s: conf.XsmSettings) -> str:
+    """Where the connection comes from (``require_usable`` allowed one)."""
     if s.redis_url:
-        return "url", "redis (XSM['REDIS_URL'])"
+        return "url"
     if s.cache_alias:
-        return "cache", f"redis (cache {s.cache_alias!r})"
-    return "embedded", "embedded fakeredis (in-process)"
+        return "cache"
+    if s.sentinel is not None:
+        return "sentinel"
+    return "embedded"
+
+
+def _describe(s: conf.XsmSettings, source: str, client: Any) -> str:
+    """What the backend talks to, safe to show: the topology and the
+    setting it came from, never an address or a password."""
+    if source == "embedded":
+        return "embedded fakeredis (in-process)"
+    origin = "XSM['REDIS_URL']" if source == "url" else f"cache {s.cache_alias!r}"
+    if source == "sentinel":
+        origin = "XSM['SENTINEL']"
+    service = clients.sentinel_service(client)
+    if service is not None:
+        return f"sentinel {service!r} ({origin})"
+    if clients.is_cluster(client):
+        return f"redis cluster ({origin})"
+    return f"redis ({origin})"
 
 
 def _client(s: conf.XsmSettings, source: str, *, is_async: bool) -> Any:
     if source == "url":
         return clients.url_client(s, is_async=is_async)
+    if source == "sentinel":
+        return clients.sentinel_client(s, is_async=is_async)
     if source == "cache":
         assert s.cache_alias is not None
         client = clients.cache_client(s.cache_alias)
@@ -206,8 +234,9 @@ def _connect(*, is_async: bool) -> tuple[conf.XsmSettings, str, str, Any]:
     """The settings, the connection's source and description, and its client."""
     s = conf.get_settings()
     require_usable(s)
-    source, description = _source(s)
-    return s, source, description, _client(s, source, is_async=is_async)
+    source = _source(s)
+    client = _client(s, source, is_async=is_async)
+    return s, source, _describe(s, source, client), client
 
 
 def _members(
@@ -219,6 +248,12 @@ def _members(
     block gets (idempotency, audit when enabled, transition signals/logs)."""
     store_kind, inbox_kind, log_kind = kinds
     assert s.prefix is not None  # require_usable refused a missing prefix
+    # DURABILITY: a commit (and a replayed idempotency claim) counts once
+    # that many replicas acknowledged it.
+    durability = {
+        "min_replicas": s.durability.min_replicas,
+        "replica_timeout_ms": s.durability.timeout_ms,
+    }
     store = store_kind(
         client,
         prefix=s.prefix,
@@ -227,8 +262,9 @@ def _members(
         ttl_s=s.instance_ttl_s,
         lock_ttl_ms=s.lock_ttl_ms,
         buckets=s.buckets,
+        **durability,
     )
-    inbox = inbox_kind(client, prefix=s.prefix, buckets=s.buckets)
+    inbox = inbox_kind(client, prefix=s.prefix, buckets=s.buckets, **durability)
     log = log_kind(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets)
     plugins: list[BlockPlugin] = [
         IdempotencyPlugin(inbox, ttl_s=s.idempotency.ttl_s, lease_s=s.idempotency.lease_s)

@@ -1,5 +1,7 @@
-"""Redis clients for the Django layer: from a URL, from a django-redis
-cache alias, or the embedded in-process fakeredis.
+"""Redis clients for the Django layer: from a URL (one server, or a Redis
+Cluster with ``REDIS_CLUSTER``), from ``SENTINEL`` (the primary a set of
+sentinels names), from a django-redis cache alias, or the embedded
+in-process fakeredis; and the asyncio twin of each.
 
 :mod:`django_xsm.backend.build` decides which one a process uses and caches
 it, after :func:`django_xsm.backend.readiness.require_usable` has accepted
@@ -9,21 +11,27 @@ password into an error message (URLs may carry credentials).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
 from django_xsm import conf
+from django_xsm.exceptions import StoreUnavailableError
 
 __all__ = [
+    "ClusterConnectionFactory",
+    "aclose",
     "async_twin",
-    "cache_alias_problem",
     "cache_client",
     "embedded_client",
+    "is_cluster",
     "reset_embedded",
+    "sentinel_client",
+    "sentinel_service",
     "tie_to_loop",
     "url_client",
 ]
@@ -33,37 +41,18 @@ logger = logging.getLogger("django_xsm")
 # Connection options that mean the same for redis.Redis and redis.asyncio;
 # everything else in a sync pool's kwargs (parsers, retry objects, event
 # handlers) has a sync-only type and must not be copied to an async pool.
-_PORTABLE_OPTIONS = (
-    "host",
-    "port",
-    "db",
-    "path",
-    "username",
-    "password",
-    "socket_timeout",
-    "socket_connect_timeout",
-    "socket_keepalive",
-    "socket_keepalive_options",
-    "retry_on_timeout",
-    "encoding",
-    "encoding_errors",
-    "client_name",
-    "health_check_interval",
-    "protocol",
-    "ssl_keyfile",
-    "ssl_certfile",
-    "ssl_cert_reqs",
-    "ssl_ca_certs",
-    "ssl_ca_data",
-    "ssl_check_hostname",
-    "ssl_min_version",
-    "ssl_ciphers",
-    # fakeredis' connection classes
-    "server",
-    "version",
-    "server_type",
-    "lua_modules",
-)
+# The last four are fakeredis' connection options.
+_PORTABLE_OPTIONS = frozenset([
+    "host", "port", "db", "path", "username", "password", "socket_timeout",
+    "socket_connect_timeout", "socket_keepalive", "socket_keepalive_options",
+    "retry_on_timeout", "encoding", "encoding_errors", "client_name", "health_check_interval",
+    "protocol", "ssl_keyfile", "ssl_certfile", "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_data",
+    "ssl_check_hostname", "ssl_min_version", "ssl_ciphers",
+    "server", "version", "server_type", "lua_modules",
+])  # fmt: skip
+#: Where a connection goes: a topology's client decides it (the sentinels
+#: name the primary; the cluster's slot map names the nodes).
+_ADDRESS = ("host", "port", "path")
 
 _embedded_lock = threading.Lock()
 _embedded_server: Any = None
@@ -99,38 +88,11 @@ def embedded_client(*, is_async: bool) -> Any:
     return fakeredis.FakeRedis(server=_embedded_server)
 
 
-def cache_alias_problem(alias: str) -> str | None:
-    """Why ``alias`` cannot serve as the XSM connection, or None when it can
-    (used by the system checks; touches no network)."""
-    from django.conf import settings
-
-    caches = getattr(settings, "CACHES", {}) or {}
-    if alias not in caches:
-        known = ", ".join(sorted(caches)) or "none"
-        return f"there is no cache {alias!r} in CACHES (defined: {known})"
-    backend = str(caches[alias].get("BACKEND", ""))
-    if not backend.startswith("django_redis."):
-        return (
-            f"cache {alias!r} uses {backend or 'no BACKEND'}, not django-redis; "
-            "XSM needs a Redis server (use django_redis.cache.RedisCache or REDIS_URL)"
-        )
-    client_class = str((caches[alias].get("OPTIONS") or {}).get("CLIENT_CLASS", ""))
-    if "Shard" in client_class:
-        return (
-            f"cache {alias!r} is sharded ({client_class}); XSM commits one instance "
-            "in one script on one server, so it needs an unsharded alias or REDIS_URL"
-        )
-    try:
-        import django_redis  # noqa: F401
-    except ImportError:
-        return "django-redis is not installed (pip install django-xsm[django-redis])"
-    return None
-
-
 def cache_client(alias: str) -> Any:
     """The write client of the django-redis cache ``alias`` (one that
     :func:`cache_alias_problem` accepted)."""
     from django_redis import get_redis_connection
+    from redis.exceptions import RedisClusterException, RedisError
 
     try:
         return get_redis_connection(alias, write=True)
@@ -139,14 +101,171 @@ def cache_client(alias: str) -> Any:
             f"XSM['CACHE_ALIAS']: cache {alias!r} cannot hand out a Redis client "
             "(sharded or not django-redis); use REDIS_URL"
         ) from exc
+    except (RedisClusterException, RedisError) as exc:  # a cluster client reads its slot map
+        raise _cluster_start_error(exc) from exc
+
+
+class ClusterConnectionFactory:
+    """A django-redis ``CONNECTION_FACTORY`` whose clients are
+    ``redis.cluster.RedisCluster``, so a cache (and ``CACHE_ALIAS``) can use
+    a Redis Cluster.
+
+    django-redis 7 has no cluster support of its own: its factory gives each
+    client one connection pool for ``LOCATION``, and a cluster client needs
+    a pool per node. This one builds a cluster client seeded with the
+    ``LOCATION`` node (it discovers the others) and shares it in the
+    process, as django-redis shares its pools::
+
+        CACHES = {"default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": "redis://10.0.0.5:7000/0",
+            "OPTIONS": {
+                "CONNECTION_FACTORY": "django_xsm.backend.clients.ClusterConnectionFactory",
+                "SOCKET_TIMEOUT": 5, "SOCKET_CONNECT_TIMEOUT": 5,
+            },
+        }}
+
+    It reads the options django-redis's factory reads (``USERNAME``,
+    ``PASSWORD``, ``SOCKET_TIMEOUT``, ``SOCKET_CONNECT_TIMEOUT``) and
+    ``REDIS_CLIENT_KWARGS`` (more ``RedisCluster`` keyword arguments).
+    """
+
+    _clients: dict[str, Any] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = dict(options)
+
+    def make_connection_params(self, url: str) -> dict[str, Any]:
+        params: dict[str, Any] = {"url": url}
+        for option, name in (
+            ("USERNAME", "username"),
+            ("PASSWORD", "password"),
+            ("SOCKET_TIMEOUT", "socket_timeout"),
+            ("SOCKET_CONNECT_TIMEOUT", "socket_connect_timeout"),
+        ):
+            if self.options.get(option):
+                params[name] = self.options[option]
+        params.update(self.options.get("REDIS_CLIENT_KWARGS") or {})
+        return params
+
+    def connect(self, url: str) -> Any:
+        return self.get_connection(self.make_connection_params(url))
+
+    def get_connection(self, params: Mapping[str, Any]) -> Any:
+        import redis.cluster
+
+        key = repr(sorted(params.items()))  # held in memory only, never shown
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                rest = {k: v for k, v in params.items() if k != "url"}
+                client = redis.cluster.RedisCluster.from_url(params["url"], **rest)
+                self._clients[key] = client
+        return client
+
+    def disconnect(self, connection: Any) -> None:
+        """Close the sockets to every node (the client reconnects on use)."""
+        connection.disconnect_connection_pools()
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close and forget every cluster client built so far (tests)."""
+        with cls._lock:
+            found = list(cls._clients.values())
+            cls._clients.clear()
+        for client in found:
+            client.close()
+
+
+def is_cluster(client: Any) -> bool:
+    """True for a Redis Cluster client (blocking or asyncio)."""
+    import redis.asyncio.cluster
+    import redis.cluster
+
+    return isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster)
+
+
+def sentinel_service(client: Any) -> str | None:
+    """The service name of a client on a Sentinel-managed primary, else None."""
+    import redis.asyncio.sentinel
+    import redis.sentinel
+
+    pool = getattr(client, "connection_pool", None)
+    pools = (redis.sentinel.SentinelConnectionPool, redis.asyncio.sentinel.SentinelConnectionPool)
+    return str(pool.service_name) if isinstance(pool, pools) else None
+
+
+def _portable(kwargs: Mapping[str, Any], *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k in _PORTABLE_OPTIONS and k not in drop}
+
+
+def _uses_tls(connection_class: Any) -> bool:
+    import redis.connection
+
+    return isinstance(connection_class, type) and issubclass(
+        connection_class, redis.connection.SSLConnection
+    )
+
+
+def _cluster_twin(client: Any) -> Any:
+    """An asyncio cluster client seeded with the nodes the blocking one knows.
+
+    redis-py's asyncio ``RedisCluster`` takes only the options it names, so
+    the blocking client's node options are filtered down to those.
+    """
+    import redis.asyncio.cluster
+
+    manager = client.nodes_manager
+    known = list(manager.startup_nodes.values()) or client.get_primaries()
+    nodes = [redis.asyncio.cluster.ClusterNode(n.host, n.port) for n in known]
+    accepted = inspect.signature(redis.asyncio.cluster.RedisCluster).parameters
+    options = manager.connection_kwargs
+    kwargs = {
+        k: v for k, v in _portable(options, drop=_ADDRESS).items() if k in accepted and k != "db"
+    }
+    if "max_connections" in options:
+        kwargs["max_connections"] = options["max_connections"]
+    if options.get("ssl") or _uses_tls(options.get("connection_class")):
+        kwargs["ssl"] = True
+    return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **kwargs)
+
+
+def _sentinel_twin(pool: Any) -> Any:
+    """An asyncio client on the primary the blocking ``pool``'s sentinels
+    name: the same sentinels (with their own options), the same service,
+    the same master options. The pool's ``host`` is the service name that
+    django-redis read from its URL, not an address: it is dropped."""
+    import redis.asyncio.sentinel
+
+    manager = pool.sentinel_manager
+    hosts = [
+        (c.connection_pool.connection_kwargs["host"], c.connection_pool.connection_kwargs["port"])
+        for c in manager.sentinels
+    ]
+    sentinel_kwargs = _portable(manager.sentinel_kwargs or {}, drop=_ADDRESS)
+    if (manager.sentinel_kwargs or {}).get("ssl"):
+        sentinel_kwargs["ssl"] = True
+    master = _portable(pool.connection_kwargs, drop=_ADDRESS)
+    if _uses_tls(pool.connection_class):
+        master["ssl"] = True
+    twin: Any = redis.asyncio.sentinel.Sentinel(hosts, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+    return twin.master_for(pool.service_name, **master)
 
 
 def async_twin(client: Any) -> Any:
-    """An asyncio client on the same server as the sync ``client``."""
+    """An asyncio client on the same server as the sync ``client``: a
+    cluster client on the same nodes for a cluster, a Sentinel client on the
+    same sentinels and service for a Sentinel-managed primary."""
     import redis.asyncio
     import redis.connection
+    import redis.sentinel
 
+    if is_cluster(client):
+        return _cluster_twin(client)
     pool = client.connection_pool
+    if isinstance(pool, redis.sentinel.SentinelConnectionPool):
+        return _sentinel_twin(pool)
     cls = pool.connection_class
     module = getattr(cls, "__module__", "")
     if module.startswith("fakeredis"):
@@ -164,23 +283,37 @@ def async_twin(client: Any) -> Any:
             f"XSM cannot derive an asyncio client from the cache's {cls.__name__} "
             "connections; set XSM['REDIS_URL'] for async views"
         )
-    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k in _PORTABLE_OPTIONS}
+    kwargs = _portable(pool.connection_kwargs)
     async_pool = redis.asyncio.ConnectionPool(connection_class=async_cls, **kwargs)
     # from_pool: the client owns the pool, so aclose() closes its connections.
     return redis.asyncio.Redis.from_pool(async_pool)
 
 
+def _timeouts(s: conf.XsmSettings) -> dict[str, float]:
+    return {"socket_timeout": s.socket_timeout_s, "socket_connect_timeout": s.socket_timeout_s}
+
+
 def url_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
+    """A client from ``REDIS_URL``: a cluster client when ``REDIS_CLUSTER``.
+
+    The blocking cluster client reads the slot map when it is built, so an
+    unreachable cluster raises ``StoreUnavailableError`` here (nothing is
+    cached: the next call tries again); the asyncio one does that on its
+    first command.
+    """
     import redis
     import redis.asyncio
+    import redis.asyncio.cluster
+    import redis.cluster
+    from redis.exceptions import RedisClusterException, RedisError
 
     assert s.redis_url is not None
-    options: dict[str, Any] = {
-        "socket_timeout": s.socket_timeout_s,
-        "socket_connect_timeout": s.socket_timeout_s,
-        **s.redis_options,
-    }
-    factory = redis.asyncio.Redis if is_async else redis.Redis
+    options: dict[str, Any] = {**_timeouts(s), **s.redis_options}
+    factory: Any
+    if s.redis_cluster:
+        factory = redis.asyncio.cluster.RedisCluster if is_async else redis.cluster.RedisCluster
+    else:
+        factory = redis.asyncio.Redis if is_async else redis.Redis
     try:
         return factory.from_url(s.redis_url, **options)
     except (ValueError, TypeError) as exc:
@@ -189,13 +322,82 @@ def url_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
         raise ImproperlyConfigured(
             f"XSM['REDIS_URL'] or XSM['REDIS_OPTIONS'] is invalid ({type(exc).__name__})",
         ) from exc
+    except (RedisClusterException, RedisError) as exc:
+        raise _cluster_start_error(exc) from exc
+
+
+def _cluster_start_error(exc: BaseException) -> Exception:
+    """What a blocking cluster client that could not read the slot map at
+    start-up means, without the node addresses redis-py puts in its text."""
+    from redis.exceptions import RedisClusterException
+
+    cause = exc.__cause__
+    if isinstance(cause, RedisClusterException) and "not enabled" in str(cause):
+        return ImproperlyConfigured(
+            "XSM['REDIS_CLUSTER'] is True but the server of XSM['REDIS_URL'] is not a "
+            "cluster node (cluster mode is not enabled on it); drop REDIS_CLUSTER, or "
+            "point REDIS_URL at a node of the cluster"
+        )
+    reason = type(cause if isinstance(cause, BaseException) else exc).__name__
+    return StoreUnavailableError(
+        f"Redis Cluster could not be reached at start-up ({reason})", cause=reason
+    )
+
+
+def sentinel_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
+    """A client on the primary that ``SENTINEL``'s sentinels name.
+
+    redis-py asks the sentinels for the primary's address whenever it
+    opens a connection, and drops connections to a primary that was
+    demoted (``READONLY``), so after a failover the next connection goes to
+    the new primary. ``SOCKET_TIMEOUT_S`` is the socket and connect timeout
+    of both legs unless ``OPTIONS`` / ``SENTINEL_OPTIONS`` set their own.
+    Building it does no I/O.
+    """
+    import redis.asyncio.sentinel
+    import redis.sentinel
+
+    cfg = s.sentinel
+    assert cfg is not None
+    module: Any = redis.asyncio.sentinel if is_async else redis.sentinel
+    try:
+        manager = module.Sentinel(
+            [list(h) for h in cfg.hosts], sentinel_kwargs={**_timeouts(s), **cfg.sentinel_options}
+        )
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(
+            f"XSM['SENTINEL']['SENTINEL_OPTIONS'] is invalid ({type(exc).__name__}: an option "
+            "redis.Redis does not take, or a value of the wrong type)"
+        ) from exc
+    client = manager.master_for(cfg.service, db=cfg.db, **{**_timeouts(s), **cfg.options})
+    pool = client.connection_pool
+    try:
+        # The options reach a connection only when it opens: build one
+        # (no I/O) so a misspelt option fails here, not on the first request.
+        pool.connection_class(**pool.connection_kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(
+            f"XSM['SENTINEL']['OPTIONS'] is invalid ({type(exc).__name__}: an option a "
+            "redis-py connection does not take, or a value of the wrong type)"
+        ) from exc
+    return client
+
+
+async def aclose(client: Any) -> None:
+    """Close an asyncio client and, for a Sentinel client, the connections
+    to its sentinels (``master_for`` clients do not own those)."""
+    await client.aclose()
+    pool = getattr(client, "connection_pool", None)
+    manager = getattr(pool, "sentinel_manager", None)
+    if manager is not None:
+        await manager.aclose()
 
 
 async def _close_at_loop_end(client: Any) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
-        await client.aclose()
+        await aclose(client)
 
 
 def tie_to_loop(client: Any) -> AsyncGenerator[None, None]:

@@ -7,10 +7,10 @@
     get_settings().idempotency.header
 
 Every key of ``settings.XSM`` and of its nested ``IDEMPOTENCY`` / ``AUDIT`` /
-``TIMERS`` dicts is checked: an unknown key or a value of the wrong type
-raises ``ImproperlyConfigured`` naming the key (``XSM['AUDIT']['MAXLEN']``)
-and, when it looks like a typo, the key meant. The parsed settings are
-cached until Django sends ``setting_changed`` for ``XSM``, ``DEBUG``,
+``TIMERS`` / ``DURABILITY`` / ``SENTINEL`` dicts is checked: an unknown key
+or a value of the wrong type raises ``ImproperlyConfigured`` naming the key
+(``XSM['AUDIT']['MAXLEN']``) and, when it looks like a typo, the key meant.
+The parsed settings are cached until Django sends ``setting_changed`` for ``XSM``, ``DEBUG``,
 ``CACHES`` or ``BASE_DIR`` (``override_settings`` in tests); modules that
 cache things built from settings (the backend, the machine registry) register a
 callback with :func:`on_reset` so they are rebuilt too.
@@ -30,7 +30,17 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .validation import MAX_NUMBER, InvalidSettings, parse
-from .values import DEFAULTS, SAFE_METHODS, WATCHED, Audit, Idempotency, Timers, XsmSettings
+from .values import (
+    DEFAULTS,
+    SAFE_METHODS,
+    WATCHED,
+    Audit,
+    Durability,
+    Idempotency,
+    Sentinel,
+    Timers,
+    XsmSettings,
+)
 
 __all__ = [
     "DEFAULTS",
@@ -38,8 +48,10 @@ __all__ = [
     "SAFE_METHODS",
     "WATCHED",
     "Audit",
+    "Durability",
     "Idempotency",
     "InvalidSettings",
+    "Sentinel",
     "Timers",
     "XsmSettings",
     "get_settings",

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULTS", "SAFE_METHODS", "WATCHED", "Audit", "Idempotency", "Timers", "XsmSettings"]
+__all__ = [
+    "DEFAULTS",
+    "SAFE_METHODS",
+    "SENTINEL_DEFAULTS",
+    "WATCHED",
+    "Audit",
+    "Durability",
+    "Idempotency",
+    "Sentinel",
+    "Timers",
+    "XsmSettings",
+]
 
 #: The documented defaults (docs/settings.md). Nested dicts are merged key by
 #: key with what the project sets, so ``"AUDIT": {"MAXLEN": 1000}`` keeps
@@ -14,7 +25,9 @@ __all__ = ["DEFAULTS", "SAFE_METHODS", "WATCHED", "Audit", "Idempotency", "Timer
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": None,
     "REDIS_OPTIONS": {},
+    "REDIS_CLUSTER": False,
     "CACHE_ALIAS": None,
+    "SENTINEL": None,
     "EMBEDDED": None,
     "PREFIX": None,
     "MACHINES": {},
@@ -48,9 +61,23 @@ DEFAULTS: dict[str, Any] = {
         "BACKOFF_S": 1.0,
         "MAX_BACKOFF_S": 300.0,
     },
+    "DURABILITY": {
+        "MIN_REPLICAS": 0,
+        "TIMEOUT_MS": 100,
+    },
 }
 
-_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS")
+#: What a ``SENTINEL`` dict is merged with; HOSTS and SERVICE are required
+#: (``SENTINEL`` itself defaults to None: no Sentinel).
+SENTINEL_DEFAULTS: dict[str, Any] = {
+    "HOSTS": None,
+    "SERVICE": None,
+    "DB": 0,
+    "OPTIONS": {},
+    "SENTINEL_OPTIONS": {},
+}
+
+_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "DURABILITY")
 #: Settings whose change invalidates what was built from XSM.
 WATCHED = frozenset({"XSM", "DEBUG", "CACHES", "BASE_DIR"})
 _HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"})
@@ -93,6 +120,34 @@ class Timers:
 
 
 @dataclass(frozen=True, slots=True)
+class Sentinel:
+    """``XSM['SENTINEL']``: the sentinels, the service they monitor and how
+    to connect to the primary they name.
+
+    ``options`` go to ``Sentinel.master_for()`` (the primary's connection:
+    password, username, ssl...), ``sentinel_options`` to the connections to
+    the sentinels themselves (``sentinel_kwargs``). Both are left out of
+    ``repr()``: they hold passwords.
+    """
+
+    hosts: tuple[tuple[str, int], ...]
+    service: str
+    db: int
+    options: Mapping[str, Any] = field(repr=False)
+    sentinel_options: Mapping[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """``XSM['DURABILITY']``: a commit counts as done once ``min_replicas``
+    replicas acknowledged it (Redis ``WAIT``), waiting at most
+    ``timeout_ms``; 0 replicas (the default) does not wait."""
+
+    min_replicas: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class XsmSettings:
     """``settings.XSM`` validated and merged with :data:`DEFAULTS`.
 
@@ -102,7 +157,9 @@ class XsmSettings:
 
     redis_url: str | None
     redis_options: Mapping[str, Any]
+    redis_cluster: bool
     cache_alias: str | None
+    sentinel: Sentinel | None
     embedded: bool | None
     prefix: str | None
     machines: Mapping[str, Any]
@@ -121,6 +178,7 @@ class XsmSettings:
     idempotency: Idempotency
     audit: Audit
     timers: Timers
+    durability: Durability
     debug: bool
     raw: Mapping[str, Any]
 
@@ -129,9 +187,12 @@ class XsmSettings:
         """True when the store is the in-process fakeredis: nothing else is
         configured and either ``EMBEDDED`` is True or it is unset and
         ``DEBUG`` is on."""
-        if self.redis_url or self.cache_alias:
+        if self.has_server:
             return False
         return self.embedded if self.embedded is not None else self.debug
 
-
-# --- validation ------------------------------------------------------------------
+    @property
+    def has_server(self) -> bool:
+        """True when a Redis server is configured (``REDIS_URL``,
+        ``CACHE_ALIAS`` or ``SENTINEL``)."""
+        return bool(self.redis_url or self.cache_alias or self.sentinel)

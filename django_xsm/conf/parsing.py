@@ -1,0 +1,135 @@
+"""The building blocks of ``XSM`` validation: collecting problems, naming a
+setting, and checking one value (strings, numbers, choices, dicts).
+
+They live apart from :mod:`.validation` (which assembles ``XsmSettings``)
+and :mod:`.topology` (REDIS_CLUSTER, SENTINEL, DURABILITY) so both use
+the same words: every message starts with the setting's path
+(``XSM['AUDIT']['MAXLEN']``), and values are shown bounded
+(:func:`django_xsm.exceptions.brief`), never in full.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from django_xsm.exceptions import brief
+
+__all__ = [
+    "MAX_NUMBER",
+    "Problems",
+    "check_keys",
+    "choice",
+    "fail",
+    "mapping",
+    "number",
+    "opt_str",
+    "setting_name",
+]
+
+#: The largest number any XSM setting takes (seconds, milliseconds, bytes,
+#: counts): beyond it a value is a typo, and would overflow float() or a
+#: Redis integer.
+MAX_NUMBER = 10**12
+
+
+class Problems:
+    """Collects every problem of one ``parse()``: validation goes on after
+    the first, so a user fixes them all in one round."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def take(self, build: Callable[[], Any], default: Any = None) -> Any:
+        """``build()``, or ``default`` after recording the
+        ``ImproperlyConfigured`` it raised."""
+        try:
+            return build()
+        except ImproperlyConfigured as exc:
+            self.found.append(str(exc))
+            return default
+
+
+def setting_name(*parts: str | int) -> str:
+    """``XSM['A']['B'][0]`` for the path ``("A", "B", 0)``."""
+    return "XSM" + "".join(f"[{p!r}]" for p in parts)
+
+
+def fail(message: str, *parts: str | int, hint: str = "") -> ImproperlyConfigured:
+    """The error for the setting at ``parts``: its path, the problem, the fix."""
+    text = f"{setting_name(*parts)}: {message}"
+    return ImproperlyConfigured(f"{text} ({hint})" if hint else text)
+
+
+def check_keys(
+    given: Mapping[Any, Any], allowed: Mapping[str, Any], *parts: str, into: Problems
+) -> None:
+    """Record every key of ``given`` that ``allowed`` lacks, with the key
+    probably meant (a typo) or the list of known keys."""
+    for key in given:
+        if key in allowed:
+            continue
+        where = setting_name(*parts, str(key)[:60])
+        close = difflib.get_close_matches(str(key).upper(), list(allowed), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(allowed)}"
+        into.found.append(f"Unknown setting {where} ({hint})")
+
+
+def opt_str(value: Any, *parts: str) -> str | None:
+    """None, or a non-empty string."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise fail(f"expected a non-empty string or None, got {brief(value)}", *parts)
+    return value
+
+
+def number(
+    value: Any,
+    *parts: str,
+    optional: bool = False,
+    integer: bool = False,
+    minimum: float = 0,
+    maximum: float = MAX_NUMBER,
+    hint: str = "",
+) -> Any:
+    """A finite number (an int when ``integer``) in ``[minimum, maximum]``;
+    bools are refused (``True`` is not 1 second)."""
+    if value is None and optional:
+        return None
+    ok = isinstance(value, int) if integer else isinstance(value, int | float)
+    if (
+        isinstance(value, bool)
+        or not ok
+        or (isinstance(value, float) and not math.isfinite(value))  # NaN passed "< minimum"
+        or not minimum <= value <= maximum
+    ):
+        what = "an int" if integer else "a number"
+        top = f"{maximum:.0e}" if maximum >= 10**6 else f"{maximum:g}"
+        raise fail(
+            f"expected {what} from {minimum:g} to {top}"
+            f"{' or None' if optional else ''}, got {brief(value)}",
+            *parts,
+            hint=hint,
+        )
+    return value
+
+
+def choice(value: Any, allowed: tuple[Any, ...], *parts: str) -> Any:
+    """One of ``allowed`` exactly (``1`` is not ``True``)."""
+    if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
+        wanted = ", ".join(repr(a) for a in allowed)
+        raise fail(f"expected one of {wanted}, got {brief(value)}", *parts)
+    return value
+
+
+def mapping(value: Any, what: str, *parts: str, hint: str = "") -> dict[str, Any]:
+    """A copy of a dict setting (its values are not shown on error: they
+    may hold passwords)."""
+    if not isinstance(value, Mapping):
+        raise fail(f"expected {what}, got {type(value).__name__}", *parts, hint=hint)
+    return dict(value)

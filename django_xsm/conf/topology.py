@@ -1,0 +1,214 @@
+"""The settings that say which Redis topology the app talks to and how
+durable a commit must be: ``REDIS_CLUSTER``, ``SENTINEL`` and
+``DURABILITY``.
+
+They are checked here, apart from the single-server settings, because
+their rules are about combinations (a cluster needs a seed URL; Sentinel
+brings its own connection options) and about secrets: ``SENTINEL``'s
+``OPTIONS`` and ``SENTINEL_OPTIONS`` carry passwords, so no message ever
+shows one of their values, only key names and types.
+
+Which source wins when several are set (``REDIS_URL``, ``CACHE_ALIAS``,
+``SENTINEL``) is a connection problem (``xsm.E003``), decided by
+:mod:`django_xsm.backend.readiness` with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django_xsm.exceptions import brief
+
+from .parsing import Problems, check_keys, choice, fail, number
+from .values import SENTINEL_DEFAULTS, Durability, Sentinel
+
+__all__ = [
+    "MAX_MIN_REPLICAS",
+    "MAX_WAIT_MS",
+    "durability",
+    "redis_cluster",
+    "sentinel",
+]
+
+#: The most replicas a commit may wait for. ``WAIT`` takes any number, but
+#: a deployment asking more than 16 replicas to acknowledge every commit
+#: has mistyped (or wants a different database).
+MAX_MIN_REPLICAS = 16
+#: The longest a commit may wait for its replicas: a request holds its
+#: worker that long, so more than a minute is a mistake.
+MAX_WAIT_MS = 60_000
+
+_EXAMPLE = "e.g. {'HOSTS': [('10.0.0.7', 26379), ('10.0.0.8', 26379)], 'SERVICE': 'mymaster'}"
+#: Connection options that the topology decides, with where they belong.
+_MASTER_OWNED = {
+    "host": "the sentinels name the primary's address",
+    "port": "the sentinels name the primary's address",
+    "db": "use XSM['SENTINEL']['DB']",
+    "decode_responses": "snapshots are bytes; django-xsm needs decode_responses=False",
+    "connection_pool": "the Sentinel client builds its own pool",
+    "url": "the sentinels name the primary's address",
+}
+_SENTINEL_OWNED = {
+    "host": "list the sentinels in XSM['SENTINEL']['HOSTS']",
+    "port": "list the sentinels in XSM['SENTINEL']['HOSTS']",
+    "connection_pool": "the Sentinel client builds one per sentinel",
+}
+
+
+def redis_cluster(value: Any, *, redis_url: Any, cache_alias: Any, sentinel_set: bool) -> bool:
+    """``REDIS_CLUSTER``: a bool, True only with ``REDIS_URL`` (a seed node).
+
+    With ``CACHE_ALIAS`` the cache's own client decides (a django-redis
+    cache whose client is a ``redis.cluster.RedisCluster`` is used as one),
+    so the flag would only be able to disagree with it.
+    """
+    flag = bool(choice(value, (True, False), "REDIS_CLUSTER"))
+    if not flag or redis_url:
+        return flag
+    if cache_alias:
+        raise fail(
+            "applies to REDIS_URL only",
+            "REDIS_CLUSTER",
+            hint="drop it: with CACHE_ALIAS the cache's client decides, and a django-redis "
+            "cache whose client is a redis.cluster.RedisCluster is used as a cluster",
+        )
+    if sentinel_set:
+        raise fail(
+            "a Sentinel-managed primary is not a Redis Cluster",
+            "REDIS_CLUSTER",
+            hint="drop REDIS_CLUSTER to use SENTINEL, or replace SENTINEL with "
+            "REDIS_URL pointing at any cluster node",
+        )
+    raise fail(
+        "needs XSM['REDIS_URL'], the address of any node of the cluster",
+        "REDIS_CLUSTER",
+        hint="e.g. 'REDIS_URL': 'redis://10.0.0.5:7000/0'; the client discovers the others",
+    )
+
+
+def _hosts(value: Any) -> tuple[tuple[str, int], ...]:
+    parts = ("SENTINEL", "HOSTS")
+    if value is None:
+        raise fail(
+            "missing",
+            *parts,
+            hint="list the sentinels as (host, port) pairs, e.g. "
+            "[('10.0.0.7', 26379), ('10.0.0.8', 26379)]",
+        )
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple) or not value:
+        raise fail(
+            f"expected a non-empty list of (host, port) pairs, got {brief(value)}",
+            *parts,
+            hint="e.g. [('10.0.0.7', 26379), ('10.0.0.8', 26379)]",
+        )
+    hosts = []
+    for i, pair in enumerate(value):
+        where = (*parts, i)
+        if isinstance(pair, str | bytes) or not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise fail(
+                f"expected a (host, port) pair, got {brief(pair)}",
+                *where,
+                hint="e.g. ('10.0.0.7', 26379)",
+            )
+        host, port = pair
+        if not isinstance(host, str) or not host or len(host) > 255 or host != host.strip():
+            raise fail(f"expected a host name or address, got {brief(host)}", *where)
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise fail(f"expected a port from 1 to 65535, got {brief(port)}", *where)
+        hosts.append((host, port))
+    return tuple(hosts)
+
+
+def _service(value: Any) -> str:
+    if value is None:
+        raise fail(
+            "missing",
+            "SENTINEL",
+            "SERVICE",
+            hint="the name the sentinels monitor the primary under (their "
+            "'sentinel monitor <name> ...' line), e.g. 'mymaster'",
+        )
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise fail(f"expected a non-empty service name, got {brief(value)}", "SENTINEL", "SERVICE")
+    return value
+
+
+def _options(value: Any, name: str, owned: Mapping[str, str]) -> dict[str, Any]:
+    """A dict of redis-py connection keyword arguments. Values are never
+    shown: they hold passwords."""
+    parts = ("SENTINEL", name)
+    if not isinstance(value, Mapping):
+        raise fail(
+            f"expected a dict of redis-py connection options, got {type(value).__name__}",
+            *parts,
+            hint="e.g. {'password': ..., 'ssl': True}",
+        )
+    for key in value:
+        if not isinstance(key, str) or not key.isidentifier():
+            raise fail(
+                f"option names are keyword arguments, got {brief(key)}",
+                *parts,
+            )
+        if key in owned:
+            raise fail(f"{key!r} cannot be set here", *parts, hint=owned[key])
+    return dict(value)
+
+
+def sentinel(value: Any, into: Problems) -> Sentinel | None:
+    """``SENTINEL``: None, or a dict with HOSTS and SERVICE (DB, OPTIONS
+    and SENTINEL_OPTIONS default to 0, {} and {}). Every problem is
+    recorded in ``into``; the result is None when there was one."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        what = f"expected a dict or None, got {type(value).__name__}"
+        into.found.append(str(fail(what, "SENTINEL", hint=_EXAMPLE)))
+        return None
+    check_keys(value, SENTINEL_DEFAULTS, "SENTINEL", into=into)
+    given = {**SENTINEL_DEFAULTS, **{k: v for k, v in value.items() if k in SENTINEL_DEFAULTS}}
+    before = len(into.found)
+    hosts = into.take(lambda: _hosts(given["HOSTS"]), ())
+    service = into.take(lambda: _service(given["SERVICE"]), "")
+    db = into.take(lambda: number(given["DB"], "SENTINEL", "DB", integer=True), 0)
+    options = into.take(lambda: _options(given["OPTIONS"], "OPTIONS", _MASTER_OWNED), {})
+    sentinel_options = into.take(
+        lambda: _options(given["SENTINEL_OPTIONS"], "SENTINEL_OPTIONS", _SENTINEL_OWNED), {}
+    )
+    if len(into.found) > before:
+        return None
+    return Sentinel(
+        hosts=hosts, service=service, db=db, options=options, sentinel_options=sentinel_options
+    )
+
+
+def _timeout_ms(value: Any) -> int:
+    parts = ("DURABILITY", "TIMEOUT_MS")
+    if value == 0 and not isinstance(value, bool):
+        raise fail(
+            "0 would make every commit wait forever (Redis WAIT with timeout 0 blocks "
+            "until enough replicas acknowledge)",
+            *parts,
+            hint=f"give 1 to {MAX_WAIT_MS} ms, e.g. 100",
+        )
+    found: int = number(value, *parts, integer=True, minimum=1, maximum=MAX_WAIT_MS)
+    return found
+
+
+def durability(value: Mapping[str, Any], into: Problems) -> Durability:
+    """``DURABILITY`` (already merged with its defaults): how many replicas
+    must acknowledge each commit, and how long to wait for them."""
+    replicas = into.take(
+        lambda: number(
+            value["MIN_REPLICAS"],
+            "DURABILITY",
+            "MIN_REPLICAS",
+            integer=True,
+            maximum=MAX_MIN_REPLICAS,
+            hint=f"0 does not wait; at most {MAX_MIN_REPLICAS} replicas can be asked to "
+            "acknowledge each commit",
+        ),
+        0,
+    )
+    timeout = into.take(lambda: _timeout_ms(value["TIMEOUT_MS"]), 1)
+    return Durability(min_replicas=replicas, timeout_ms=timeout)
