@@ -153,3 +153,44 @@ def test_bad_durability_arguments_are_refused_at_construction(kwargs: dict[str, 
 def test_the_default_waits_for_no_replica():
     store = RedisStore("redis://127.0.0.1:1/0", prefix="p")
     assert (store.min_replicas, store.replica_timeout_ms) == (0, 100)
+
+
+@pytest.mark.timeout(60)
+def test_wait_rides_in_the_commit_round_trip(
+    pair: tuple[RedisServer, RedisServer], monkeypatch: pytest.MonkeyPatch
+):
+    import redis.connection
+
+    primary, _ = pair
+    store, plugins = _parts(primary.client(), unique_prefix(), min_replicas=1)
+    assert _deliver(store, plugins, key="warm") == 1  # scripts and marker loaded
+    sent: list[bytes] = []
+    original = redis.connection.AbstractConnection.send_packed_command
+
+    def counting(self: Any, command: Any, check_health: bool = True) -> Any:
+        sent.append(b"".join(command) if isinstance(command, list) else command)
+        return original(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+    with persisted(
+        store, "order:rt", order_machine(), plugins=plugins, idempotency_key="k-rt"
+    ) as inst:
+        inst.send("ADD")
+    assert len(sent) == 2  # open; commit + WAIT in one pipeline
+    assert b"WAIT" in sent[1] and b"EVALSHA" in sent[1]
+
+
+def test_sentinel_clients_are_the_same_server_only_for_the_same_service_and_sentinels():
+    from redis.sentinel import Sentinel
+
+    from django_xsm.redis.client import same_server
+
+    # building Sentinel clients does no I/O
+    one = Sentinel([("127.0.0.1", 26379), ("127.0.0.1", 26380)])
+    same = Sentinel([("127.0.0.1", 26380), ("127.0.0.1", 26379)])
+    other = Sentinel([("127.0.0.1", 26381)])
+    a = one.master_for("mymaster")
+    assert same_server(a, same.master_for("mymaster"))
+    assert not same_server(a, one.master_for("other"))
+    assert not same_server(a, other.master_for("mymaster"))
+    assert not same_server(a, one.master_for("mymaster", db=1))
