@@ -189,7 +189,9 @@ class Machine(Program):
         collected: list[ActionCall] = []
         inst = Instance(self, self._fresh(context, now), collect=collected)
         taken = inst._enter(self._initial_plan())
-        return TransitionResult(inst.snapshot(), tuple(collected), True, True, tuple(taken))
+        return TransitionResult(
+            inst.snapshot(), tuple(collected), True, True, tuple(taken), inst.last_emitted
+        )
 
     def transition(
         self, snapshot: Mapping[str, Any], event: object, *, now: int
@@ -210,6 +212,7 @@ class Machine(Program):
             receipt.accepted,
             receipt.changed or migrated,
             receipt.transitions,
+            receipt.emitted,
         )
 
     def __repr__(self) -> str:

@@ -17,7 +17,7 @@ from django_xsm.engine.events import WILDCARD, after_event_type, done_event_type
 from django_xsm.exceptions import InvalidConfigError, brief
 
 from .compiled import Chart
-from .config_transitions import RAISE
+from .config_transitions import EMIT, RAISE
 from .cycles import check_history_cycles
 from .logic import MachineLogic
 from .model import (
@@ -304,12 +304,12 @@ class _Binder:
 
     def action(self, spec: ActionSpec) -> Action:
         params = MappingProxyType(spec.params) if spec.params is not None else None
-        if spec.type == RAISE:
+        if spec.type in (RAISE, EMIT):
             return Action(
-                RAISE,
+                spec.type,
                 None,
                 spec.path,
-                raise_event=MappingProxyType(dict(spec.raise_event or {})),
+                builtin_event=MappingProxyType(dict(spec.builtin_event or {})),
             )
         fn = self.actions.get(spec.type)
         if fn is None:

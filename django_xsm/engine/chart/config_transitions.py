@@ -9,7 +9,8 @@ Accepted shapes (XState v5 JSON):
 * ``after``: ``{"1000": transition-like, "TIMEOUT": ...}`` or the v4 list
   form ``[{"delay": 1000, "target": ...}, ...]``;
 * actions: ``"name"``, ``{"type": "name", "params": {...}}``,
-  ``{"type": "xstate.raise", "event": "E" | {"type": "E", ...}}`` or a list;
+  ``{"type": "xstate.raise" | "xstate.emit", "event": "E" | {"type": "E", ...}}``
+  or a list;
 * guards: ``"name"`` or ``{"type": "name", "params": {...}}``.
 """
 
@@ -26,9 +27,10 @@ from .logic import MAX_DELAY_MS
 from .problems import check_json_depth, path_join, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
 
-__all__ = ["RAISE", "parse_actions", "parse_initial", "parse_transitions"]
+__all__ = ["EMIT", "RAISE", "parse_actions", "parse_initial", "parse_transitions"]
 
 RAISE = "xstate.raise"
+EMIT = "xstate.emit"
 TRANSITION_KEYS = frozenset(
     {"target", "actions", "guard", "cond", "reenter", "description", "meta"}
 )
@@ -347,20 +349,20 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
             out += parse_actions(item, path_join(path, i), problems)
         return out
     if isinstance(value, str) and value:
-        if value == RAISE:
+        if value in (RAISE, EMIT):
             problems.append(
                 (
-                    f"{RAISE!r} needs an event",
+                    f"{value!r} needs an event",
                     path,
-                    '{"type": "xstate.raise", "event": {"type": "E"}}',
+                    f'{{"type": "{value}", "event": {{"type": "E"}}}}',
                 )
             )
             return []
         return [ActionSpec(value, None, path)]
     if isinstance(value, Mapping):
         name = value.get("type")
-        if name == RAISE:
-            return _raise_action(value, path, problems)
+        if name in (RAISE, EMIT):
+            return _builtin_action(name, value, path, problems)
         ref = _reference(value)
         if ref is not None:
             name, params = ref
@@ -369,7 +371,7 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
                     (
                         f"Built-in action {brief(name)} is not supported",
                         path,
-                        f"only {RAISE!r} is",
+                        f"only {RAISE!r} and {EMIT!r} are",
                     )
                 )
                 return []
@@ -378,7 +380,8 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
             return [ActionSpec(name, params, path)]
     problems.append(
         (
-            'An action must be a name, {"type": name, "params": {...}} or an xstate.raise',
+            'An action must be a name, {"type": name, "params": {...}}, an xstate.raise '
+            "or an xstate.emit",
             path,
             "",
         )
@@ -386,24 +389,28 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
     return []
 
 
-def _raise_action(value: Mapping[str, Any], path: str, problems: Problems) -> list[ActionSpec]:
+def _builtin_action(
+    name: str, value: Mapping[str, Any], path: str, problems: Problems
+) -> list[ActionSpec]:
+    """``xstate.raise`` (queue an internal event) or ``xstate.emit`` (hand
+    an event to the outbox): both carry one event, a type or a dict."""
     extra = [k for k in value if k not in ("type", "event")]
     event = value.get("event")
     epath = path_join(path, "event")
     if extra:
         problems.append(
             (
-                f"Unsupported key {brief(extra[0])} in xstate.raise",
+                f"Unsupported key {brief(extra[0])} in {name}",
                 path_join(path, extra[0]),
                 "only 'event' is supported (no delays)",
             )
         )
         return []
     if isinstance(event, str) and event:
-        return [ActionSpec(RAISE, None, path, {"type": event})]
+        return [ActionSpec(name, None, path, {"type": event})]
     if isinstance(event, Mapping) and isinstance(event.get("type"), str) and event["type"]:
         if not check_json_depth(event, epath, problems):
             return []
-        return [ActionSpec(RAISE, None, path, dict(event))]
-    problems.append(('xstate.raise needs an event: a type string or {"type": ..., ...}', epath, ""))
+        return [ActionSpec(name, None, path, dict(event))]
+    problems.append((f'{name} needs an event: a type string or {{"type": ..., ...}}', epath, ""))
     return []

@@ -58,15 +58,15 @@ class Frozen:
 class Action(Frozen):
     """An action reference: ``type`` (name) and ``params`` (read-only mapping
     or ``None``). This object is the ``action`` argument of action
-    functions. ``xstate.raise`` actions carry ``raise_event`` instead of a
-    function."""
+    functions. ``xstate.raise`` and ``xstate.emit`` actions carry the event
+    they raise or emit in ``builtin_event`` instead of a function."""
 
-    __slots__ = ("fn", "params", "path", "raise_event", "type")
+    __slots__ = ("builtin_event", "fn", "params", "path", "type")
 
     type: str
     params: Mapping[str, Any] | None
     fn: Callable[..., Any] | None
-    raise_event: Mapping[str, Any] | None
+    builtin_event: Mapping[str, Any] | None
     path: str
 
     def __init__(
@@ -75,16 +75,16 @@ class Action(Frozen):
         params: Mapping[str, Any] | None,
         path: str,
         fn: Callable[..., Any] | None = None,
-        raise_event: Mapping[str, Any] | None = None,
+        builtin_event: Mapping[str, Any] | None = None,
     ) -> None:
-        self._init_fields(type=type, params=params, path=path, fn=fn, raise_event=raise_event)
+        self._init_fields(type=type, params=params, path=path, fn=fn, builtin_event=builtin_event)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type}
         if self.params is not None:
             out["params"] = dict(self.params)
-        if self.raise_event is not None:
-            out["event"] = dict(self.raise_event)
+        if self.builtin_event is not None:
+            out["event"] = dict(self.builtin_event)
         return out
 
     def __repr__(self) -> str:

@@ -24,21 +24,22 @@ class GuardSpec:
 
 
 class ActionSpec:
-    """A named action, or ``xstate.raise`` when ``raise_event`` is set."""
+    """A named action, or ``xstate.raise`` / ``xstate.emit`` (``type``) with
+    the event it raises or emits in ``builtin_event``."""
 
-    __slots__ = ("params", "path", "raise_event", "type")
+    __slots__ = ("builtin_event", "params", "path", "type")
 
     def __init__(
         self,
         type: str,
         params: dict[str, Any] | None,
         path: str,
-        raise_event: dict[str, Any] | None = None,
+        builtin_event: dict[str, Any] | None = None,
     ) -> None:
         self.type = type
         self.params = params
         self.path = path
-        self.raise_event = raise_event
+        self.builtin_event = builtin_event
 
 
 class TransitionSpec:

@@ -19,12 +19,12 @@ from typing import Any
 
 from django_xsm.engine.chart.logic import MAX_DELAY_MS
 from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
-from django_xsm.engine.events import AFTER_PREFIX, Event
+from django_xsm.engine.events import AFTER_PREFIX, Event, to_event
 from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError, brief
 
 from .context import MappingView, ReadOnlyError, copy_data
 from .deadlines import delay_ms
-from .microstep import OP_ARM, OP_CALL, OP_RAISE, MicroPlan, compute_plan
+from .microstep import OP_ARM, OP_CALL, OP_EMIT, OP_RAISE, MicroPlan, compute_plan
 from .program import Program
 from .results import ActionCall
 from .selection import select_eventless, select_transitions
@@ -62,6 +62,7 @@ class Stepper:
         "_busy",
         "_clock",
         "_collect",
+        "_emitted",
         "_program",
         "_state",
         "_step_now",
@@ -81,6 +82,31 @@ class Stepper:
         self._collect = collect
         self._step_now: int | None = None
         self._busy = False  # inside a step: a send() from an action is refused
+        # events emitted by the step running now (or the last one): they go
+        # on its receipt; nothing here delivers them
+        self._emitted: list[dict[str, Any]] = []
+
+    def emit(self, event: object) -> None:
+        """Hand ``event`` (a dict with a ``type``, or a type) to the outbox, from an
+        action: it is returned on this send's receipt (``receipt.emitted``)
+        and, inside ``persisted()``, written to the outbox by the commit
+        that records this step, never delivered by the engine itself. A
+        send that fails emits nothing."""
+        if not self._busy:
+            raise InvalidConfigError(
+                "emit() was called outside a send",
+                path="emit",
+                hint="call instance.emit({...}) from an action, or use an "
+                "{'type': 'xstate.emit', 'event': {...}} action in the chart",
+            )
+        ev = to_event(event)  # the one normaliser: a type, a dict or an Event
+        self._emitted.append({"type": ev.type, **copy_data(dict(ev.data))})
+
+    @property
+    def last_emitted(self) -> tuple[dict[str, Any], ...]:
+        """What the last start or send emitted (``receipt.emitted`` of a
+        send; for ``machine.start()``, what the initial entry actions did)."""
+        return tuple(self._emitted)
 
     # -- the hooks of a microstep --------------------------------------------
 
@@ -171,8 +197,10 @@ class Stepper:
             if kind == OP_CALL:
                 self._call(item, event)
             elif kind == OP_RAISE:
-                data = dict(item.raise_event)
+                data = dict(item.builtin_event)
                 queue.append(Event(data.pop("type"), data))
+            elif kind == OP_EMIT:
+                self._emitted.append(copy_data(dict(item.builtin_event)))
             elif kind == OP_ARM:
                 self._arm(item, event)
             else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django_xsm.engine.chart.config_transitions import EMIT
 from django_xsm.engine.chart.model import (
     COMPOUND,
     FINAL,
@@ -36,9 +37,9 @@ from .selection import (
     uses_history,
 )
 
-__all__ = ["OP_ARM", "OP_CALL", "OP_DONE", "OP_RAISE", "MicroPlan", "compute_plan"]
+__all__ = ["OP_ARM", "OP_CALL", "OP_DONE", "OP_EMIT", "OP_RAISE", "MicroPlan", "compute_plan"]
 
-OP_CALL, OP_RAISE, OP_ARM, OP_DONE = 0, 1, 2, 3
+OP_CALL, OP_RAISE, OP_ARM, OP_DONE, OP_EMIT = 0, 1, 2, 3, 4
 Op = tuple[int, Any]
 
 
@@ -94,7 +95,10 @@ class MicroPlan:
 
 
 def _action_ops(actions: tuple[Action, ...]) -> list[Op]:
-    return [(OP_CALL if a.raise_event is None else OP_RAISE, a) for a in actions]
+    return [
+        (OP_CALL if a.builtin_event is None else OP_EMIT if a.type == EMIT else OP_RAISE, a)
+        for a in actions
+    ]
 
 
 class _EntrySet:

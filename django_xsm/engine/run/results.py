@@ -23,16 +23,29 @@ class Receipt(Frozen):
     changed; ``value`` (a fresh copy) and ``status`` after the send;
     ``state_ids``; ``transitions``: the :class:`Transition` objects taken
     during the whole macrostep, in order (each has ``source_id``,
-    ``target_ids``, ``event``).
+    ``target_ids``, ``event``); ``emitted``: the events the send's actions
+    emitted (``xstate.emit``, ``instance.emit()``), in order, as dicts with
+    a ``type`` — delivered by nobody here (``persisted()`` writes them to
+    the outbox with its commit). A send that emitted something counts as
+    ``changed``.
     """
 
-    __slots__ = ("_cfg", "accepted", "changed", "event_type", "status", "transitions")
+    __slots__ = (
+        "_cfg",
+        "accepted",
+        "changed",
+        "emitted",
+        "event_type",
+        "status",
+        "transitions",
+    )
 
     event_type: str
     accepted: bool
     changed: bool
     status: str
     transitions: tuple[Transition, ...]
+    emitted: tuple[dict[str, Any], ...]
     _cfg: Configuration
 
     def __init__(
@@ -43,14 +56,16 @@ class Receipt(Frozen):
         status: str,
         cfg: Configuration,
         transitions: tuple[Transition, ...],
+        emitted: tuple[dict[str, Any], ...] = (),
     ) -> None:
         self._init_fields(
             event_type=event_type,
             accepted=accepted,
-            changed=changed,
+            changed=changed or bool(emitted),
             status=status,
             _cfg=cfg,
             transitions=transitions,
+            emitted=emitted,
         )
 
     @property
@@ -110,16 +125,19 @@ class TransitionResult:
     ``snapshot``: the next snapshot dict (new, shares nothing with the
     input); ``actions``: the :class:`ActionCall` objects to run, in
     execution order (``xstate.raise`` already processed); ``accepted``,
-    ``changed``: as on :class:`Receipt`; ``transitions``: taken, in order.
+    ``changed``: as on :class:`Receipt`; ``transitions``: taken, in order;
+    ``emitted``: the events the chart's ``xstate.emit`` actions emitted (the
+    collected Python actions did not run, so theirs are not here).
     """
 
-    __slots__ = ("accepted", "actions", "changed", "snapshot", "transitions")
+    __slots__ = ("accepted", "actions", "changed", "emitted", "snapshot", "transitions")
 
     snapshot: dict[str, Any]
     actions: tuple[ActionCall, ...]
     accepted: bool
     changed: bool
     transitions: tuple[Transition, ...]
+    emitted: tuple[dict[str, Any], ...]
 
     def __init__(
         self,
@@ -128,12 +146,14 @@ class TransitionResult:
         accepted: bool,
         changed: bool,
         transitions: tuple[Transition, ...],
+        emitted: tuple[dict[str, Any], ...] = (),
     ) -> None:
         self.snapshot = snapshot
         self.actions = actions
         self.accepted = accepted
-        self.changed = changed
+        self.changed = changed or bool(emitted)
         self.transitions = transitions
+        self.emitted = emitted
 
     def __repr__(self) -> str:
         return (

@@ -84,6 +84,7 @@ class Runner(Stepper):
 
     def _enter(self, initial: MicroPlan) -> list[Transition]:
         """Start: run the initial microstep (``xstate.init``) to completion."""
+        self._emitted = []
         self._busy = True
         try:
             return self._macrostep(Event(INIT_EVENT_TYPE, {}), initial)
@@ -136,6 +137,8 @@ class Runner(Stepper):
             raise ReentrantSendError(etype)
         state = self._state
         cfg = state.cfg
+        if self._emitted:
+            self._emitted = []
         if state.status != ACTIVE:
             return self._refuse(etype, strict)
         entry = cfg.selection.get(etype)
@@ -158,9 +161,13 @@ class Runner(Stepper):
                     action.fn(self, ctx, event, action)  # type: ignore[misc]
             except BaseException:
                 state.reset_context(before)
+                self._emitted = []
                 raise
             finally:
                 self._busy = False
+            if self._emitted:  # a cached receipt cannot carry them
+                taken = entry.transitions
+                return Receipt(etype, True, True, ACTIVE, cfg, taken, tuple(self._emitted))
             return entry.receipts[ctx != before]
         if type(entry) is Receipt:  # refused here, whatever the guards say
             if strict:
@@ -204,8 +211,17 @@ class Runner(Stepper):
             state.restore(saved)
             if before is not UNCHANGED:
                 state.reset_context(before)
+            self._emitted = []
             raise
         finally:
             self._busy = False
         changed = state.differs_from(saved) or (before is not UNCHANGED and ctx != before)
-        return Receipt(etype, plan is not None, changed, state.status, state.cfg, tuple(taken))
+        return Receipt(
+            etype,
+            plan is not None,
+            changed,
+            state.status,
+            state.cfg,
+            tuple(taken),
+            tuple(self._emitted),
+        )
