@@ -16,6 +16,8 @@ from typing import Any, TypeAlias
 
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
+from .outbox import Emitted
+
 __all__ = [
     "COMMIT_HISTORY",
     "MAX_EPOCH_MS",
@@ -337,7 +339,9 @@ class CommitUnit:
     index (``next_due_ms``, None = no pending deadline), the key and state
     indexes, ``timer_failures``,
     inbox marks and releases, log entries (seq = previous + 1, stamped with
-    the resulting version) and finally the lock release.
+    the resulting version), the ``emitted`` events into the outbox (in
+    order, stamped with the resulting version; a unit that emits also
+    writes its snapshot, so the version moves) and finally the lock release.
 
     ``commit_id`` makes the commit idempotent: a retried commit that finds
     its own id already applied reports success instead of a conflict.
@@ -358,6 +362,7 @@ class CommitUnit:
     marks: tuple[InboxMark, ...] = ()
     releases: tuple[InboxRelease, ...] = ()
     log_entries: tuple[LogEntry, ...] = ()
+    emitted: tuple[Emitted, ...] = ()
 
     @property
     def new_version(self) -> int:
@@ -377,6 +382,7 @@ class CommitUnit:
             and not self.marks
             and not self.releases
             and not self.log_entries
+            and not self.emitted
         )
 
 

@@ -24,6 +24,11 @@ key                        type    holds
                                    pruned with the key once its stream is gone
 ``{p:b}:in:<scope>``       hash    idempotency rows ``<key> \\0 <idem key>``
 ``{p:b}:inx``              zset    ``<inbox hash key> \\0 <field>`` by expiry
+``{p:b}:ob``               stream  the outbox: emitted events (COMMIT appends
+                                   ``id k m v e a t``; consumer group ``xsm``)
+``{p:b}:obr``              zset    delivery id -> next attempt due (ms)
+``{p:b}:obw``              hash    delivery id -> entry waiting for its retry
+``{p:b}:obd``              stream  outbox dead letters
 ``{p}:schema``             hash    ``layout``, ``buckets``, ``id``: the schema marker
 ``{p}:health``             string  written by ``health()`` (expires in 10 s)
 ``{p:b}:health``           string  the same per bucket: ``health()`` on a
@@ -179,6 +184,24 @@ class KeyLayout:
 
     def inbox_expiry(self, bucket: int) -> str:
         return f"{self.tag(bucket)}:inx"
+
+    # --- the outbox (docs/outbox.md) -------------------------------------------
+
+    def outbox(self, bucket: int) -> str:
+        """Stream of emitted events waiting for delivery (COMMIT appends)."""
+        return f"{self.tag(bucket)}:ob"
+
+    def outbox_retry(self, bucket: int) -> str:
+        """Zset: delivery id -> when its next attempt is due (ms)."""
+        return f"{self.tag(bucket)}:obr"
+
+    def outbox_waiting(self, bucket: int) -> str:
+        """Hash: delivery id -> the entry waiting for its retry (JSON)."""
+        return f"{self.tag(bucket)}:obw"
+
+    def outbox_dead(self, bucket: int) -> str:
+        """Stream of dead letters: entries that ran out of attempts."""
+        return f"{self.tag(bucket)}:obd"
 
     def index_keys(self, bucket: int) -> list[str]:
         """The per-bucket keys the PRUNE prelude needs, in its KEYS order."""

@@ -280,6 +280,7 @@ def commit_call(
         layout.log(key),
         layout.log_index(b),
         layout.inbox_expiry(b),
+        layout.outbox(b),
     ]
     inbox_slot: dict[str, int] = {}
 
@@ -330,6 +331,7 @@ def commit_call(
             for r in releases
         ],
         [_entry_args(entry) for entry in entries],
+        [[e.delivery_id, _dumps(dict(e.event), "$.emitted")] for e in unit.emitted],
     ]
     # Two arguments: the snapshot bytes (possibly binary: Fernet) and one
     # JSON document for the rest, which redis-py packs far cheaper than

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from django_xsm.exceptions import SnapshotCorruptError
+from django_xsm.persistence.outbox import Emitted
 from django_xsm.persistence.records import (
     ClaimRequest,
     InboxMark,
@@ -62,6 +63,7 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         marks=(InboxMark(c, {"ok": 1}, 60_000),),
         releases=(InboxRelease(claim_req("k2")),),
         log_entries=(entry(), entry("PAY")),
+        emitted=(Emitted("cid-0", {"type": "order.paid", "amount": 1}),),
     )
     call = ops.commit_call(
         layout, u, b"DATA", ttl_ms=9, log_maxlen=7, with_inbox=True, with_log=True
@@ -76,6 +78,7 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         layout.log("order:1"),
         layout.log_index(bk),
         layout.inbox_expiry(bk),
+        layout.outbox(bk),
         layout.inbox("acct", "order:1"),
     ]
     data, header = call.args
@@ -99,9 +102,10 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         7,
     ]
     field = layout.inbox_field("order:1", "k1")
-    assert h[15] == [[14, field, "fp", "o1", '{"ok":1}', 60_000]]  # KEYS[14] is the inbox
-    assert h[16] == [[14, layout.inbox_field("order:1", "k2"), "o1"]]
-    assert [e[0] for e in h[17]] == ["ADD", "PAY"] and len(h) == 18
+    assert h[15] == [[15, field, "fp", "o1", '{"ok":1}', 60_000]]  # KEYS[15] is the inbox
+    assert h[16] == [[15, layout.inbox_field("order:1", "k2"), "o1"]]
+    assert [e[0] for e in h[17]] == ["ADD", "PAY"]
+    assert h[18] == [["cid-0", '{"type":"order.paid","amount":1}']] and len(h) == 19
 
 
 def test_every_script_of_the_module_has_a_header() -> None:

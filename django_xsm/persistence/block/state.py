@@ -17,6 +17,7 @@ from django_xsm.persistence.audit import AuditPlugin
 from django_xsm.persistence.base import system_clock_ms, validate_key
 from django_xsm.persistence.codecs import to_json_ready
 from django_xsm.persistence.idempotency import IdempotencyPlugin
+from django_xsm.persistence.outbox import Emitted, delivery_id_for
 from django_xsm.persistence.records import (
     ClaimRequest,
     CommitResult,
@@ -76,6 +77,7 @@ class BlockState(InstanceReads):
         self._machine_or_resolver = machine
         self._loaded: Mapping[str, Any] | None = None
         self._log_entries: list[LogEntry] = []
+        self._emitted: list[dict[str, Any]] = []  # for the outbox, in order
         self._accepted = 0
         self._changed = False
         self._poisoned: BaseException | None = None
@@ -125,6 +127,9 @@ class BlockState(InstanceReads):
             self.instance = self.machine.start(
                 dict(initial) if initial is not None else None, clock=self.clock
             )
+            # what the initial entry actions emitted goes out with the
+            # commit that creates the record
+            self._keep_emitted(self.instance.last_emitted)
         else:
             self.version = result.record.version
             self.instance = self.machine.restore(result.record.snapshot, clock=self.clock)
@@ -176,6 +181,8 @@ class BlockState(InstanceReads):
             return receipt
         self._accepted += 1
         self._changed = self._changed or bool(receipt.changed)
+        if receipt.emitted:
+            self._keep_emitted(receipt.emitted)
         if logged is not None:
             self._log_entries.append(
                 LogEntry(
@@ -193,6 +200,19 @@ class BlockState(InstanceReads):
                 )
             )
         return receipt
+
+    def _keep_emitted(self, events: tuple[dict[str, Any], ...]) -> None:
+        """Queue emitted events for the commit, in the form the outbox
+        stores (Decimal, datetime... tagged like snapshots). An event the
+        outbox cannot store poisons the block: its step already ran, so
+        committing without the event would lose it."""
+        try:
+            for event in events:
+                path = f"$.emitted[{len(self._emitted)}]"
+                self._emitted.append(to_json_ready(event, path))
+        except BaseException as exc:
+            self._poisoned = exc
+            raise
 
     def _idempotency_key_of(self, claim: SendClaim | None) -> str:
         """The key a logged event ran under: its own, else the block's."""
@@ -236,9 +256,10 @@ class BlockState(InstanceReads):
             receipts=self.receipts,
             result=None if self._result is _UNSET else self._result,
         )
+        commit_id = secrets.token_hex(12)
         return CommitUnit(
             key=self.key,
-            commit_id=secrets.token_hex(12),
+            commit_id=commit_id,
             expected_version=self.version,
             machine_id=str(self.machine.id),
             machine_version=str(self.machine.version),
@@ -254,4 +275,10 @@ class BlockState(InstanceReads):
             marks=tuple(marks),
             releases=tuple(releases),
             log_entries=tuple(self._log_entries),
+            emitted=tuple(
+                Emitted(delivery_id_for(commit_id, i), event)
+                for i, event in enumerate(self._emitted)
+            )
+            if snapshot is not None
+            else (),
         )

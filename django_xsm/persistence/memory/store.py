@@ -26,8 +26,9 @@ from django_xsm.persistence.base import (
     validate_text,
     validate_ttl_s,
 )
-from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
+from django_xsm.persistence.codecs import JsonCodec, dumps_text, encode_snapshot, loads_tagged
 from django_xsm.persistence.locks import StoreLock
+from django_xsm.persistence.outbox import OutboxEntry
 from django_xsm.persistence.records import (
     CommitResult,
     CommitUnit,
@@ -72,6 +73,9 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
         # The log forget() erases with the record (Redis keeps both in one
         # namespace; in memory they are separate objects).
         self.log = log
+        #: What commits emitted, in commit order (this backend delivers
+        #: nothing: the outbox workers run on Redis; tests read it here).
+        self.outbox: list[OutboxEntry] = []
         self._lock = threading.RLock()
         self._rows: dict[str, _Row] = {}
         self._floors: dict[str, int] = {}
@@ -206,6 +210,17 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
             staged_log = (
                 log.stage(unit.key, unit.log_entries, version=version) if shared_log else []
             )
+            staged_outbox = [
+                OutboxEntry(
+                    e.delivery_id,
+                    unit.key,
+                    unit.machine_id,
+                    version,
+                    loads_tagged(dumps_text(dict(e.event), "$.emitted")),  # as Redis reads it
+                    emitted_ms=now,
+                )
+                for e in unit.emitted
+            ]
             if data is not None:
                 row = _Row(
                     data=data,
@@ -237,6 +252,7 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
                 for release in unit.releases:
                     inbox.release(release)
             first_seq = log.add_staged(staged_log) if shared_log else 0
+            self.outbox.extend(staged_outbox)
             if unit.release_lock and unit.lock_token:
                 self._release(unit.key, unit.lock_token)
         unshared = unshared_writes(

@@ -201,6 +201,7 @@ local COMMIT_ROWS = {
   [16] = {'n', 's', 's', 's', 's', 'n'},
   [17] = {'n', 's', 's'},
   [18] = {'s', 's', 's', 's', 's', 's', 's', 's', 'n', 's'},
+  [19] = {'s', 's'},
 }
 local WANTED = {s = 'a string', n = 'a number', x = 'a string or a number',
   S = 'a list of strings', t = 'a list'}
@@ -219,7 +220,7 @@ local function commit_arg_error(a, nkeys)
   for i, kind in ipairs(COMMIT_HEADER) do
     if not arg_ok(a[i], kind) then return '[' .. i .. '] must be ' .. WANTED[kind] end
   end
-  for i = 16, 18 do
+  for i = 16, 19 do
     if not arg_ok(a[i], 't') then return '[' .. i .. '] must be a list' end
     for j, row in ipairs(a[i]) do
       if type(row) ~= 'table' then return '[' .. i .. '][' .. j .. '] must be a list' end
@@ -229,7 +230,7 @@ local function commit_arg_error(a, nkeys)
         end
       end
       -- marks and releases name their inbox hash by its KEYS index
-      if i < 18 and (row[1] < 14 or row[1] > nkeys) then
+      if i < 18 and (row[1] < 15 or row[1] > nkeys) then
         return '[' .. i .. '][' .. j .. '][1] is not an inbox KEYS index'
       end
     end

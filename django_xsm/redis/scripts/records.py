@@ -92,7 +92,8 @@ return {0, floor, replies, fields, locked, exists, 0}
 
 # KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors, KEYS[4..10] index keys
 # (ix idx midx sidx due dead exp), KEYS[11] log stream, KEYS[12] log index,
-# KEYS[13] inbox expiry, KEYS[14..] inbox hashes referenced by marks/releases
+# KEYS[13] inbox expiry, KEYS[14] outbox stream,
+# KEYS[15..] inbox hashes referenced by marks/releases
 # ARGV[1] encoded snapshot ('' when none is written; may be binary),
 # ARGV[2] the rest as one JSON array (one argument instead of dozens: packing
 # each one costs the client more than the script's cjson.decode):
@@ -105,7 +106,9 @@ return {0, floor, replies, fields, locked, exists, 0}
 #   [16] marks: [[inbox KEYS index, field, fingerprint, owner, receipt JSON,
 #        ttl ms], ...], [17] releases: [[inbox KEYS index, field, owner], ...],
 #   [18] log entries: [[event, payload, actor, reason, from, to, idem key,
-#        correlation id, timestamp ms, accepted], ...]
+#        correlation id, timestamp ms, accepted], ...],
+#   [19] emitted events: [[delivery id, event JSON], ...] (XADD to the outbox
+#        with the instance key, machine, version, 0 attempts and the time)
 # returns {'ok', version, first_seq, now} | {'dup', version, 0, updated}
 #       (dup: the commit id is one of the recent ones; version is what it made)
 #       | {'conflict', actual or -1} | {'lock', actual or -1}
@@ -126,9 +129,9 @@ local arg_err = commit_arg_error(a, #KEYS)
 if arg_err then return redis.error_reply('ERR COMMIT argument ' .. arg_err) end
 local key, cid, token = a[1], a[2], a[5]
 local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash', KEYS[11], 'stream',
-  KEYS[12], 'zset', KEYS[13], 'zset'}
+  KEYS[12], 'zset', KEYS[13], 'zset', KEYS[14], 'stream'}
 index_types({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, spec)
-for j = 14, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
+for j = 15, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
 local err = bad_type(spec)
 if err then return err end
 local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u')
@@ -195,6 +198,11 @@ if #entries > 0 then
     if first == 0 then first = seq end
     log_add(KEYS[11], KEYS[12], key, seq, a[15], version, e, 1)
   end
+end
+local stamp = string.format('%.0f', now)
+for _, e in ipairs(a[19]) do
+  redis.call('XADD', KEYS[14], '*', 'id', e[1], 'k', key, 'm', a[8], 'v', version,
+    'e', e[2], 'a', 0, 't', stamp)
 end
 local ttl = a[14]
 if ttl > 0 and exists then
