@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.test import AsyncClient, Client, override_settings
 
 from django_xsm import backend as stores
+from django_xsm.checks import check_deploy
 from django_xsm.exceptions import (
     IdempotencyInFlightError,
     NotDurableError,
@@ -213,6 +214,18 @@ def test_cache_alias_async_twin_asks_the_same_sentinels(sentinel_cache: Sentinel
     assert sorted(asked) == sorted(sentinel_cache.sentinel_hosts)
     assert "host" not in pool.connection_kwargs  # not the service name as an address
     assert machines["ticket"].objects.get("ticket:ac").context["count"] == 1
+    # the loop's end closed the primary's connections and the sentinels' too
+    opened = [
+        c
+        for p in (pool, *(s.connection_pool for s in pool.sentinel_manager.sentinels))
+        for c in (*p._available_connections, *p._in_use_connections)
+    ]
+    assert opened and not any(c.is_connected for c in opened)
+
+
+def test_deploy_checks_on_the_sentinel_primary(on_sentinel: SentinelSet) -> None:
+    found = {m.id for m in check_deploy()}
+    assert found <= {"xsm.W012"}  # no cluster node, no bucket spread to warn about
 
 
 # --- a failover while sends go on ----------------------------------------------------------
