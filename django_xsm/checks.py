@@ -25,7 +25,8 @@ Deploy (``--deploy``)
   ``xsm.W011`` the store is the in-process embedded fakeredis
   ``xsm.W012`` (``--deploy``) the Redis server keeps nothing on disk
   ``xsm.E011`` (``--deploy``) the Redis server refuses the credentials or ACL
-  ``xsm.E012`` (``--deploy``) a plain client talks to a Redis Cluster node
+  ``xsm.E012`` (``--deploy``) a plain client talks to a Redis Cluster node,
+  or a cluster client to a server without cluster mode
   ``xsm.W013`` (``--deploy``) the namespace has fewer than 8 buckets per
   cluster master
 
@@ -53,6 +54,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from django_xsm import backend, conf
+from django_xsm.backend.clients import NotAClusterNode
 from django_xsm.backend.readiness import (
     bucket_problem,
     cluster_node_problem,
@@ -222,6 +224,8 @@ def _persistence() -> list[CheckMessage]:
                 id="xsm.E011",
             )
         ]
+    except NotAClusterNode as exc:
+        return [Error(str(exc), id="xsm.E012")]
     except (XsmError, ImproperlyConfigured):
         return []
     out: list[CheckMessage] = []

@@ -24,6 +24,7 @@ from django_xsm.exceptions import StoreUnavailableError
 
 __all__ = [
     "ClusterConnectionFactory",
+    "NotAClusterNode",
     "aclose",
     "async_twin",
     "cache_client",
@@ -102,7 +103,7 @@ def cache_client(alias: str) -> Any:
             "(sharded or not django-redis); use REDIS_URL"
         ) from exc
     except (RedisClusterException, RedisError) as exc:  # a cluster client reads its slot map
-        raise _cluster_start_error(exc) from exc
+        raise _cluster_start_error(exc, alias=alias) from exc
 
 
 class ClusterConnectionFactory:
@@ -326,17 +327,27 @@ def url_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
         raise _cluster_start_error(exc) from exc
 
 
-def _cluster_start_error(exc: BaseException) -> Exception:
+class NotAClusterNode(ImproperlyConfigured):
+    """A cluster client was configured for a server that is not a cluster
+    node (``check --deploy`` reports it as ``xsm.E012``)."""
+
+
+def _cluster_start_error(exc: BaseException, *, alias: str | None = None) -> Exception:
     """What a blocking cluster client that could not read the slot map at
     start-up means, without the node addresses redis-py puts in its text."""
     from redis.exceptions import RedisClusterException
 
     cause = exc.__cause__
     if isinstance(cause, RedisClusterException) and "not enabled" in str(cause):
-        return ImproperlyConfigured(
-            "XSM['REDIS_CLUSTER'] is True but the server of XSM['REDIS_URL'] is not a "
-            "cluster node (cluster mode is not enabled on it); drop REDIS_CLUSTER, or "
-            "point REDIS_URL at a node of the cluster"
+        if alias is not None:
+            return NotAClusterNode(
+                f"This Redis is not a cluster node: cache {alias!r} has a cluster client "
+                "(ClusterConnectionFactory) for a server without cluster mode; drop the "
+                "CONNECTION_FACTORY, or point LOCATION at a node of the cluster"
+            )
+        return NotAClusterNode(
+            "This Redis is not a cluster node: drop XSM['REDIS_CLUSTER'], or point "
+            "XSM['REDIS_URL'] at a node of the cluster"
         )
     reason = type(cause if isinstance(cause, BaseException) else exc).__name__
     return StoreUnavailableError(
@@ -362,7 +373,7 @@ def sentinel_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
     module: Any = redis.asyncio.sentinel if is_async else redis.sentinel
     try:
         manager = module.Sentinel(
-            [list(h) for h in cfg.hosts], sentinel_kwargs={**_timeouts(s), **cfg.sentinel_options}
+            list(cfg.hosts), sentinel_kwargs={**_timeouts(s), **cfg.sentinel_options}
         )
     except (ValueError, TypeError) as exc:
         raise ImproperlyConfigured(

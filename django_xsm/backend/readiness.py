@@ -357,7 +357,8 @@ def bucket_problem(info: NamespaceInfo) -> ConnectionProblem | None:
     return ConnectionProblem(
         "xsm.W013",
         f"Namespace {info.prefix!r} {what} {info.buckets} buckets for {len(info.masters)} "
-        f"cluster masters (they hold {held}): some masters carry far more instances than "
-        f"others; at least {BUCKETS_PER_MASTER} buckets per master ({wanted}) spread them",
+        f"cluster masters (they hold {held}): each bucket is one hash slot, so the masters' "
+        f"shares of the instances differ by whole buckets; at least {BUCKETS_PER_MASTER} "
+        f"per master ({wanted}) even them out",
         fix,
     )

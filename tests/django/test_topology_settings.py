@@ -10,6 +10,7 @@ import asyncio
 import io
 import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis.asyncio.cluster
@@ -590,3 +591,45 @@ def test_xsm_namespace_create_uses_the_configured_count(backend: Any, xsm: Any) 
 def test_xsm_namespace_refusals(backend: Any, args: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         run(*args)
+
+
+# --- a cluster client for a server without cluster mode (the live server) ----------------
+
+
+def _db0(url: str) -> str:
+    """The live server's URL on database 0 (a cluster client knows no other);
+    CLUSTER SLOTS is all it sends there."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/0", "", ""))
+
+
+@pytest.mark.live
+def test_e012_redis_cluster_on_a_server_without_cluster_mode(xsm: Any, live_url: str) -> None:
+    xsm(REDIS_URL=_db0(live_url), REDIS_CLUSTER=True, EMBEDDED=None)
+    with pytest.raises(clients.NotAClusterNode, match="This Redis is not a cluster node"):
+        stores.get_backend()
+    [error] = [m for m in check_deploy() if m.id == "xsm.E012"]
+    assert "drop XSM['REDIS_CLUSTER']" in error.msg
+    response = Client().get("/_xsm/ready")
+    assert response.status_code == 503 and response.json()["reason"] == "configuration"
+
+
+@pytest.mark.live
+def test_e012_a_cluster_cache_on_a_server_without_cluster_mode(
+    xsm: Any, settings: Any, live_url: str
+) -> None:
+    settings.CACHES = {
+        **settings.CACHES,
+        "xsm": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": _db0(live_url),
+            "OPTIONS": {
+                "CONNECTION_FACTORY": "django_xsm.backend.clients.ClusterConnectionFactory",
+                "SOCKET_TIMEOUT": 2,
+                "SOCKET_CONNECT_TIMEOUT": 2,
+            },
+        },
+    }
+    xsm(CACHE_ALIAS="xsm", EMBEDDED=None)
+    [error] = [m for m in check_deploy() if m.id == "xsm.E012"]
+    assert "cache 'xsm' has a cluster client (ClusterConnectionFactory)" in error.msg
