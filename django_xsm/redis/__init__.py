@@ -11,6 +11,7 @@ from .async_store import AsyncRedisStore
 from .inbox import AsyncRedisInbox, RedisInbox
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, KeyLayout, escape_glob
 from .log import AsyncRedisLog, RedisLog
+from .outbox import DeadLetter, OutboxLease, RedisOutbox
 from .store import RedisStore
 
 __all__ = [
@@ -19,9 +20,12 @@ __all__ = [
     "AsyncRedisInbox",
     "AsyncRedisLog",
     "AsyncRedisStore",
+    "DeadLetter",
     "KeyLayout",
+    "OutboxLease",
     "RedisInbox",
     "RedisLog",
+    "RedisOutbox",
     "RedisStore",
     "escape_glob",
 ]

@@ -20,6 +20,18 @@ from __future__ import annotations
 from .inbox import CLAIM, FORGET_SCOPE, MARK, PURGE_INBOX, RELEASE
 from .indexes import DUE, LIST_PAGE, PARK, PRUNE_EXPIRED, RECORD_TIMER_FAILURE
 from .log import LOG_APPEND, LOG_PURGE
+from .outbox import (
+    OUTBOX_ACK,
+    OUTBOX_FAIL,
+    OUTBOX_PENDING,
+    OUTBOX_PROMOTE,
+    OUTBOX_PURGE_DEAD,
+    OUTBOX_READ,
+    OUTBOX_RECLAIM,
+    OUTBOX_REDRIVE,
+    OUTBOX_REDRIVE_PAGE,
+    OUTBOX_STATS,
+)
 from .preludes import COMMIT_HISTORY as COMMIT_HISTORY
 from .records import ACQUIRE_LOCK, COMMIT, DELETE, FORGET, OPEN, RELEASE_LOCK, SCHEMA
 
@@ -37,6 +49,16 @@ __all__ = [
     "LOG_PURGE",
     "MARK",
     "OPEN",
+    "OUTBOX_ACK",
+    "OUTBOX_FAIL",
+    "OUTBOX_PENDING",
+    "OUTBOX_PROMOTE",
+    "OUTBOX_PURGE_DEAD",
+    "OUTBOX_READ",
+    "OUTBOX_RECLAIM",
+    "OUTBOX_REDRIVE",
+    "OUTBOX_REDRIVE_PAGE",
+    "OUTBOX_STATS",
     "PARK",
     "PRUNE_EXPIRED",
     "PURGE_INBOX",

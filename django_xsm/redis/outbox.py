@@ -1,0 +1,529 @@
+"""RedisOutbox: workers deliver what commits emitted (the read side of the outbox).
+
+COMMIT appends every emitted event to its bucket's outbox stream
+(``{p:b}:ob``) in the same atomic step as the snapshot. Workers read the
+streams through one consumer group (``group``, created from id 0 on first
+use, so entries written before it existed are delivered too) and get
+:class:`OutboxLease` objects; a lease ends with :meth:`RedisOutbox.ack` or
+:meth:`RedisOutbox.fail`, both of which remove the entry from the stream
+(XACK + XDEL in one script) only while its consumer still holds it.
+
+Delivery is at least once: a lease that is neither acknowledged nor failed
+within the visibility timeout (its worker died or hung) is reclaimed by the
+next ``take()`` of any consumer, and the late ack of the first one is
+refused (``False``), so a handler must be idempotent — pass
+``Delivery.delivery_id`` downstream as the idempotency key. A failed entry
+waits in ``{p:b}:obr`` / ``{p:b}:obw`` for its retry time and then goes
+back into the stream with its attempts and last error; one out of attempts
+goes to the dead-letter stream ``{p:b}:obd``. Entries of one instance share
+a stream, so they are taken in commit order (and in emit order within a
+commit) as long as none of them fails; a retried entry goes behind the
+ones emitted after it.
+
+Times are the Redis server's (``TIME`` in the scripts), except
+``retry_at_ms``, which the caller computes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from django_xsm.exceptions import InvalidConfigError
+from django_xsm.persistence.base import validate_key, validate_limit, validate_text
+from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.outbox import OutboxEntry
+
+from .client import SyncSide
+from .core import Cmd, LayoutState, Many, Op
+from .keys import KeyLayout
+from .ops import Call, b2s, score_pairs
+
+__all__ = ["DeadLetter", "FailOutcome", "OutboxCore", "OutboxLease", "RedisOutbox", "parse_entry"]
+
+#: Longest error text ``fail()`` stores (characters).
+MAX_ERROR = 2000
+#: Entries a listing or maintenance script reads per bucket and round trip.
+PAGE = 500
+#: Dead letters ``redrive()`` reads per bucket looking for a delivery id.
+REDRIVE_SCAN = 100_000
+#: XAUTOCLAIM calls per bucket in one ``take()``.
+RECLAIM_CALLS = 4
+
+FailOutcome = Literal["retry", "dead", "lost"]
+_STREAM_ID = re.compile(r"\d+-\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxLease:
+    """One entry handed to ``consumer``: its ``entry`` (``entry.delivery()``
+    is what the handler gets) and where it sits (``stream_id`` in the
+    stream of ``bucket``). ``deliveries`` is the stream's delivery count
+    when it was taken: ``ack`` and ``fail`` only act while it is unchanged,
+    so a lease reclaimed since — even by the same consumer name — is lost."""
+
+    entry: OutboxEntry
+    stream_id: str
+    bucket: int
+    consumer: str
+    deliveries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An entry that ran out of attempts (or was damaged): ``entry`` with
+    its attempts and ``last_error``, when it died (``dead_ms``, server
+    clock) and where it sits in the dead-letter stream of ``bucket``."""
+
+    entry: OutboxEntry
+    dead_ms: int
+    stream_id: str
+    bucket: int
+
+    @property
+    def cursor(self) -> str:
+        """The ``after=`` of the next ``dead_letters()`` page."""
+        return f"{self.stream_id}/{self.bucket}"
+
+
+# --- entries ----------------------------------------------------------------------
+
+
+def _fields(raw: Any) -> dict[bytes, Any]:
+    """A stream entry's fields: redis-py's dict or a script's flat list (the
+    last value of a repeated field wins)."""
+    pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=False)
+    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in pairs}
+
+
+def _number(f: Mapping[bytes, Any], name: str, default: int | None = None) -> int:
+    raw = b2s(f.get(name.encode()))
+    if raw.isascii() and raw.isdigit():
+        return int(raw)
+    if raw or default is None:
+        raise ValueError(f"{name} is missing or not a number >= 0")
+    return default
+
+
+def parse_entry(raw: Any) -> OutboxEntry:
+    """An :class:`OutboxEntry` from its stream fields; ``ValueError`` says
+    what is damaged."""
+    f = _fields(raw)
+    delivery_id, key = b2s(f.get(b"id")), b2s(f.get(b"k"))
+    if not delivery_id or not key:
+        raise ValueError("no delivery id (id) or no instance key (k)")
+    try:
+        event = loads_tagged(f[b"e"])
+    except (KeyError, ValueError, TypeError):
+        raise ValueError("the event (e) is missing or not JSON") from None
+    if not isinstance(event, dict):
+        raise ValueError("the event (e) is not a JSON object")
+    version, attempts, emitted = _number(f, "v"), _number(f, "a", 0), _number(f, "t", 0)
+    last_error = b2s(f.get(b"err"))
+    return OutboxEntry(
+        delivery_id, key, b2s(f.get(b"m")), version, event, attempts, emitted, last_error
+    )
+
+
+def _lenient(raw: Any) -> OutboxEntry:
+    """What a listing shows of an entry, damaged or not (never raises)."""
+    try:
+        return parse_entry(raw)
+    except ValueError as exc:
+        f = _fields(raw)
+        v, a, t = (
+            int(x) if (x := b2s(f.get(n))).isascii() and x.isdigit() else 0
+            for n in (b"v", b"a", b"t")
+        )
+        why = b2s(f.get(b"err")) or f"damaged: {exc}"
+        return OutboxEntry(b2s(f.get(b"id")), b2s(f.get(b"k")), b2s(f.get(b"m")), v, {}, a, t, why)
+
+
+def _waiting_fields(raw: Any, delivery_id: str) -> Any:
+    """The fields of a waiting entry (a JSON list of field, value strings)."""
+    try:
+        flat = json.loads(raw)
+        if isinstance(flat, list) and len(flat) % 2 == 0:
+            return flat
+    except ValueError:
+        pass
+    return ["id", delivery_id, "err", "damaged retry entry: not a list of fields"]
+
+
+def _stream_rows(reply: Any) -> list[tuple[str, Any]]:
+    """(stream id, fields) of an XRANGE reply, parsed by redis-py or not."""
+    return [(b2s(row[0]), row[1]) for row in reply or () if row and row[0] is not None]
+
+
+def _id_key(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms or 0), int(seq or 0)
+
+
+def allocate(budget: int, available: Mapping[int, int], turn: int) -> dict[int, int]:
+    """Split ``budget`` over buckets, none getting more than it has
+    ``available``: evenly, the remainder going round from the ``turn``-th
+    bucket (so a budget smaller than the bucket count visits each in turn).
+    The shares never add up to more than ``budget``."""
+    order = sorted(available)
+    if order:
+        k = turn % len(order)
+        order = order[k:] + order[:k]
+    shares = dict.fromkeys(order, 0)
+    active = [b for b in order if available[b] > 0]
+    left = budget
+    while left > 0 and active:
+        each, extra = divmod(left, len(active))
+        for i, b in enumerate(active):
+            give = min(each + (1 if i < extra else 0), available[b] - shares[b])
+            shares[b] += give
+            left -= give
+        # a round that capped no bucket gave out all that was left
+        active = [b for b in active if shares[b] < available[b]]
+    return {b: n for b, n in shares.items() if n}
+
+
+def _check_ms(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidConfigError(f"{name} must be an int >= 0 (ms), got {value!r}", path=name)
+    return value
+
+
+_ALL = ("outbox", "outbox_retry", "outbox_waiting", "outbox_dead")
+#: The KEYS of each script (KeyLayout methods of the bucket, in order).
+_KEYS: dict[str, tuple[str, ...]] = {
+    "OUTBOX_PROMOTE": _ALL,
+    "OUTBOX_FAIL": _ALL,
+    "OUTBOX_STATS": _ALL,
+    "OUTBOX_RECLAIM": ("outbox",),
+    "OUTBOX_READ": ("outbox",),
+    "OUTBOX_ACK": ("outbox",),
+    "OUTBOX_PENDING": ("outbox",),
+    "OUTBOX_REDRIVE": ("outbox", "outbox_dead"),
+    "OUTBOX_REDRIVE_PAGE": ("outbox", "outbox_dead"),
+    "OUTBOX_PURGE_DEAD": ("outbox_dead",),
+}
+
+
+def _call(layout: KeyLayout, script: str, b: int, args: Sequence[Any]) -> Call:
+    return Call(script, [getattr(layout, name)(b) for name in _KEYS[script]], list(args))
+
+
+def _calls(layout: KeyLayout, script: str, args: Mapping[int, Sequence[Any]]) -> Many:
+    """``script`` once per bucket of ``args``, in one pipeline."""
+    return Many(tuple(_call(layout, script, b, a) for b, a in args.items()))
+
+
+# --- the operations, once ------------------------------------------------------------
+
+
+class OutboxCore:
+    """What RedisOutbox does, minus the sending."""
+
+    def __init__(self, prefix: str, buckets: int | None, group: str) -> None:
+        self.state = LayoutState(prefix, buckets)
+        self.group = validate_key(group, what="group")
+        self._turn = 0  # which bucket a share's remainder starts with
+
+    def take(self, consumer: str, count: int, visibility_ms: int) -> Op[list[OutboxLease]]:
+        validate_key(consumer, what="consumer")
+        validate_limit(count, name="count")
+        validate_limit(visibility_ms, name="visibility_timeout_ms")
+        layout = yield from self.state.ensure()
+        g, turn, self._turn = self.group, self._turn, self._turn + 1
+        # 1: due retries back into the streams, and what each bucket offers
+        asked = {b: [g, count, visibility_ms, count] for b in range(layout.buckets)}
+        probes = dict(zip(asked, (yield _calls(layout, "OUTBOX_PROMOTE", asked)), strict=True))
+        rows: list[tuple[int, Any, Any, int]] = []  # bucket, stream id, fields, deliveries
+        # 2: leases held past the visibility timeout (their worker is gone)
+        shares = allocate(count, {b: int(p[2]) for b, p in probes.items()}, turn)
+        if shares:
+            asked = {b: [g, consumer, visibility_ms, n, RECLAIM_CALLS] for b, n in shares.items()}
+            replies = yield _calls(layout, "OUTBOX_RECLAIM", asked)
+            for b, reply in zip(shares, replies, strict=True):
+                rows += [(b, sid, fields, int(n)) for sid, fields, n in reply]
+        # 3: entries nobody had yet
+        shares = allocate(count - len(rows), {b: int(p[3]) for b, p in probes.items()}, turn)
+        if shares:
+            asked = {b: [g, consumer, n] for b, n in shares.items()}
+            replies = yield _calls(layout, "OUTBOX_READ", asked)
+            for b, reply in zip(shares, replies, strict=True):
+                rows += [(b, sid, fields, 1) for sid, fields in reply]
+        leases, damaged = [], []
+        for b, sid, fields, n in rows:
+            try:
+                entry = parse_entry(fields)
+            except ValueError as exc:
+                why = f"damaged outbox entry: {exc}"
+                damaged.append(_call(layout, "OUTBOX_FAIL", b, [g, sid, consumer, n, "", why, ""]))
+                continue
+            if n > 1:  # each delivery that ended without ack or fail was an attempt
+                entry = replace(entry, attempts=entry.attempts + n - 1)
+            leases.append(OutboxLease(entry, b2s(sid), b, consumer, n))
+        if damaged:
+            yield Many(tuple(damaged))
+        leases.sort(key=lambda lease: (_id_key(lease.stream_id), lease.bucket))
+        return leases
+
+    def _lease_layout(self, lease: OutboxLease) -> Op[KeyLayout]:
+        if not isinstance(lease, OutboxLease):
+            raise InvalidConfigError(
+                f"expected an OutboxLease from take(), got {type(lease).__name__}", path="lease"
+            )
+        layout = yield from self.state.ensure()
+        if not 0 <= lease.bucket < layout.buckets or not _STREAM_ID.fullmatch(lease.stream_id):
+            raise InvalidConfigError("this lease is not from this namespace's take()", path="lease")
+        return layout
+
+    def ack(self, lease: OutboxLease) -> Op[bool]:
+        layout = yield from self._lease_layout(lease)
+        args = [self.group, lease.stream_id, lease.consumer, lease.deliveries]
+        return bool(int((yield _call(layout, "OUTBOX_ACK", lease.bucket, args))))
+
+    def fail(self, lease: OutboxLease, error: str, retry_at_ms: int | None) -> Op[FailOutcome]:
+        validate_text(error, "error")
+        retry = "" if retry_at_ms is None else _check_ms(retry_at_ms, "retry_at_ms")
+        layout = yield from self._lease_layout(lease)
+        attempts, text = lease.entry.attempts + 1, error[:MAX_ERROR]
+        args = [
+            self.group,
+            lease.stream_id,
+            lease.consumer,
+            lease.deliveries,
+            attempts,
+            text,
+            retry,
+        ]
+        outcome = b2s((yield _call(layout, "OUTBOX_FAIL", lease.bucket, args)))
+        if outcome == "retry":
+            return "retry"
+        return "dead" if outcome == "dead" else "lost"
+
+    # --- what is where ----------------------------------------------------------------
+
+    def dead_letters(self, limit: int, after: str) -> Op[list[DeadLetter]]:
+        validate_limit(limit)
+        validate_text(after, "after")
+        at, _, at_bucket = after.partition("/")
+        if after and not (_STREAM_ID.fullmatch(at) and (not at_bucket or at_bucket.isdigit())):
+            raise InvalidConfigError(
+                f"after must be a DeadLetter.cursor, got {after!r}", path="after"
+            )
+        layout = yield from self.state.ensure()
+        last = int(at_bucket) if at_bucket else layout.buckets  # a bare id: after it everywhere
+        starts = {b: "-" if not at else at if b > last else "(" + at for b in range(layout.buckets)}
+        replies = yield Many(
+            tuple(
+                Cmd("XRANGE", (layout.outbox_dead(b), s, "+", "COUNT", limit))
+                for b, s in starts.items()
+            )
+        )
+        letters = []
+        for b, reply in zip(starts, replies, strict=True):
+            for sid, raw in _stream_rows(reply):
+                f = _fields(raw)
+                dead = b2s(f.get(b"dt"))
+                dead_ms = int(dead) if dead.isdigit() else _id_key(sid)[0]
+                letters.append(DeadLetter(_lenient(f), dead_ms, sid, b))
+        letters.sort(key=lambda d: (_id_key(d.stream_id), d.bucket))
+        return letters[:limit]
+
+    def waiting(self, limit: int) -> Op[list[tuple[OutboxEntry, int]]]:
+        validate_limit(limit)
+        layout = yield from self.state.ensure()
+        buckets = range(layout.buckets)
+        replies = yield Many(
+            tuple(
+                Cmd("ZRANGE", (layout.outbox_retry(b), 0, limit - 1, "WITHSCORES")) for b in buckets
+            )
+        )
+        due = sorted(
+            (int(float(s)), b2s(m), b)
+            for b, r in zip(buckets, replies, strict=True)
+            for m, s in score_pairs(r)
+        )[:limit]
+        raws = yield Many(tuple(Cmd("HGET", (layout.outbox_waiting(b), m)) for _, m, b in due))
+        return [
+            (_lenient(_waiting_fields(raw, m)), ms)
+            for (ms, m, _), raw in zip(due, raws, strict=True)
+            if raw is not None  # promoted in between
+        ]
+
+    def pending(self, limit: int) -> Op[list[tuple[OutboxEntry, str, int]]]:
+        validate_limit(limit)
+        layout = yield from self.state.ensure()
+        asked = {b: [self.group, limit] for b in range(layout.buckets)}
+        replies = yield _calls(layout, "OUTBOX_PENDING", asked)
+        rows = sorted(
+            (_id_key(b2s(sid)), b, fields, b2s(who), int(idle))
+            for b, reply in zip(asked, replies, strict=True)
+            for sid, fields, who, idle in reply
+        )
+        return [(_lenient(fields), who, idle) for _, _, fields, who, idle in rows[:limit]]
+
+    def stats(self) -> Op[dict[str, int]]:
+        layout = yield from self.state.ensure()
+        replies = yield _calls(layout, "OUTBOX_STATS", {b: [] for b in range(layout.buckets)})
+        oldest = [int(r[3]) for r in replies if int(r[3]) >= 0]
+        now = max(int(r[4]) for r in replies)
+        return {
+            "pending": sum(int(r[0]) for r in replies),
+            "retrying": sum(int(r[1]) for r in replies),
+            "dead": sum(int(r[2]) for r in replies),
+            "lag_ms": max(0, now - min(oldest)) if oldest else 0,
+        }
+
+    # --- dead letters ---------------------------------------------------------------------
+
+    def redrive(self, delivery_id: str) -> Op[bool]:
+        validate_key(delivery_id, what="delivery_id")
+        layout = yield from self.state.ensure()
+        starts = dict.fromkeys(range(layout.buckets), "-")
+        for _ in range(0, REDRIVE_SCAN, PAGE):
+            asked = list(starts.items())
+            replies = yield Many(
+                tuple(
+                    Cmd("XRANGE", (layout.outbox_dead(b), s, "+", "COUNT", PAGE)) for b, s in asked
+                )
+            )
+            starts = {}
+            for (b, _), reply in zip(asked, replies, strict=True):
+                rows = _stream_rows(reply)
+                for sid, raw in rows:
+                    if b2s(_fields(raw).get(b"id")) == delivery_id:
+                        call = _call(layout, "OUTBOX_REDRIVE", b, [sid, delivery_id])
+                        return bool(int((yield call)))
+                if len(rows) == PAGE:
+                    starts[b] = "(" + rows[-1][0]
+            if not starts:
+                break
+        return False
+
+    def redrive_all(self, limit: int | None) -> Op[int]:
+        validate_limit(limit, optional=True)
+        layout = yield from self.state.ensure()
+        starts = dict.fromkeys(range(layout.buckets), "-")
+        moved = 0
+        while starts and (limit is None or moved < limit):
+            left = PAGE * len(starts) if limit is None else limit - moved
+            shares = allocate(left, dict.fromkeys(starts, PAGE), 0)
+            asked = {b: [starts[b], n] for b, n in shares.items()}
+            replies = yield _calls(layout, "OUTBOX_REDRIVE_PAGE", asked)
+            for b, (got, after) in zip(asked, replies, strict=True):
+                moved += int(got)  # at most its share: never past the limit
+                if b2s(after):
+                    starts[b] = b2s(after)
+                else:
+                    del starts[b]
+        return moved
+
+    def purge_dead(self, older_than_ms: int, dry_run: bool) -> Op[int]:
+        _check_ms(older_than_ms, "older_than_ms")
+        layout = yield from self.state.ensure()
+        seconds, micros = yield Cmd("TIME", ())
+        cutoff = int(seconds) * 1000 + int(micros) // 1000 - older_than_ms
+        starts = dict.fromkeys(range(layout.buckets), "-")
+        total = 0
+        while starts:
+            asked = {b: [cutoff, PAGE, "1" if dry_run else "0", s] for b, s in starts.items()}
+            replies = yield _calls(layout, "OUTBOX_PURGE_DEAD", asked)
+            starts = {}
+            for b, (n, after) in zip(asked, replies, strict=True):
+                total += int(n)
+                if b2s(after):
+                    starts[b] = b2s(after)
+        return total
+
+
+# --- the blocking backend ---------------------------------------------------------------
+
+
+class RedisOutbox(SyncSide):
+    """The outbox's delivery side on a blocking client (workers are
+    synchronous processes). ``prefix`` and ``buckets`` as for the store
+    (construction does no I/O; the schema marker is read on first use);
+    ``group`` names the consumer group every worker of this outbox joins.
+    """
+
+    def __init__(
+        self, client_or_url: Any, *, prefix: str, buckets: int | None = None, group: str = "xsm"
+    ) -> None:
+        self.core = OutboxCore(prefix, buckets, group)
+        self._connect(client_or_url)
+        self.prefix = prefix
+        self.group = group
+
+    def take(
+        self, consumer: str, *, count: int = 100, visibility_timeout_ms: int = 60_000
+    ) -> list[OutboxLease]:
+        """Up to ``count`` leases for ``consumer`` (never more, in total),
+        oldest first. Three pipelined round trips at most, one request per
+        bucket each: promote the retries that are due and count what each
+        bucket offers; reclaim (XAUTOCLAIM) entries held longer than
+        ``visibility_timeout_ms`` — a killed worker's — only where there are
+        some; read new entries (XREADGROUP, non-blocking) only where there
+        are some. The budget is split evenly over the buckets that offer
+        something. A delivery that ended without ack or fail counts as an
+        attempt (``entry.attempts``). A damaged entry becomes a dead letter
+        saying what is wrong instead of a lease (one more round trip)."""
+        return self.driver.run(self.core.take(consumer, count, visibility_timeout_ms))
+
+    def ack(self, lease: OutboxLease) -> bool:
+        """The handler succeeded: remove the entry. ``False`` when the lease
+        was lost (reclaimed after the visibility timeout): then another
+        delivery of the same ``delivery_id`` is under way or done."""
+        return self.driver.run(self.core.ack(lease), lease.entry.key)
+
+    def fail(self, lease: OutboxLease, error: str, *, retry_at_ms: int | None) -> FailOutcome:
+        """The handler failed with ``error`` (stored redacted by the caller,
+        truncated to 2000 characters). With ``retry_at_ms`` (epoch ms; the
+        server's clock decides when it is due) the entry waits for its
+        retry with one more attempt: ``"retry"``; without, it becomes a dead
+        letter: ``"dead"``. ``"lost"`` when the lease was lost (nothing
+        changed)."""
+        return self.driver.run(self.core.fail(lease, error, retry_at_ms), lease.entry.key)
+
+    def dead_letters(self, *, limit: int = 100, after: str = "") -> list[DeadLetter]:
+        """Dead letters, oldest first across buckets; the next page starts
+        ``after`` the last one's ``cursor``. One pipelined XRANGE per bucket."""
+        return self.driver.run(self.core.dead_letters(limit, after))
+
+    def waiting(self, *, limit: int = 100) -> list[tuple[OutboxEntry, int]]:
+        """Entries waiting for a retry with their due time (ms), soonest first."""
+        return self.driver.run(self.core.waiting(limit))
+
+    def pending(self, *, limit: int = 100) -> list[tuple[OutboxEntry, str, int]]:
+        """Entries in the streams, oldest first, with the consumer holding
+        each ('' when not delivered yet) and its idle ms (since it was last
+        delivered, or since it entered the stream)."""
+        return self.driver.run(self.core.pending(limit))
+
+    def redrive(self, delivery_id: str) -> bool:
+        """Move the dead letter ``delivery_id`` back into the outbox with its
+        attempts reset to 0 (same delivery id). A delivery id does not name
+        its bucket and no index maps it, so this reads the dead-letter
+        streams from their oldest entry, 500 per bucket and round trip, at
+        most 100 000 per bucket; ``False`` when not found."""
+        return self.driver.run(self.core.redrive(delivery_id))
+
+    def redrive_all(self, *, limit: int | None = None) -> int:
+        """Move up to ``limit`` dead letters (None: all), oldest first per
+        bucket, back into the outbox; returns how many. A dead letter
+        without a delivery id stays."""
+        return self.driver.run(self.core.redrive_all(limit))
+
+    def purge_dead(self, *, older_than_ms: int, dry_run: bool = False) -> int:
+        """Remove the dead letters that died more than ``older_than_ms`` ago
+        by the server's clock (``dry_run``: only count them); returns how
+        many. Costs what it removes: pages of 500 per bucket."""
+        return self.driver.run(self.core.purge_dead(older_than_ms, dry_run))
+
+    def stats(self) -> dict[str, int]:
+        """``pending`` (in the streams, delivered or not), ``retrying``,
+        ``dead`` and ``lag_ms``: the age since emission of the oldest of
+        each stream's first entry and each bucket's next retry (0 when
+        empty). One pipelined round trip."""
+        return self.driver.run(self.core.stats())
