@@ -185,9 +185,8 @@ def _describe(s: conf.XsmSettings, source: str, client: Any) -> str:
     setting it came from, never an address or a password."""
     if source == "embedded":
         return "embedded fakeredis (in-process)"
-    origin = "XSM['REDIS_URL']" if source == "url" else f"cache {s.cache_alias!r}"
-    if source == "sentinel":
-        origin = "XSM['SENTINEL']"
+    origins = {"url": "XSM['REDIS_URL']", "sentinel": "XSM['SENTINEL']"}
+    origin = origins.get(source, f"cache {s.cache_alias!r}")
     service = clients.sentinel_service(client)
     if service is not None:
         return f"sentinel {service!r} ({origin})"

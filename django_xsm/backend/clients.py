@@ -5,8 +5,8 @@ in-process fakeredis; and the asyncio twin of each.
 
 :mod:`django_xsm.backend.build` decides which one a process uses and caches
 it, after :func:`django_xsm.backend.readiness.require_usable` has accepted
-the settings; this module only builds clients. Nothing here ever puts a host, port or
-password into an error message (URLs may carry credentials).
+the settings; this module only builds clients. Nothing here ever puts a
+host, port or password into an error message (URLs may carry credentials).
 """
 
 from __future__ import annotations
@@ -80,9 +80,9 @@ def embedded_client(*, is_async: bool) -> Any:
         if not _embedded_logged:
             _embedded_logged = True
             logger.warning(
-                "django-xsm is using an in-process fakeredis store (no XSM REDIS_URL or "
-                "CACHE_ALIAS): state lives in this process only and is lost on restart; "
-                "set XSM['REDIS_URL'] to share it between workers"
+                "django-xsm is using an in-process fakeredis store (no XSM REDIS_URL, "
+                "CACHE_ALIAS or SENTINEL): state lives in this process only and is lost on "
+                "restart; set XSM['REDIS_URL'] to share it between workers"
             )
     if is_async:
         return fakeredis.FakeAsyncRedis(server=_embedded_server)
@@ -91,7 +91,7 @@ def embedded_client(*, is_async: bool) -> Any:
 
 def cache_client(alias: str) -> Any:
     """The write client of the django-redis cache ``alias`` (one that
-    :func:`cache_alias_problem` accepted)."""
+    :func:`django_xsm.backend.readiness.cache_alias_problem` accepted)."""
     from django_redis import get_redis_connection
     from redis.exceptions import RedisClusterException, RedisError
 
@@ -115,19 +115,10 @@ class ClusterConnectionFactory:
     client one connection pool for ``LOCATION``, and a cluster client needs
     a pool per node. This one builds a cluster client seeded with the
     ``LOCATION`` node (it discovers the others) and shares it in the
-    process, as django-redis shares its pools::
-
-        CACHES = {"default": {
-            "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": "redis://10.0.0.5:7000/0",
-            "OPTIONS": {
-                "CONNECTION_FACTORY": "django_xsm.backend.clients.ClusterConnectionFactory",
-                "SOCKET_TIMEOUT": 5, "SOCKET_CONNECT_TIMEOUT": 5,
-            },
-        }}
-
-    It reads the options django-redis's factory reads (``USERNAME``,
-    ``PASSWORD``, ``SOCKET_TIMEOUT``, ``SOCKET_CONNECT_TIMEOUT``) and
+    process, as django-redis shares its pools; set it as the cache's
+    ``OPTIONS["CONNECTION_FACTORY"]`` (docs/django.md). It reads the options
+    django-redis's factory reads (``USERNAME``, ``PASSWORD``,
+    ``SOCKET_TIMEOUT``, ``SOCKET_CONNECT_TIMEOUT``) and
     ``REDIS_CLIENT_KWARGS`` (more ``RedisCluster`` keyword arguments).
     """
 
@@ -244,8 +235,9 @@ def _sentinel_twin(pool: Any) -> Any:
         (c.connection_pool.connection_kwargs["host"], c.connection_pool.connection_kwargs["port"])
         for c in manager.sentinels
     ]
-    sentinel_kwargs = _portable(manager.sentinel_kwargs or {}, drop=_ADDRESS)
-    if (manager.sentinel_kwargs or {}).get("ssl"):
+    given = manager.sentinel_kwargs or {}
+    sentinel_kwargs = _portable(given, drop=_ADDRESS)
+    if given.get("ssl"):  # a redis.Redis argument of the sentinels' clients
         sentinel_kwargs["ssl"] = True
     master = _portable(pool.connection_kwargs, drop=_ADDRESS)
     if _uses_tls(pool.connection_class):
