@@ -21,12 +21,13 @@ from typing import Any
 from django_xsm.exceptions import brief
 
 from .parsing import Problems, check_keys, choice, fail, number
-from .values import SENTINEL_DEFAULTS, Durability, Sentinel
+from .values import SENTINEL_DEFAULTS, Durability, Sentinel, XsmSettings
 
 __all__ = [
     "MAX_MIN_REPLICAS",
     "MAX_WAIT_MS",
     "durability",
+    "durability_fits",
     "redis_cluster",
     "sentinel",
 ]
@@ -212,3 +213,17 @@ def durability(value: Mapping[str, Any], into: Problems) -> Durability:
     )
     timeout = into.take(lambda: _timeout_ms(value["TIMEOUT_MS"]), 1)
     return Durability(min_replicas=replicas, timeout_ms=timeout)
+
+
+def durability_fits(s: XsmSettings) -> None:
+    """The embedded fakeredis has no replicas: with ``MIN_REPLICAS`` above
+    0 every commit there would fail, so say so at start-up."""
+    if s.durability.min_replicas and s.uses_embedded:
+        raise fail(
+            f"is {s.durability.min_replicas} but the store is the embedded fakeredis, "
+            "which has no replicas: every commit would fail",
+            "DURABILITY",
+            "MIN_REPLICAS",
+            hint="keep 0 where the embedded store runs (tests, DEBUG), or set REDIS_URL, "
+            "CACHE_ALIAS or SENTINEL",
+        )

@@ -233,6 +233,7 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
         debug=debug,
         raw=m,
     )
+    p.take(lambda: topology.durability_fits(found))
     if p.found:
         raise InvalidSettings(p.found)
     return found

@@ -633,3 +633,13 @@ def test_e012_a_cluster_cache_on_a_server_without_cluster_mode(
     xsm(CACHE_ALIAS="xsm", EMBEDDED=None)
     [error] = [m for m in check_deploy() if m.id == "xsm.E012"]
     assert "cache 'xsm' has a cluster client (ClusterConnectionFactory)" in error.msg
+
+
+def test_min_replicas_is_refused_on_the_embedded_store(xsm: Any) -> None:
+    xsm(DURABILITY={"MIN_REPLICAS": 1})  # the test settings force EMBEDDED
+    [error] = [m for m in check_settings() if m.id == "xsm.E001"]
+    assert error.msg.startswith("XSM['DURABILITY']['MIN_REPLICAS']: is 1 but the store is the")
+    with pytest.raises(ImproperlyConfigured, match="has no replicas"):
+        stores.get_backend()
+    xsm(DURABILITY={"MIN_REPLICAS": 1}, SENTINEL=SENTINEL, EMBEDDED=None)
+    assert conf.get_settings().durability.min_replicas == 1
