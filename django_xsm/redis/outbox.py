@@ -186,6 +186,10 @@ def allocate(budget: int, available: Mapping[int, int], turn: int) -> dict[int, 
     return {b: n for b, n in shares.items() if n}
 
 
+def _key_of(lease: object) -> str | None:
+    return lease.entry.key if isinstance(lease, OutboxLease) else None
+
+
 def _check_ms(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidConfigError(f"{name} must be an int >= 0 (ms), got {value!r}", path=name)
@@ -475,7 +479,7 @@ class RedisOutbox(SyncSide):
         """The handler succeeded: remove the entry. ``False`` when the lease
         was lost (reclaimed after the visibility timeout): then another
         delivery of the same ``delivery_id`` is under way or done."""
-        return self.driver.run(self.core.ack(lease), lease.entry.key)
+        return self.driver.run(self.core.ack(lease), _key_of(lease))
 
     def fail(self, lease: OutboxLease, error: str, *, retry_at_ms: int | None) -> FailOutcome:
         """The handler failed with ``error`` (stored redacted by the caller,
@@ -484,7 +488,7 @@ class RedisOutbox(SyncSide):
         retry with one more attempt: ``"retry"``; without, it becomes a dead
         letter: ``"dead"``. ``"lost"`` when the lease was lost (nothing
         changed)."""
-        return self.driver.run(self.core.fail(lease, error, retry_at_ms), lease.entry.key)
+        return self.driver.run(self.core.fail(lease, error, retry_at_ms), _key_of(lease))
 
     def dead_letters(self, *, limit: int = 100, after: str = "") -> list[DeadLetter]:
         """Dead letters, oldest first across buckets; the next page starts
