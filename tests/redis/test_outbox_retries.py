@@ -212,7 +212,7 @@ def test_damaged_entries_become_dead_letters_instead_of_crashing(
     stream = layout.outbox(bucket)
     good = {"k": "order:1", "m": "order", "v": "1", "e": '{"type": "x"}', "a": "0", "t": "1"}
     damaged = {
-        "no-id": {k: v for k, v in good.items()},
+        "no-id": dict(good),
         "bad-json": {**good, "id": "d-1", "e": "{nope"},
         "not-an-object": {**good, "id": "d-2", "e": "[1, 2]"},
         "bad-version": {**good, "id": "d-3", "v": "one"},
