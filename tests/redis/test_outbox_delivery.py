@@ -23,6 +23,10 @@ from tests.redis.helpers import layout_of, sent
 from tests.redis.outbox_worker import BUCKETS, commit, emit_machine
 from tests.support import Backends
 
+#: A short visibility timeout (ms), long enough for a loaded test machine
+#: not to cross it between two calls.
+VT = 150
+
 
 @pytest.fixture
 def ob(b: Backends) -> RedisOutbox:
@@ -179,11 +183,11 @@ def test_a_lease_past_the_visibility_timeout_goes_to_another_consumer(
     b: Backends, ob: RedisOutbox
 ) -> None:
     commit(b.store, "order:1", "PAY")
-    first = ob.take("w1", visibility_timeout_ms=50)
+    first = ob.take("w1", visibility_timeout_ms=VT)
     assert len(first) == 3
-    assert ob.take("w2", visibility_timeout_ms=50) == []  # not idle long enough yet
-    time.sleep(0.08)
-    again = ob.take("w2", visibility_timeout_ms=50)
+    assert ob.take("w2", visibility_timeout_ms=VT) == []  # not idle long enough yet
+    time.sleep(VT / 1000 + 0.05)
+    again = ob.take("w2", visibility_timeout_ms=VT)
     assert [a.entry.delivery_id for a in again] == [f.entry.delivery_id for f in first]
     assert all(a.consumer == "w2" and a.deliveries == 2 for a in again)
     # the delivery that ended without ack or fail counts as an attempt
@@ -202,9 +206,9 @@ def test_a_lease_reclaimed_by_the_same_consumer_name_is_lost_too(
     b: Backends, ob: RedisOutbox
 ) -> None:
     commit(b.store, "order:1", "PING")
-    (old,) = ob.take("w1", count=1, visibility_timeout_ms=50)
-    time.sleep(0.08)
-    (new,) = ob.take("w1", count=1, visibility_timeout_ms=50)
+    (old,) = ob.take("w1", count=1, visibility_timeout_ms=VT)
+    time.sleep(VT / 1000 + 0.05)
+    (new,) = ob.take("w1", count=1, visibility_timeout_ms=VT)
     assert (new.stream_id, new.deliveries) == (old.stream_id, 2)
     assert not ob.ack(old)  # the delivery count moved on
     assert ob.ack(new)
@@ -218,15 +222,15 @@ def test_round_trips_per_take(b: Backends, ob: RedisOutbox) -> None:
     commit(b.store, "order:1", "PAY")
     bucket = layout_of(b.store).bucket("order:1")
     with sent(b.client) as fresh:
-        first = ob.take("w", visibility_timeout_ms=50)
+        first = ob.take("w", visibility_timeout_ms=VT)
     assert [[c[0] for c in trip] for trip in fresh.trips] == [
         ["OUTBOX_PROMOTE"] * BUCKETS,
         ["OUTBOX_READ"],  # only the bucket that has something
     ]
     assert fresh.trips[1][0][2] == layout_of(b.store).outbox(bucket)  # name, numkeys, key
-    time.sleep(0.08)
+    time.sleep(VT / 1000 + 0.05)
     with sent(b.client) as reclaim:
-        again = ob.take("w2", visibility_timeout_ms=50)
+        again = ob.take("w2", visibility_timeout_ms=VT)
     assert [[c[0] for c in trip] for trip in reclaim.trips] == [
         ["OUTBOX_PROMOTE"] * BUCKETS,
         ["OUTBOX_RECLAIM"],
