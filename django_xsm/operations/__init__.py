@@ -31,6 +31,7 @@ from .timers import (
     dead_letter_reasons,
     dead_letters,
     due_timers,
+    redrive_timers,
     run_scanner,
     scan_timers,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "purge_inbox",
     "purge_logs",
     "redacted",
+    "redrive_timers",
     "run_scanner",
     "scan_timers",
 ]

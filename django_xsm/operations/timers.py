@@ -24,6 +24,7 @@ __all__ = [
     "dead_letters",
     "due_timers",
     "machine_entry",
+    "redrive_timers",
     "run_scanner",
     "scan_timers",
 ]
@@ -133,6 +134,14 @@ def dead_letter_reasons(keys: list[str]) -> dict[str, str]:
     """Why each of ``keys`` was parked: its last timer failure, or why the
     scanner could not read its record (keys with no reason are left out)."""
     return dict(backend.get_store().dead_letter_reasons(keys))
+
+
+def redrive_timers(keys: list[str]) -> dict[str, bool]:
+    """Give the dead-lettered timers of ``keys`` their attempts back
+    (``xsm_scan_timers --redrive``): the next scan fires them again. Maps
+    each key to whether it had a dead timer that was redriven."""
+    scanner = backend.get_scanner()
+    return {key: scanner.redrive(key) for key in dict.fromkeys(keys)}
 
 
 def scan_timers(

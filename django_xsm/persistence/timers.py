@@ -18,6 +18,7 @@ instance never stops a scan.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +35,7 @@ from django_xsm.exceptions import (
     UnknownMachineError,
 )
 
+from .backoff import Backoff
 from .base import system_clock_ms, validate_text
 from .block import persisted
 from .locks import LockStrategy
@@ -93,8 +95,11 @@ class DueTimerScanner:
     ``machines``: machine id -> machine (the record names its machine).
     ``plugins``/``lock``: as for ``persisted()`` (audit the fires, lock
     pessimistically...). ``now``: a clock returning epoch milliseconds
-    (tests inject one). ``max_attempts``, ``backoff_s``, ``max_backoff_s``:
-    retry policy for fires that raise. ``key_prefix``: only keys starting
+    (tests inject one). ``max_attempts``, ``backoff_s``, ``max_backoff_s``,
+    ``jitter``: retry policy for fires that raise (attempt ``n`` waits a
+    random time up to ``min(max_backoff_s, backoff_s * 2 ** (n - 1))``, see
+    :mod:`~django_xsm.persistence.backoff`; ``jitter=False`` waits the
+    ceiling; ``rng`` seeds the randomness). ``key_prefix``: only keys starting
     with it (compared literally: glob characters are plain) are scanned and
     fired; ``""`` (the default) is every key.
 
@@ -113,11 +118,13 @@ class DueTimerScanner:
         plugins: Any = (),
         lock: LockStrategy | None = None,
         now: Callable[[], int] | None = None,
-        max_attempts: int = 5,
+        max_attempts: int = 12,
         backoff_s: float = 1.0,
         max_backoff_s: float = 300.0,
         actor: str = TIMER_ACTOR,
         key_prefix: str = "",
+        jitter: bool = True,
+        rng: random.Random | None = None,
     ) -> None:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidConfigError("max_attempts must be an int >= 1", path="max_attempts")
@@ -128,8 +135,7 @@ class DueTimerScanner:
         self.lock = lock
         self.clock: Callable[[], int] = now or getattr(store, "clock", None) or system_clock_ms
         self.max_attempts = max_attempts
-        self.backoff_ms = int(backoff_s * 1000)
-        self.max_backoff_ms = int(max_backoff_s * 1000)
+        self.backoff = Backoff(backoff_s, max_backoff_s, jitter, rng or random.Random())
         self.actor = actor
 
     def _machine_for(self, record: StoredRecord | None) -> Any:
@@ -295,7 +301,7 @@ class DueTimerScanner:
         previous = failures.get(fk)
         attempts = (previous.attempts if previous else 0) + 1
         dead = attempts >= self.max_attempts
-        delay = min(self.max_backoff_ms, self.backoff_ms * 2 ** (attempts - 1))
+        delay = self.backoff.delay_ms(attempts)
         failures[fk] = TimerFailure(
             attempts=attempts,
             next_attempt_ms=now_ms + delay,
@@ -322,6 +328,35 @@ class DueTimerScanner:
             )
         except StoreUnavailableError:
             logger.warning("could not record the timer failure of %r", key)
+
+    def redrive(self, key: str) -> bool:
+        """Give the dead-lettered timers of ``key`` their attempts back, so
+        the next scan fires them again (their deadlines are still armed;
+        a parked, unreadable record is not a timer failure: repair or
+        forget it). False when ``key`` had no dead timer, or changed while
+        this ran (then try again)."""
+        record = self.store.load(key)
+        if record is None:
+            return False
+        failures = dict(record.timer_failures)
+        dead = [fk for fk, failure in failures.items() if failure.dead]
+        if not dead:
+            return False
+        for fk in dead:
+            del failures[fk]
+        raw = record.snapshot.get("deadlines", ())
+        deadlines = tuple(Deadline.from_dict(d) for d in raw)
+        redriven = bool(
+            self.store.record_timer_failure(
+                key,
+                expected_version=record.version,
+                failures=failures,
+                next_due_ms=next_due_ms(deadlines, failures),
+            )
+        )
+        if redriven:
+            logger.warning("xsm timers of %r redriven: %s", key, ", ".join(sorted(dead)))
+        return redriven
 
     def run_forever(
         self,

@@ -4,6 +4,7 @@ dead-letter without stopping the scan. Time is a FakeClock throughout."""
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Any
 
@@ -48,6 +49,8 @@ def fired(b: Backends, key: str) -> int:
 
 
 def scanner(b: Backends, clock: FakeClock, **kw: Any) -> DueTimerScanner:
+    # these tests follow the exact schedule (the ceilings): jitter has its own test
+    kw.setdefault("jitter", False)
     return DueTimerScanner(b.store, MACHINES, now=clock, **kw)
 
 
@@ -400,3 +403,37 @@ def test_a_key_gone_between_due_keys_and_open_counts_as_stale(b: Backends) -> No
     b.store.forget("t:gone")
     result = scanner(b, clock).fire("t:gone", now=due)
     assert (result.stale, result.errors, result.fired) == (1, 0, 0)
+
+
+def test_retries_wait_a_random_time_up_to_the_doubling_ceiling(b: Backends) -> None:
+    clock = block_clock(b)
+    due = create(b, "t:bad", poison=True)
+    s = scanner(b, clock, jitter=True, rng=random.Random(7), max_attempts=12)
+    assert s.max_attempts == 12 and DueTimerScanner(b.store, MACHINES).max_attempts == 12
+    now, waits = due, []
+    for attempt in range(1, 12):
+        assert s.scan(now=now).errors == 1
+        (failure,) = b.store.load("t:bad").timer_failures.values()
+        assert failure.attempts == attempt and not failure.dead
+        wait = failure.next_attempt_ms - now
+        assert 0 <= wait <= min(300_000, 1000 * 2 ** (attempt - 1))
+        waits.append(wait)
+        now = failure.next_attempt_ms
+    assert len(set(waits)) > 5  # random, not the ceilings
+    assert s.backoff.ceiling_ms(10) == s.backoff.ceiling_ms(11) == 300_000  # the cap is reached
+    assert s.scan(now=now).dead_lettered == 1
+
+
+def test_a_dead_timer_is_redriven_and_fires_at_the_next_scan(b: Backends) -> None:
+    clock = block_clock(b)
+    due = create(b, "t:1", poison=True)
+    s = scanner(b, clock, max_attempts=1)
+    assert s.scan(now=due).dead_lettered == 1
+    with persisted(b.store, "t:1", T) as t:
+        t.context["poison"] = False  # the operator's fix
+    assert [k for k, _ in b.store.dead_letters()] == ["t:1"]
+    assert s.redrive("t:1") is True
+    assert b.store.dead_letters() == [] and not b.store.load("t:1").timer_failures
+    assert s.scan(now=due + 1).fired == 1 and fired(b, "t:1") == 1
+    assert s.redrive("t:1") is False  # nothing dead any more
+    assert s.redrive("t:missing") is False

@@ -44,6 +44,7 @@ examples:
   manage.py xsm_scan_timers --machine order --limit 500 --lock pessimistic
   manage.py xsm_scan_timers --loop --key-prefix order:eu-
   manage.py xsm_scan_timers --dry-run -v 2
+  manage.py xsm_scan_timers --redrive order:42 --redrive order:43
 """
 
     def add_arguments(self, parser: Any) -> None:
@@ -87,10 +88,22 @@ examples:
             help="List what is due (key, machine, due time, lag) and the instances with "
             "dead-lettered timers; fire nothing.",
         )
+        parser.add_argument(
+            "--redrive",
+            action="append",
+            metavar="KEY",
+            default=[],
+            help="Give the dead-lettered timers of KEY their attempts back (repeatable); "
+            "the next scan fires them again. Fix the cause first (xsm_inspect KEY).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["dry_run"] and options["loop"]:
             raise CommandError("--dry-run lists what is due once; drop --loop")
+        if options["redrive"]:
+            if options["loop"] or options["dry_run"]:
+                raise CommandError("--redrive runs once and fires nothing; drop --loop/--dry-run")
+            return self.redrive(options["redrive"])
         with command_errors():
             if options["dry_run"]:
                 return self.dry_run(options)
@@ -114,6 +127,18 @@ examples:
                 "log and `manage.py xsm_inspect KEY`"
             )
         return None
+
+    def redrive(self, keys: list[str]) -> None:
+        with command_errors():
+            done = operations.redrive_timers(keys)
+        for key, redriven in done.items():
+            self.say(f"{'redriven' if redriven else 'no dead timer'} {key}")
+        missed = [key for key, redriven in done.items() if not redriven]
+        if missed:
+            raise CommandError(
+                f"{len(missed)} key(s) had no dead-lettered timer: {', '.join(missed[:10])} "
+                "(see `manage.py xsm_scan_timers --dry-run`)"
+            )
 
     def fired(self, key: str, outcome: ScanResult) -> None:
         lag = f" (lag {format_duration(outcome.max_lag_ms)})" if outcome.fired else ""

@@ -255,3 +255,25 @@ def test_a_parked_unreadable_record_is_listed_with_its_reason(backend: Any):
     dry = run("xsm_scan_timers", "--dry-run").out
     [line] = [x for x in dry.splitlines() if x.startswith("dead-lettered alarm:broken")]
     assert "(" in line and line.endswith(")")  # the reason, e.g. why it could not be read
+
+
+def test_redrive_gives_a_dead_timer_its_attempts_back(backend: Any):
+    arm("faulty:2", "faulty")
+    _failing_run()
+    _failing_run()  # MAX_ATTEMPTS 2: dead-lettered now
+    assert [k for k, _ in stores.get_store().dead_letters()] == ["faulty:2"]
+    assert run("xsm_scan_timers", "--redrive", "faulty:2").out == "redriven faulty:2\n"
+    assert stores.get_store().dead_letters() == []
+    assert not stores.get_store().load("faulty:2").timer_failures
+    out, _ = _failing_run()  # the next pass fires it again (and it fails again)
+    assert counts(out)["errors"] == 1 and counts(out)["scanned"] == 1
+
+
+def test_redrive_of_a_key_without_a_dead_timer_exits_non_zero(backend: Any):
+    arm("alarm:fine")
+    with pytest.raises(
+        CommandError, match="2 key\\(s\\) had no dead-lettered timer: alarm:fine, alarm:nope"
+    ):
+        run("xsm_scan_timers", "--redrive", "alarm:fine", "--redrive", "alarm:nope")
+    with pytest.raises(CommandError, match="drop --loop"):
+        run("xsm_scan_timers", "--redrive", "alarm:fine", "--loop")
