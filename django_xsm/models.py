@@ -9,6 +9,7 @@ in the ``django_xsm`` app label)::
     django_xsm.send_event        send an event to an instance
     django_xsm.fire_timers       fire an instance's armed timers now
     django_xsm.forget_instance   erase an instance and its transition log
+    django_xsm.redrive_outbox    put dead-lettered outbox entries back for delivery
 
 Grant them like any model permission (a group, or ``user.user_permissions``).
 Every write permission is checked on its own; each also needs
@@ -19,12 +20,13 @@ from __future__ import annotations
 
 from django.db import models
 
-__all__ = ["PERM_FIRE", "PERM_FORGET", "PERM_SEND", "PERM_VIEW", "Instance"]
+__all__ = ["PERM_FIRE", "PERM_FORGET", "PERM_REDRIVE", "PERM_SEND", "PERM_VIEW", "Instance"]
 
 PERM_VIEW = "django_xsm.view_instance"
 PERM_SEND = "django_xsm.send_event"
 PERM_FIRE = "django_xsm.fire_timers"
 PERM_FORGET = "django_xsm.forget_instance"
+PERM_REDRIVE = "django_xsm.redrive_outbox"
 
 
 class Instance(models.Model):
@@ -43,6 +45,7 @@ class Instance(models.Model):
             ("send_event", "Can send events to XSM instances"),
             ("fire_timers", "Can fire XSM instance timers now"),
             ("forget_instance", "Can forget (erase) XSM instances"),
+            ("redrive_outbox", "Can redrive XSM outbox dead letters"),
         ]
         verbose_name = "instance"
         verbose_name_plural = "instances"
