@@ -26,200 +26,40 @@ Times are the Redis server's (``TIME`` in the scripts), except
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.base import validate_key, validate_limit, validate_text
-from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.outbox import OutboxEntry
 
 from .client import SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .keys import KeyLayout
-from .ops import Call, b2s, score_pairs
+from .ops import b2s, score_pairs
+from .outbox_entries import (
+    MAX_ERROR,
+    PAGE,
+    RECLAIM_CALLS,
+    REDRIVE_SCAN,
+    STREAM_ID,
+    DeadLetter,
+    FailOutcome,
+    OutboxLease,
+    allocate,
+    bucket_call,
+    bucket_calls,
+    check_ms,
+    id_key,
+    key_of,
+    lenient_entry,
+    parse_entry,
+    stream_fields,
+    stream_rows,
+    waiting_fields,
+)
 
 __all__ = ["DeadLetter", "FailOutcome", "OutboxCore", "OutboxLease", "RedisOutbox", "parse_entry"]
-
-#: Longest error text ``fail()`` stores (characters).
-MAX_ERROR = 2000
-#: Entries a listing or maintenance script reads per bucket and round trip.
-PAGE = 500
-#: Dead letters ``redrive()`` reads per bucket looking for a delivery id.
-REDRIVE_SCAN = 100_000
-#: XAUTOCLAIM calls per bucket in one ``take()``.
-RECLAIM_CALLS = 4
-
-FailOutcome = Literal["retry", "dead", "lost"]
-_STREAM_ID = re.compile(r"\d+-\d+")
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxLease:
-    """One entry handed to ``consumer``: its ``entry`` (``entry.delivery()``
-    is what the handler gets) and where it sits (``stream_id`` in the
-    stream of ``bucket``). ``deliveries`` is the stream's delivery count
-    when it was taken: ``ack`` and ``fail`` only act while it is unchanged,
-    so a lease reclaimed since — even by the same consumer name — is lost."""
-
-    entry: OutboxEntry
-    stream_id: str
-    bucket: int
-    consumer: str
-    deliveries: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """An entry that ran out of attempts (or was damaged): ``entry`` with
-    its attempts and ``last_error``, when it died (``dead_ms``, server
-    clock) and where it sits in the dead-letter stream of ``bucket``."""
-
-    entry: OutboxEntry
-    dead_ms: int
-    stream_id: str
-    bucket: int
-
-    @property
-    def cursor(self) -> str:
-        """The ``after=`` of the next ``dead_letters()`` page."""
-        return f"{self.stream_id}/{self.bucket}"
-
-
-# --- entries ----------------------------------------------------------------------
-
-
-def _fields(raw: Any) -> dict[bytes, Any]:
-    """A stream entry's fields: redis-py's dict or a script's flat list (the
-    last value of a repeated field wins)."""
-    pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=False)
-    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in pairs}
-
-
-def _number(f: Mapping[bytes, Any], name: str, default: int | None = None) -> int:
-    raw = b2s(f.get(name.encode()))
-    if raw.isascii() and raw.isdigit():
-        return int(raw)
-    if raw or default is None:
-        raise ValueError(f"{name} is missing or not a number >= 0")
-    return default
-
-
-def parse_entry(raw: Any) -> OutboxEntry:
-    """An :class:`OutboxEntry` from its stream fields; ``ValueError`` says
-    what is damaged."""
-    f = _fields(raw)
-    delivery_id, key = b2s(f.get(b"id")), b2s(f.get(b"k"))
-    if not delivery_id or not key:
-        raise ValueError("no delivery id (id) or no instance key (k)")
-    try:
-        event = loads_tagged(f[b"e"])
-    except (KeyError, ValueError, TypeError):
-        raise ValueError("the event (e) is missing or not JSON") from None
-    if not isinstance(event, dict):
-        raise ValueError("the event (e) is not a JSON object")
-    version, attempts, emitted = _number(f, "v"), _number(f, "a", 0), _number(f, "t", 0)
-    last_error = b2s(f.get(b"err"))
-    return OutboxEntry(
-        delivery_id, key, b2s(f.get(b"m")), version, event, attempts, emitted, last_error
-    )
-
-
-def _lenient(raw: Any) -> OutboxEntry:
-    """What a listing shows of an entry, damaged or not (never raises)."""
-    try:
-        return parse_entry(raw)
-    except ValueError as exc:
-        f = _fields(raw)
-        v, a, t = (
-            int(x) if (x := b2s(f.get(n))).isascii() and x.isdigit() else 0
-            for n in (b"v", b"a", b"t")
-        )
-        why = b2s(f.get(b"err")) or f"damaged: {exc}"
-        return OutboxEntry(b2s(f.get(b"id")), b2s(f.get(b"k")), b2s(f.get(b"m")), v, {}, a, t, why)
-
-
-def _waiting_fields(raw: Any, delivery_id: str) -> Any:
-    """The fields of a waiting entry (a JSON list of field, value strings)."""
-    try:
-        flat = json.loads(raw)
-        if isinstance(flat, list) and len(flat) % 2 == 0:
-            return flat
-    except ValueError:
-        pass
-    return ["id", delivery_id, "err", "damaged retry entry: not a list of fields"]
-
-
-def _stream_rows(reply: Any) -> list[tuple[str, Any]]:
-    """(stream id, fields) of an XRANGE reply, parsed by redis-py or not."""
-    return [(b2s(row[0]), row[1]) for row in reply or () if row and row[0] is not None]
-
-
-def _id_key(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms or 0), int(seq or 0)
-
-
-def allocate(budget: int, available: Mapping[int, int], turn: int) -> dict[int, int]:
-    """Split ``budget`` over buckets, none getting more than it has
-    ``available``: evenly, the remainder going round from the ``turn``-th
-    bucket (so a budget smaller than the bucket count visits each in turn).
-    The shares never add up to more than ``budget``."""
-    order = sorted(available)
-    if order:
-        k = turn % len(order)
-        order = order[k:] + order[:k]
-    shares = dict.fromkeys(order, 0)
-    active = [b for b in order if available[b] > 0]
-    left = budget
-    while left > 0 and active:
-        each, extra = divmod(left, len(active))
-        for i, b in enumerate(active):
-            give = min(each + (1 if i < extra else 0), available[b] - shares[b])
-            shares[b] += give
-            left -= give
-        # a round that capped no bucket gave out all that was left
-        active = [b for b in active if shares[b] < available[b]]
-    return {b: n for b, n in shares.items() if n}
-
-
-def _key_of(lease: object) -> str | None:
-    return lease.entry.key if isinstance(lease, OutboxLease) else None
-
-
-def _check_ms(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidConfigError(f"{name} must be an int >= 0 (ms), got {value!r}", path=name)
-    return value
-
-
-_ALL = ("outbox", "outbox_retry", "outbox_waiting", "outbox_dead")
-#: The KEYS of each script (KeyLayout methods of the bucket, in order).
-_KEYS: dict[str, tuple[str, ...]] = {
-    "OUTBOX_PROMOTE": _ALL,
-    "OUTBOX_FAIL": _ALL,
-    "OUTBOX_STATS": _ALL,
-    "OUTBOX_RECLAIM": ("outbox",),
-    "OUTBOX_READ": ("outbox",),
-    "OUTBOX_ACK": ("outbox",),
-    "OUTBOX_PENDING": ("outbox",),
-    "OUTBOX_REDRIVE": ("outbox", "outbox_dead"),
-    "OUTBOX_REDRIVE_PAGE": ("outbox", "outbox_dead"),
-    "OUTBOX_PURGE_DEAD": ("outbox_dead",),
-}
-
-
-def _call(layout: KeyLayout, script: str, b: int, args: Sequence[Any]) -> Call:
-    return Call(script, [getattr(layout, name)(b) for name in _KEYS[script]], list(args))
-
-
-def _calls(layout: KeyLayout, script: str, args: Mapping[int, Sequence[Any]]) -> Many:
-    """``script`` once per bucket of ``args``, in one pipeline."""
-    return Many(tuple(_call(layout, script, b, a) for b, a in args.items()))
-
 
 # --- the operations, once ------------------------------------------------------------
 
@@ -240,20 +80,22 @@ class OutboxCore:
         g, turn, self._turn = self.group, self._turn, self._turn + 1
         # 1: due retries back into the streams, and what each bucket offers
         asked = {b: [g, count, visibility_ms, count] for b in range(layout.buckets)}
-        probes = dict(zip(asked, (yield _calls(layout, "OUTBOX_PROMOTE", asked)), strict=True))
+        probes = dict(
+            zip(asked, (yield bucket_calls(layout, "OUTBOX_PROMOTE", asked)), strict=True)
+        )
         rows: list[tuple[int, Any, Any, int]] = []  # bucket, stream id, fields, deliveries
         # 2: leases held past the visibility timeout (their worker is gone)
         shares = allocate(count, {b: int(p[2]) for b, p in probes.items()}, turn)
         if shares:
             asked = {b: [g, consumer, visibility_ms, n, RECLAIM_CALLS] for b, n in shares.items()}
-            replies = yield _calls(layout, "OUTBOX_RECLAIM", asked)
+            replies = yield bucket_calls(layout, "OUTBOX_RECLAIM", asked)
             for b, reply in zip(shares, replies, strict=True):
                 rows += [(b, sid, fields, int(n)) for sid, fields, n in reply]
         # 3: entries nobody had yet
         shares = allocate(count - len(rows), {b: int(p[3]) for b, p in probes.items()}, turn)
         if shares:
             asked = {b: [g, consumer, n] for b, n in shares.items()}
-            replies = yield _calls(layout, "OUTBOX_READ", asked)
+            replies = yield bucket_calls(layout, "OUTBOX_READ", asked)
             for b, reply in zip(shares, replies, strict=True):
                 rows += [(b, sid, fields, 1) for sid, fields in reply]
         leases, damaged = [], []
@@ -262,14 +104,16 @@ class OutboxCore:
                 entry = parse_entry(fields)
             except ValueError as exc:
                 why = f"damaged outbox entry: {exc}"
-                damaged.append(_call(layout, "OUTBOX_FAIL", b, [g, sid, consumer, n, "", why, ""]))
+                damaged.append(
+                    bucket_call(layout, "OUTBOX_FAIL", b, [g, sid, consumer, n, "", why, ""])
+                )
                 continue
             if n > 1:  # each delivery that ended without ack or fail was an attempt
                 entry = replace(entry, attempts=entry.attempts + n - 1)
             leases.append(OutboxLease(entry, b2s(sid), b, consumer, n))
         if damaged:
             yield Many(tuple(damaged))
-        leases.sort(key=lambda lease: (_id_key(lease.stream_id), lease.bucket))
+        leases.sort(key=lambda lease: (id_key(lease.stream_id), lease.bucket))
         return leases
 
     def _lease_layout(self, lease: OutboxLease) -> Op[KeyLayout]:
@@ -278,18 +122,18 @@ class OutboxCore:
                 f"expected an OutboxLease from take(), got {type(lease).__name__}", path="lease"
             )
         layout = yield from self.state.ensure()
-        if not 0 <= lease.bucket < layout.buckets or not _STREAM_ID.fullmatch(lease.stream_id):
+        if not 0 <= lease.bucket < layout.buckets or not STREAM_ID.fullmatch(lease.stream_id):
             raise InvalidConfigError("this lease is not from this namespace's take()", path="lease")
         return layout
 
     def ack(self, lease: OutboxLease) -> Op[bool]:
         layout = yield from self._lease_layout(lease)
         args = [self.group, lease.stream_id, lease.consumer, lease.deliveries]
-        return bool(int((yield _call(layout, "OUTBOX_ACK", lease.bucket, args))))
+        return bool(int((yield bucket_call(layout, "OUTBOX_ACK", lease.bucket, args))))
 
     def fail(self, lease: OutboxLease, error: str, retry_at_ms: int | None) -> Op[FailOutcome]:
         validate_text(error, "error")
-        retry = "" if retry_at_ms is None else _check_ms(retry_at_ms, "retry_at_ms")
+        retry = "" if retry_at_ms is None else check_ms(retry_at_ms, "retry_at_ms")
         layout = yield from self._lease_layout(lease)
         attempts, text = lease.entry.attempts + 1, error[:MAX_ERROR]
         args = [
@@ -301,7 +145,7 @@ class OutboxCore:
             text,
             retry,
         ]
-        outcome = b2s((yield _call(layout, "OUTBOX_FAIL", lease.bucket, args)))
+        outcome = b2s((yield bucket_call(layout, "OUTBOX_FAIL", lease.bucket, args)))
         if outcome == "retry":
             return "retry"
         return "dead" if outcome == "dead" else "lost"
@@ -312,7 +156,7 @@ class OutboxCore:
         validate_limit(limit)
         validate_text(after, "after")
         at, _, at_bucket = after.partition("/")
-        if after and not (_STREAM_ID.fullmatch(at) and (not at_bucket or at_bucket.isdigit())):
+        if after and not (STREAM_ID.fullmatch(at) and (not at_bucket or at_bucket.isdigit())):
             raise InvalidConfigError(
                 f"after must be a DeadLetter.cursor, got {after!r}", path="after"
             )
@@ -327,12 +171,12 @@ class OutboxCore:
         )
         letters = []
         for b, reply in zip(starts, replies, strict=True):
-            for sid, raw in _stream_rows(reply):
-                f = _fields(raw)
+            for sid, raw in stream_rows(reply):
+                f = stream_fields(raw)
                 dead = b2s(f.get(b"dt"))
-                dead_ms = int(dead) if dead.isdigit() else _id_key(sid)[0]
-                letters.append(DeadLetter(_lenient(f), dead_ms, sid, b))
-        letters.sort(key=lambda d: (_id_key(d.stream_id), d.bucket))
+                dead_ms = int(dead) if dead.isdigit() else id_key(sid)[0]
+                letters.append(DeadLetter(lenient_entry(f), dead_ms, sid, b))
+        letters.sort(key=lambda d: (id_key(d.stream_id), d.bucket))
         return letters[:limit]
 
     def waiting(self, limit: int) -> Op[list[tuple[OutboxEntry, int]]]:
@@ -351,7 +195,7 @@ class OutboxCore:
         )[:limit]
         raws = yield Many(tuple(Cmd("HGET", (layout.outbox_waiting(b), m)) for _, m, b in due))
         return [
-            (_lenient(_waiting_fields(raw, m)), ms)
+            (lenient_entry(waiting_fields(raw, m)), ms)
             for (ms, m, _), raw in zip(due, raws, strict=True)
             if raw is not None  # promoted in between
         ]
@@ -360,17 +204,17 @@ class OutboxCore:
         validate_limit(limit)
         layout = yield from self.state.ensure()
         asked = {b: [self.group, limit] for b in range(layout.buckets)}
-        replies = yield _calls(layout, "OUTBOX_PENDING", asked)
+        replies = yield bucket_calls(layout, "OUTBOX_PENDING", asked)
         rows = sorted(
-            (_id_key(b2s(sid)), b, fields, b2s(who), int(idle))
+            (id_key(b2s(sid)), b, fields, b2s(who), int(idle))
             for b, reply in zip(asked, replies, strict=True)
             for sid, fields, who, idle in reply
         )
-        return [(_lenient(fields), who, idle) for _, _, fields, who, idle in rows[:limit]]
+        return [(lenient_entry(fields), who, idle) for _, _, fields, who, idle in rows[:limit]]
 
     def stats(self) -> Op[dict[str, int]]:
         layout = yield from self.state.ensure()
-        replies = yield _calls(layout, "OUTBOX_STATS", {b: [] for b in range(layout.buckets)})
+        replies = yield bucket_calls(layout, "OUTBOX_STATS", {b: [] for b in range(layout.buckets)})
         oldest = [int(r[3]) for r in replies if int(r[3]) >= 0]
         now = max(int(r[4]) for r in replies)
         return {
@@ -395,10 +239,10 @@ class OutboxCore:
             )
             starts = {}
             for (b, _), reply in zip(asked, replies, strict=True):
-                rows = _stream_rows(reply)
+                rows = stream_rows(reply)
                 for sid, raw in rows:
-                    if b2s(_fields(raw).get(b"id")) == delivery_id:
-                        call = _call(layout, "OUTBOX_REDRIVE", b, [sid, delivery_id])
+                    if b2s(stream_fields(raw).get(b"id")) == delivery_id:
+                        call = bucket_call(layout, "OUTBOX_REDRIVE", b, [sid, delivery_id])
                         return bool(int((yield call)))
                 if len(rows) == PAGE:
                     starts[b] = "(" + rows[-1][0]
@@ -415,7 +259,7 @@ class OutboxCore:
             left = PAGE * len(starts) if limit is None else limit - moved
             shares = allocate(left, dict.fromkeys(starts, PAGE), 0)
             asked = {b: [starts[b], n] for b, n in shares.items()}
-            replies = yield _calls(layout, "OUTBOX_REDRIVE_PAGE", asked)
+            replies = yield bucket_calls(layout, "OUTBOX_REDRIVE_PAGE", asked)
             for b, (got, after) in zip(asked, replies, strict=True):
                 moved += int(got)  # at most its share: never past the limit
                 if b2s(after):
@@ -425,7 +269,7 @@ class OutboxCore:
         return moved
 
     def purge_dead(self, older_than_ms: int, dry_run: bool) -> Op[int]:
-        _check_ms(older_than_ms, "older_than_ms")
+        check_ms(older_than_ms, "older_than_ms")
         layout = yield from self.state.ensure()
         seconds, micros = yield Cmd("TIME", ())
         cutoff = int(seconds) * 1000 + int(micros) // 1000 - older_than_ms
@@ -433,7 +277,7 @@ class OutboxCore:
         total = 0
         while starts:
             asked = {b: [cutoff, PAGE, "1" if dry_run else "0", s] for b, s in starts.items()}
-            replies = yield _calls(layout, "OUTBOX_PURGE_DEAD", asked)
+            replies = yield bucket_calls(layout, "OUTBOX_PURGE_DEAD", asked)
             starts = {}
             for b, (n, after) in zip(asked, replies, strict=True):
                 total += int(n)
@@ -479,7 +323,7 @@ class RedisOutbox(SyncSide):
         """The handler succeeded: remove the entry. ``False`` when the lease
         was lost (reclaimed after the visibility timeout): then another
         delivery of the same ``delivery_id`` is under way or done."""
-        return self.driver.run(self.core.ack(lease), _key_of(lease))
+        return self.driver.run(self.core.ack(lease), key_of(lease))
 
     def fail(self, lease: OutboxLease, error: str, *, retry_at_ms: int | None) -> FailOutcome:
         """The handler failed with ``error`` (stored redacted by the caller,
@@ -488,7 +332,7 @@ class RedisOutbox(SyncSide):
         retry with one more attempt: ``"retry"``; without, it becomes a dead
         letter: ``"dead"``. ``"lost"`` when the lease was lost (nothing
         changed)."""
-        return self.driver.run(self.core.fail(lease, error, retry_at_ms), _key_of(lease))
+        return self.driver.run(self.core.fail(lease, error, retry_at_ms), key_of(lease))
 
     def dead_letters(self, *, limit: int = 100, after: str = "") -> list[DeadLetter]:
         """Dead letters, oldest first across buckets; the next page starts

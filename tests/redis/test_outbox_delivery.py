@@ -18,7 +18,7 @@ from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence import persisted
 from django_xsm.persistence.outbox import Delivery
 from django_xsm.redis import OutboxLease, RedisOutbox
-from django_xsm.redis.outbox import allocate
+from django_xsm.redis.outbox_entries import allocate
 from tests.redis.helpers import layout_of, sent
 from tests.redis.outbox_worker import BUCKETS, commit, emit_machine
 from tests.support import Backends

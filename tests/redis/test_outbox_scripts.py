@@ -52,7 +52,7 @@ def test_every_outbox_script_is_registered_and_has_a_header() -> None:
 
 
 def _keys(b: Backends, name: str) -> list[str]:
-    from django_xsm.redis.outbox import _KEYS
+    from django_xsm.redis.outbox_entries import _KEYS
 
     layout = layout_of(b.store)
     return [getattr(layout, method)(0) for method in _KEYS[name]]

@@ -1,0 +1,217 @@
+"""What the outbox streams hold and how the outbox reads them: leases,
+dead letters, entry parsing, the per-bucket budget of a ``take()`` and the
+KEYS of each outbox script (the operations are in :mod:`.outbox`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django_xsm.exceptions import InvalidConfigError
+from django_xsm.persistence.codecs import loads_tagged
+from django_xsm.persistence.outbox import OutboxEntry
+
+from .core import Many
+from .keys import KeyLayout
+from .ops import Call, b2s
+
+__all__ = [
+    "MAX_ERROR",
+    "PAGE",
+    "RECLAIM_CALLS",
+    "REDRIVE_SCAN",
+    "STREAM_ID",
+    "DeadLetter",
+    "FailOutcome",
+    "OutboxLease",
+    "allocate",
+    "bucket_call",
+    "bucket_calls",
+    "check_ms",
+    "id_key",
+    "key_of",
+    "lenient_entry",
+    "parse_entry",
+    "stream_fields",
+    "stream_rows",
+    "waiting_fields",
+]
+
+#: Longest error text ``fail()`` stores (characters).
+MAX_ERROR = 2000
+#: Entries a listing or maintenance script reads per bucket and round trip.
+PAGE = 500
+#: Dead letters ``redrive()`` reads per bucket looking for a delivery id.
+REDRIVE_SCAN = 100_000
+#: XAUTOCLAIM calls per bucket in one ``take()``.
+RECLAIM_CALLS = 4
+
+FailOutcome = Literal["retry", "dead", "lost"]
+STREAM_ID = re.compile(r"\d+-\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxLease:
+    """One entry handed to ``consumer``: its ``entry`` (``entry.delivery()``
+    is what the handler gets) and where it sits (``stream_id`` in the
+    stream of ``bucket``). ``deliveries`` is the stream's delivery count
+    when it was taken: ``ack`` and ``fail`` only act while it is unchanged,
+    so a lease reclaimed since — even by the same consumer name — is lost."""
+
+    entry: OutboxEntry
+    stream_id: str
+    bucket: int
+    consumer: str
+    deliveries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An entry that ran out of attempts (or was damaged): ``entry`` with
+    its attempts and ``last_error``, when it died (``dead_ms``, server
+    clock) and where it sits in the dead-letter stream of ``bucket``."""
+
+    entry: OutboxEntry
+    dead_ms: int
+    stream_id: str
+    bucket: int
+
+    @property
+    def cursor(self) -> str:
+        """The ``after=`` of the next ``dead_letters()`` page."""
+        return f"{self.stream_id}/{self.bucket}"
+
+
+# --- entries ----------------------------------------------------------------------
+
+
+def stream_fields(raw: Any) -> dict[bytes, Any]:
+    """A stream entry's fields: redis-py's dict or a script's flat list (the
+    last value of a repeated field wins)."""
+    pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=False)
+    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in pairs}
+
+
+def _number(f: Mapping[bytes, Any], name: str, default: int | None = None) -> int:
+    raw = b2s(f.get(name.encode()))
+    if raw.isascii() and raw.isdigit():
+        return int(raw)
+    if raw or default is None:
+        raise ValueError(f"{name} is missing or not a number >= 0")
+    return default
+
+
+def parse_entry(raw: Any) -> OutboxEntry:
+    """An :class:`OutboxEntry` from its stream fields; ``ValueError`` says
+    what is damaged."""
+    f = stream_fields(raw)
+    delivery_id, key = b2s(f.get(b"id")), b2s(f.get(b"k"))
+    if not delivery_id or not key:
+        raise ValueError("no delivery id (id) or no instance key (k)")
+    try:
+        event = loads_tagged(f[b"e"])
+    except (KeyError, ValueError, TypeError):
+        raise ValueError("the event (e) is missing or not JSON") from None
+    if not isinstance(event, dict):
+        raise ValueError("the event (e) is not a JSON object")
+    version, attempts, emitted = _number(f, "v"), _number(f, "a", 0), _number(f, "t", 0)
+    last_error = b2s(f.get(b"err"))
+    return OutboxEntry(
+        delivery_id, key, b2s(f.get(b"m")), version, event, attempts, emitted, last_error
+    )
+
+
+def lenient_entry(raw: Any) -> OutboxEntry:
+    """What a listing shows of an entry, damaged or not (never raises)."""
+    try:
+        return parse_entry(raw)
+    except ValueError as exc:
+        f = stream_fields(raw)
+        v, a, t = (
+            int(x) if (x := b2s(f.get(n))).isascii() and x.isdigit() else 0
+            for n in (b"v", b"a", b"t")
+        )
+        why = b2s(f.get(b"err")) or f"damaged: {exc}"
+        return OutboxEntry(b2s(f.get(b"id")), b2s(f.get(b"k")), b2s(f.get(b"m")), v, {}, a, t, why)
+
+
+def waiting_fields(raw: Any, delivery_id: str) -> Any:
+    """The fields of a waiting entry (a JSON list of field, value strings)."""
+    try:
+        flat = json.loads(raw)
+        if isinstance(flat, list) and len(flat) % 2 == 0:
+            return flat
+    except ValueError:
+        pass
+    return ["id", delivery_id, "err", "damaged retry entry: not a list of fields"]
+
+
+def stream_rows(reply: Any) -> list[tuple[str, Any]]:
+    """(stream id, fields) of an XRANGE reply, parsed by redis-py or not."""
+    return [(b2s(row[0]), row[1]) for row in reply or () if row and row[0] is not None]
+
+
+def id_key(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms or 0), int(seq or 0)
+
+
+def allocate(budget: int, available: Mapping[int, int], turn: int) -> dict[int, int]:
+    """Split ``budget`` over buckets, none getting more than it has
+    ``available``: evenly, the remainder going round from the ``turn``-th
+    bucket (so a budget smaller than the bucket count visits each in turn).
+    The shares never add up to more than ``budget``."""
+    order = sorted(available)
+    if order:
+        k = turn % len(order)
+        order = order[k:] + order[:k]
+    shares = dict.fromkeys(order, 0)
+    active = [b for b in order if available[b] > 0]
+    left = budget
+    while left > 0 and active:
+        each, extra = divmod(left, len(active))
+        for i, b in enumerate(active):
+            give = min(each + (1 if i < extra else 0), available[b] - shares[b])
+            shares[b] += give
+            left -= give
+        # a round that capped no bucket gave out all that was left
+        active = [b for b in active if shares[b] < available[b]]
+    return {b: n for b, n in shares.items() if n}
+
+
+def key_of(lease: object) -> str | None:
+    return lease.entry.key if isinstance(lease, OutboxLease) else None
+
+
+def check_ms(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidConfigError(f"{name} must be an int >= 0 (ms), got {value!r}", path=name)
+    return value
+
+
+_ALL = ("outbox", "outbox_retry", "outbox_waiting", "outbox_dead")
+#: The KEYS of each script (KeyLayout methods of the bucket, in order).
+_KEYS: dict[str, tuple[str, ...]] = {
+    "OUTBOX_PROMOTE": _ALL,
+    "OUTBOX_FAIL": _ALL,
+    "OUTBOX_STATS": _ALL,
+    "OUTBOX_RECLAIM": ("outbox",),
+    "OUTBOX_READ": ("outbox",),
+    "OUTBOX_ACK": ("outbox",),
+    "OUTBOX_PENDING": ("outbox",),
+    "OUTBOX_REDRIVE": ("outbox", "outbox_dead"),
+    "OUTBOX_REDRIVE_PAGE": ("outbox", "outbox_dead"),
+    "OUTBOX_PURGE_DEAD": ("outbox_dead",),
+}
+
+
+def bucket_call(layout: KeyLayout, script: str, b: int, args: Sequence[Any]) -> Call:
+    return Call(script, [getattr(layout, name)(b) for name in _KEYS[script]], list(args))
+
+
+def bucket_calls(layout: KeyLayout, script: str, args: Mapping[int, Sequence[Any]]) -> Many:
+    """``script`` once per bucket of ``args``, in one pipeline."""
+    return Many(tuple(bucket_call(layout, script, b, a) for b, a in args.items()))
