@@ -65,6 +65,7 @@ from django_xsm.redis import (
     AsyncRedisStore,
     RedisInbox,
     RedisLog,
+    RedisOutbox,
     RedisStore,
 )
 
@@ -130,6 +131,8 @@ _async_backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBacke
     weakref.WeakKeyDictionary()
 )
 _machines: MachineDirectory | None = None
+#: The outbox of the backend it was built on (rebuilt with a new backend).
+_outbox: tuple[Backend, RedisOutbox] | None = None
 
 
 def use_machines(directory: MachineDirectory) -> None:
@@ -331,6 +334,23 @@ def get_inbox() -> RedisInbox:
 def get_log() -> RedisLog:
     """Shortcut for ``get_backend().log``."""
     return get_backend().log
+
+
+def get_outbox() -> RedisOutbox:
+    """The outbox's delivery side (``xsm_run_outbox``, ``xsm_outbox``) on
+    the backend's client and prefix, so workers read the streams the
+    commits of this process write; one per backend (built without I/O)."""
+    global _outbox
+    found = get_backend()
+    cached = _outbox
+    if cached is not None and cached[0] is found:
+        return cached[1]
+    with _lock:
+        if _outbox is None or _outbox[0] is not found:
+            s = conf.get_settings()
+            assert s.prefix is not None  # get_backend() refused a missing prefix
+            _outbox = (found, RedisOutbox(found.client, prefix=s.prefix, buckets=s.buckets))
+        return _outbox[1]
 
 
 def lock_strategy(lock: str | LockStrategy | None = None) -> LockStrategy:

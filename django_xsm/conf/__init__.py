@@ -7,7 +7,7 @@
     get_settings().idempotency.header
 
 Every key of ``settings.XSM`` and of its nested ``IDEMPOTENCY`` / ``AUDIT`` /
-``TIMERS`` / ``DURABILITY`` / ``SENTINEL`` dicts is checked: an unknown key
+``TIMERS`` / ``OUTBOX`` / ``DURABILITY`` / ``SENTINEL`` dicts is checked: an unknown key
 or a value of the wrong type raises ``ImproperlyConfigured`` naming the key
 (``XSM['AUDIT']['MAXLEN']``) and, when it looks like a typo, the key meant.
 The parsed settings are cached until Django sends ``setting_changed`` for ``XSM``, ``DEBUG``,
@@ -37,6 +37,7 @@ from .values import (
     Audit,
     Durability,
     Idempotency,
+    Outbox,
     Sentinel,
     Timers,
     XsmSettings,
@@ -51,6 +52,7 @@ __all__ = [
     "Durability",
     "Idempotency",
     "InvalidSettings",
+    "Outbox",
     "Sentinel",
     "Timers",
     "XsmSettings",

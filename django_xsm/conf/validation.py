@@ -6,7 +6,7 @@ a user everything to fix in one round. Values in messages are bounded
 (``reprlib``): a huge or deeply nested value cannot make a huge or a
 crashing message. The checks of single values are in :mod:`.parsing`;
 those of the topology settings (``REDIS_CLUSTER``, ``SENTINEL``,
-``DURABILITY``) in :mod:`.topology`.
+``DURABILITY``) in :mod:`.topology`, ``OUTBOX`` in :mod:`.outbox`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django_xsm.exceptions import brief
 
 from . import topology
+from .outbox import outbox
 from .parsing import MAX_NUMBER, Problems, check_keys, choice, fail, mapping, number, opt_str
 from .values import (
     _HTTP_METHODS,
@@ -229,6 +230,7 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
                 p.take(lambda: number(timers["MAX_BACKOFF_S"], "TIMERS", "MAX_BACKOFF_S"), 0)
             ),
         ),
+        outbox=outbox(m["OUTBOX"], p),
         durability=topology.durability(m["DURABILITY"], p),
         debug=debug,
         raw=m,

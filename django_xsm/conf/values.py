@@ -14,6 +14,7 @@ __all__ = [
     "Audit",
     "Durability",
     "Idempotency",
+    "Outbox",
     "Sentinel",
     "Timers",
     "XsmSettings",
@@ -57,9 +58,16 @@ DEFAULTS: dict[str, Any] = {
         "REDACT": [],
     },
     "TIMERS": {
-        "MAX_ATTEMPTS": 5,
+        "MAX_ATTEMPTS": 10,
         "BACKOFF_S": 1.0,
         "MAX_BACKOFF_S": 300.0,
+    },
+    "OUTBOX": {
+        "HANDLERS": {},
+        "MAX_ATTEMPTS": 10,
+        "BACKOFF_S": 1.0,
+        "MAX_BACKOFF_S": 300.0,
+        "VISIBILITY_TIMEOUT_S": 60,
     },
     "DURABILITY": {
         "MIN_REPLICAS": 0,
@@ -77,7 +85,7 @@ SENTINEL_DEFAULTS: dict[str, Any] = {
     "SENTINEL_OPTIONS": {},
 }
 
-_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "DURABILITY")
+_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "OUTBOX", "DURABILITY")
 #: Settings whose change invalidates what was built from XSM.
 WATCHED = frozenset({"XSM", "DEBUG", "CACHES", "BASE_DIR"})
 _HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"})
@@ -117,6 +125,28 @@ class Timers:
     max_attempts: int
     backoff_s: float
     max_backoff_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Outbox:
+    """``XSM['OUTBOX']``: where emitted events go and how their delivery is
+    retried (docs/outbox.md).
+
+    ``handlers`` maps an event-type pattern (``"order.paid"``, ``"order.*"``,
+    ``"*"``) to the dotted path of its handler; the patterns are checked
+    here, the paths are imported by :mod:`django_xsm.outbox.handlers`.
+    """
+
+    handlers: Mapping[str, str]
+    max_attempts: int
+    backoff_s: float
+    max_backoff_s: float
+    visibility_timeout_s: float
+
+    @property
+    def visibility_timeout_ms(self) -> int:
+        """What ``RedisOutbox.take()`` wants: whole milliseconds, at least 1."""
+        return max(1, round(self.visibility_timeout_s * 1000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +208,7 @@ class XsmSettings:
     idempotency: Idempotency
     audit: Audit
     timers: Timers
+    outbox: Outbox
     durability: Durability
     debug: bool
     raw: Mapping[str, Any]

@@ -1,0 +1,110 @@
+"""``XSM['OUTBOX']``: the handler patterns and the delivery retry policy.
+
+A pattern names which emitted events a handler takes, in the words the
+engine uses for event descriptors (docs/engine.md): an exact type
+(``"order.paid"``), a prefix wildcard by whole tokens (``"order.*"``:
+``order`` and ``order.<anything>``), or ``"*"`` for every event. Anything
+else (``"order*"``, ``"*.paid"``, ``"order..paid"``) is refused here, when
+the settings are read, because a pattern that can never match would only
+show up later as dead letters. The handlers' dotted paths are imported by
+:mod:`django_xsm.outbox.handlers` (a path that does not import is
+``xsm.E014``, not a settings error: importing user code is not parsing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django_xsm.exceptions import brief
+
+from .parsing import Problems, fail, number
+from .values import Outbox
+
+__all__ = ["MAX_PATTERN", "outbox", "pattern_problem"]
+
+#: The longest pattern accepted (event types are short words, not documents).
+MAX_PATTERN = 200
+_EXAMPLE = "e.g. {'order.paid': 'shop.effects.send_receipt', 'order.*': 'shop.effects.audit'}"
+
+
+def pattern_problem(pattern: object) -> str | None:
+    """Why ``pattern`` is not a handler pattern, or None when it is one."""
+    if not isinstance(pattern, str) or not pattern:
+        return f"a pattern is a non-empty string, got {brief(pattern)}"
+    if len(pattern) > MAX_PATTERN:
+        return f"a pattern is at most {MAX_PATTERN} characters"
+    if pattern == "*":
+        return None
+    if any(c.isspace() or not c.isprintable() for c in pattern):
+        return "a pattern has no spaces or control characters"
+    stem = pattern[:-2] if pattern.endswith(".*") else pattern
+    if "*" in stem:
+        return (
+            "'*' is allowed only as the last token: 'order.*' (order and order.<anything>) "
+            "or '*' (every event)"
+        )
+    if stem.startswith(".") or stem.endswith(".") or ".." in stem:
+        return "tokens are separated by single dots, e.g. 'order.paid'"
+    return None
+
+
+def _handlers(value: Any, p: Problems) -> dict[str, str]:
+    """The valid entries of ``HANDLERS``; each bad one is recorded in ``p``
+    (all of them, so one round of fixes is enough)."""
+    parts = ("OUTBOX", "HANDLERS")
+    if not isinstance(value, Mapping):
+        raise fail(
+            f"expected a dict of event-type pattern -> dotted path, got {type(value).__name__}",
+            *parts,
+            hint=_EXAMPLE,
+        )
+    found: dict[str, str] = {}
+    for pattern, path in value.items():
+        # a pattern is shown bounded, like an unknown key (check_keys)
+        where = (*parts, pattern[:60] if isinstance(pattern, str) else brief(pattern))
+        why = pattern_problem(pattern)
+        if why is not None:
+            p.found.append(str(fail(why, *where)))
+        elif not isinstance(path, str) or not path.strip():
+            hint = "e.g. 'shop.effects.send_receipt', a function handler(event, *, delivery)"
+            p.found.append(
+                str(
+                    fail(
+                        f"expected the dotted path of a handler, got {brief(path)}",
+                        *where,
+                        hint=hint,
+                    )
+                )
+            )
+        else:
+            found[pattern] = path
+    return found
+
+
+def outbox(m: Mapping[str, Any], p: Problems) -> Outbox:
+    """``XSM['OUTBOX']`` merged with its defaults, every problem recorded."""
+    parts = ("OUTBOX",)
+    return Outbox(
+        handlers=p.take(lambda: _handlers(m["HANDLERS"], p), {}),
+        max_attempts=p.take(
+            lambda: number(m["MAX_ATTEMPTS"], *parts, "MAX_ATTEMPTS", integer=True, minimum=1),
+            1,
+        ),
+        backoff_s=float(p.take(lambda: number(m["BACKOFF_S"], *parts, "BACKOFF_S"), 0)),
+        max_backoff_s=float(p.take(lambda: number(m["MAX_BACKOFF_S"], *parts, "MAX_BACKOFF_S"), 0)),
+        visibility_timeout_s=float(
+            p.take(
+                lambda: number(
+                    m["VISIBILITY_TIMEOUT_S"],
+                    *parts,
+                    "VISIBILITY_TIMEOUT_S",
+                    minimum=0.01,
+                    maximum=7 * 86_400,
+                    hint="longer than your slowest handler: a lease held past it is "
+                    "handed to another worker",
+                ),
+                60,
+            )
+        ),
+    )

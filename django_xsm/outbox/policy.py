@@ -1,0 +1,149 @@
+"""How long a failed delivery waits, and what its error says.
+
+**Full jitter.** After the n-th failed attempt the entry waits
+``uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (n - 1)))`` seconds: the
+cap doubles per attempt, and the wait is anywhere below it. When a
+downstream service falls over, every entry it failed fails at about the
+same moment; fixed delays (or delays with a little jitter) would bring them
+back together as a thundering herd, full jitter spreads them over the
+whole window. The random source is injectable (``rng=``) so tests pin it.
+
+**Errors** are stored with the entry and sent to the instance in the
+compensation event, so they are redacted like the transition log
+(``persistence.audit.redact``: the built-in denylist plus
+``AUDIT['REDACT']``): the values of the event's sensitive fields, and
+``name=value`` / ``"name": value`` pairs whose name is sensitive, become
+``[redacted]``; then the text is cut to :data:`MAX_ERROR` characters.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from django_xsm.persistence.audit import DEFAULT_REDACT, REDACTED, redact
+
+__all__ = ["MAX_ERROR", "RetryPolicy", "Uniform", "describe_error", "redact_text"]
+
+#: The longest error text kept (characters); the store caps it at 2000.
+MAX_ERROR = 1000
+#: Secrets shorter than this are not searched for in messages: "1" or "ok"
+#: would garble every message and hide nothing.
+_MIN_SECRET = 4
+_PAIR = re.compile(
+    r"""(?P<q>['"]?)(?P<name>[A-Za-z_][\w\-]{0,63})(?P=q)(?P<sep>\s*[:=]\s*)"""
+    r"""(?P<value>'[^']*'|"[^"]*"|[^\s,;&)}\]]+)"""
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class Uniform(Protocol):
+    """The random source: ``random.Random`` and ``random.SystemRandom`` fit."""
+
+    def uniform(self, a: float, b: float) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """``MAX_ATTEMPTS``, ``BACKOFF_S`` and ``MAX_BACKOFF_S`` of
+    ``XSM['OUTBOX']``, with the random source of the jitter."""
+
+    max_attempts: int = 10
+    backoff_s: float = 1.0
+    max_backoff_s: float = 300.0
+    rng: Uniform = field(default_factory=random.SystemRandom, compare=False)
+
+    def cap_s(self, attempt: int) -> float:
+        """The upper bound of the wait after failed attempt ``attempt`` (1-based)."""
+        exponent = min(max(attempt, 1) - 1, 64)  # 2**64 s is past any cap: no overflow
+        return min(self.max_backoff_s, self.backoff_s * 2.0**exponent)
+
+    def delay_s(self, attempt: int) -> float:
+        """The wait after failed attempt ``attempt``: full jitter below :meth:`cap_s`."""
+        cap = self.cap_s(attempt)
+        return self.rng.uniform(0.0, cap) if cap > 0 else 0.0
+
+    def exhausted(self, attempt: int) -> bool:
+        """True when attempt ``attempt`` was the last one allowed."""
+        return attempt >= self.max_attempts
+
+
+def _fragments(extra: Iterable[str]) -> tuple[str, ...]:
+    return (*DEFAULT_REDACT, *extra)
+
+
+def _sensitive(name: str, fragments: tuple[str, ...]) -> bool:
+    return bool(redact({name: 0}, fragments)[name] == REDACTED)
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    elif value is not None and not isinstance(value, bool):
+        yield str(value)
+
+
+def _secrets(plain: Any, cleaned: Any) -> Iterator[str]:
+    """The values ``redact()`` hid: where ``cleaned`` says [redacted] and
+    ``plain`` did not."""
+    if isinstance(plain, Mapping) and isinstance(cleaned, Mapping):
+        for k, v in plain.items():
+            hidden = cleaned.get(k)
+            if hidden == REDACTED and v != REDACTED:
+                yield from _leaves(v)
+            else:
+                yield from _secrets(v, hidden)
+    elif isinstance(plain, list | tuple) and isinstance(cleaned, list | tuple):
+        for v, hidden in zip(plain, cleaned, strict=False):
+            yield from _secrets(v, hidden)
+
+
+def redact_text(text: str, event: Mapping[str, Any] | None, extra: Iterable[str] = ()) -> str:
+    """``text`` with the sensitive values of ``event`` and sensitive
+    ``name=value`` pairs replaced by ``[redacted]``."""
+    fragments = _fragments(extra)
+    if event:
+        try:
+            found = set(_secrets(event, redact(event, fragments)))
+        except ValueError:  # nested past the engine's depth cap: nothing to compare
+            found = set()
+        for secret in sorted(found, key=len, reverse=True):
+            if len(secret) >= _MIN_SECRET:
+                text = text.replace(secret, REDACTED)
+
+    def pair(match: re.Match[str]) -> str:
+        if not _sensitive(match["name"], fragments) or match["value"].strip("'\"") == REDACTED:
+            return match[0]
+        quote = match["value"][0] if match["value"][0] in "'\"" else ""
+        return f"{match['q']}{match['name']}{match['q']}{match['sep']}{quote}{REDACTED}{quote}"
+
+    return _PAIR.sub(pair, text)
+
+
+def describe_error(
+    exc: BaseException,
+    event: Mapping[str, Any] | None = None,
+    *,
+    redact_fragments: Iterable[str] = (),
+    limit: int = MAX_ERROR,
+) -> str:
+    """``"ValueError: the message"``, redacted (see the module docstring),
+    one line, at most ``limit`` characters, always storable (no lone
+    surrogates)."""
+    message = str(exc)
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return clean_text(redact_text(text, event, redact_fragments), limit)
+
+
+def clean_text(text: str, limit: int = MAX_ERROR) -> str:
+    """One storable line of at most ``limit`` characters."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    text = _CONTROL.sub(" ", text).replace("\n", " ").replace("\r", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

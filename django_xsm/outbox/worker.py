@@ -1,0 +1,287 @@
+"""OutboxWorker: one consumer of the outbox, calling each entry's handler.
+
+One batch is one ``RedisOutbox.take()`` (at most three pipelined round
+trips) and, per lease:
+
+* **delivered** — the handler returned: ``ack`` (one round trip);
+* **retry** — it raised and attempts are left: ``fail`` with a retry time
+  from :class:`~.policy.RetryPolicy` (full jitter), stored in Redis: the
+  worker never sleeps on a failure and goes on with the next lease;
+* **dead-lettered** — it raised on the last attempt, no pattern matches the
+  event type, or the entry was interrupted more often than attempts allow
+  (a handler that kills its worker): first the compensation event goes to
+  the instance (:mod:`.compensation`), then ``fail`` without a retry time.
+  Compensating first means a crash in between repeats the compensation
+  (idempotent, replayed) instead of losing it. When the compensation meets
+  store trouble the lease is left alone and taken over after the
+  visibility timeout, so nothing is dead-lettered without its compensation
+  having been tried.
+
+A lease is acknowledged only after its handler returned, so delivery is at
+least once; the handler gets a stable ``delivery_id`` to pass downstream
+as an idempotency key. Leases are handled in order; those still untouched
+when 80 % of the visibility timeout has passed since the take are left for
+another worker rather than handled while their lease may already be gone.
+Every outcome is one line on the ``django_xsm.outbox`` logger with the
+structured fields in ``record.xsm``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django_xsm import conf
+from django_xsm.backend.build import get_outbox
+from django_xsm.persistence.outbox import OutboxEntry
+from django_xsm.redis import OutboxLease, RedisOutbox
+
+from .compensation import FAILED_EVENT, Compensation, compensate, trace_id
+from .handlers import HandlerTable, get_handlers
+from .policy import RetryPolicy, Uniform, clean_text, describe_error
+from .results import WorkResult
+from .times import iso, now_ms
+
+__all__ = ["OutboxWorker", "default_consumer"]
+
+logger = logging.getLogger("django_xsm.outbox")
+
+#: Share of the visibility timeout after which untouched leases are left alone.
+LEASE_MARGIN = 0.8
+
+
+def default_consumer() -> str:
+    """``<hostname>-<pid>``: unique per process, readable in listings."""
+    host = socket.gethostname().encode("ascii", "replace").decode("ascii") or "worker"
+    return clean_text(f"{host}-{os.getpid()}", 200).replace(" ", "_")
+
+
+class OutboxWorker:
+    """Takes leases as ``consumer`` and runs their handlers (see the module
+    docstring). ``policy`` holds the attempts and backoff; ``clock`` gives
+    epoch ms for retry times (the worker's clock: keep hosts NTP-synced);
+    ``compensate`` is :func:`~.compensation.compensate` unless replaced."""
+
+    def __init__(
+        self,
+        outbox: RedisOutbox,
+        handlers: HandlerTable,
+        *,
+        consumer: str,
+        batch: int = 100,
+        policy: RetryPolicy | None = None,
+        visibility_timeout_ms: int = 60_000,
+        redact: Iterable[str] = (),
+        clock: Callable[[], int] = now_ms,
+        monotonic: Callable[[], float] = time.monotonic,
+        compensate: Callable[[OutboxEntry, str, int], Compensation] = compensate,
+    ) -> None:
+        self.outbox = outbox
+        self.handlers = handlers
+        self.consumer = consumer
+        self.batch = batch
+        self.policy = policy or RetryPolicy()
+        self.visibility_timeout_ms = visibility_timeout_ms
+        self.redact = tuple(redact)
+        self.clock = clock
+        self.monotonic = monotonic
+        self.compensate = compensate
+
+    @classmethod
+    def from_settings(
+        cls, *, consumer: str | None = None, batch: int = 100, rng: Uniform | None = None
+    ) -> OutboxWorker:
+        """A worker on the process backend's outbox with ``XSM['OUTBOX']``'s
+        handlers and policy (``ImproperlyConfigured`` for a handler that
+        does not import)."""
+        s = conf.get_settings()
+        o = s.outbox
+        policy = RetryPolicy(
+            o.max_attempts, o.backoff_s, o.max_backoff_s, rng or random.SystemRandom()
+        )
+        return cls(
+            get_outbox(),
+            get_handlers(),
+            consumer=consumer or default_consumer(),
+            batch=batch,
+            policy=policy,
+            visibility_timeout_ms=o.visibility_timeout_ms,
+            redact=s.audit.redact,
+        )
+
+    # --- one batch --------------------------------------------------------------------
+
+    def run_batch(self) -> WorkResult:
+        """Take up to ``batch`` leases and handle each (``StoreError`` when
+        Redis fails; leases not finished then are taken over later)."""
+        leases = self.outbox.take(
+            self.consumer, count=self.batch, visibility_timeout_ms=self.visibility_timeout_ms
+        )
+        taken_at = self.monotonic()
+        result = WorkResult(taken=len(leases))
+        limit_s = self.visibility_timeout_ms / 1000 * LEASE_MARGIN
+        for lease in leases:
+            if self.monotonic() - taken_at > limit_s:
+                result.skipped += 1
+                self._log(
+                    logging.INFO,
+                    lease,
+                    "skipped",
+                    "left for another worker: the "
+                    "batch ran close to the visibility timeout (lower --batch)",
+                )
+                continue
+            self.handle(lease, result)
+        return result
+
+    def handle(self, lease: OutboxLease, result: WorkResult) -> None:
+        """Deliver one lease and record the outcome in ``result``."""
+        entry = lease.entry
+        delivery = entry.delivery()
+        if delivery.attempt > self.policy.max_attempts:
+            error = (
+                f"gave up after {entry.attempts} attempt(s): the delivery was interrupted "
+                "(its worker stopped, or a handler ran past the visibility timeout)"
+            )
+            if entry.last_error:
+                error = clean_text(f"{error}; last error: {entry.last_error}")
+            self._dead(lease, error, entry.attempts, result)
+            return
+        route = self.handlers.route(entry.event_type)
+        if route is None:
+            error = (
+                f"no handler for event type {entry.event_type!r}: no pattern of "
+                "XSM['OUTBOX']['HANDLERS'] matches it"
+            )
+            self._dead(lease, clean_text(error), delivery.attempt, result)
+            return
+        started = self.monotonic()
+        try:
+            route.handler(dict(entry.event), delivery=delivery)
+        except Exception as exc:
+            error = describe_error(exc, entry.event, redact_fragments=self.redact)
+            if self.policy.exhausted(delivery.attempt):
+                self._dead(lease, error, delivery.attempt, result)
+            else:
+                self._retry(lease, error, delivery.attempt, result)
+            return
+        took_ms = round((self.monotonic() - started) * 1000)
+        if self.outbox.ack(lease):
+            result.delivered += 1
+            self._log(logging.INFO, lease, "delivered", f"handled by {route.path} in {took_ms}ms")
+        else:
+            result.lost += 1
+            self._log(
+                logging.WARNING,
+                lease,
+                "lost",
+                "delivered, but the lease had been taken "
+                "over (visibility timeout): another worker delivers it again",
+            )
+
+    def _retry(self, lease: OutboxLease, error: str, attempt: int, result: WorkResult) -> None:
+        result.failed.append(lease.entry.delivery_id)
+        delay_ms = round(self.policy.delay_s(attempt) * 1000)
+        retry_at = self.clock() + delay_ms
+        outcome = self.outbox.fail(lease, error, retry_at_ms=retry_at)
+        if outcome == "lost":
+            result.lost += 1
+            self._log(
+                logging.WARNING,
+                lease,
+                "lost",
+                f"failed ({error}), and the lease had been taken over: another worker retries it",
+                error=error,
+            )
+            return
+        result.retried += 1
+        self._log(
+            logging.WARNING,
+            lease,
+            "retry",
+            f"failed (attempt {attempt}/{self.policy.max_attempts}): {error}; retry at "
+            f"{iso(retry_at)} (in {delay_ms}ms)",
+            error=error,
+            retry_at=iso(retry_at),
+        )
+
+    def _dead(self, lease: OutboxLease, error: str, attempts: int, result: WorkResult) -> None:
+        entry = lease.entry
+        result.failed.append(entry.delivery_id)
+        found = self.compensate(entry, error, attempts)
+        if found.outcome == "deferred":
+            result.deferred += 1
+            self._log(
+                logging.WARNING,
+                lease,
+                "compensation deferred",
+                f"{FAILED_EVENT} could "
+                f"not be sent ({found.reason}); the entry is taken over after the "
+                "visibility timeout and tried again",
+                error=error,
+            )
+            return
+        if found.outcome == "refused":
+            result.refused += 1
+            self._log(
+                logging.WARNING,
+                lease,
+                "compensation refused",
+                f"{FAILED_EVENT} refused: {found.reason}",
+                error=error,
+            )
+        else:
+            result.compensated += 1
+            what = "sent" if found.outcome == "sent" else "already applied (replayed)"
+            self._log(logging.INFO, lease, "compensation sent", f"{FAILED_EVENT} {what}")
+        if self.outbox.fail(lease, error, retry_at_ms=None) == "dead":
+            result.dead_lettered += 1
+            self._log(
+                logging.ERROR,
+                lease,
+                "dead-lettered",
+                f"dead-lettered after {attempts} attempt(s): {error}",
+                error=error,
+            )
+        else:
+            result.lost += 1
+            self._log(
+                logging.WARNING,
+                lease,
+                "lost",
+                "the lease had been taken over before "
+                "it could be dead-lettered: the next worker decides",
+                error=error,
+            )
+
+    def _log(self, level: int, lease: OutboxLease, outcome: str, text: str, **more: Any) -> None:
+        entry = lease.entry
+        fields = {
+            "outcome": outcome,
+            "delivery_id": entry.delivery_id,
+            "key": entry.key,
+            "machine": entry.machine,
+            "event": entry.event_type,
+            "attempt": entry.attempts + 1,
+            "consumer": self.consumer,
+            "correlation_id": trace_id(entry.event),
+            **more,
+        }
+        trace = f" [{fields['correlation_id']}]" if fields["correlation_id"] else ""
+        logger.log(
+            level,
+            "outbox %s of %r %s: %s (delivery %s, attempt %d)%s",
+            entry.event_type,
+            entry.key,
+            outcome,
+            text,
+            entry.delivery_id,
+            entry.attempts + 1,
+            trace,
+            extra={"xsm": fields},
+        )
