@@ -12,6 +12,8 @@ Errors (E002-E006, E008 and E009 are the connection problems of
   ``xsm.E008`` no Redis configured and ``DEBUG`` is off (no embedded default)
   ``xsm.E009`` the embedded default needs fakeredis and lupa
   ``xsm.E010`` ``ACTOR``, ``IDEMPOTENCY.PRINCIPAL`` or ``CODEC`` cannot be imported
+  ``xsm.E013`` a chart emits an event type no ``OUTBOX.HANDLERS`` pattern takes
+  ``xsm.E014`` an ``OUTBOX.HANDLERS`` handler cannot be imported or is not a handler
 
 Warnings
   ``xsm.W001`` ``LOCK_TTL_MS`` is shorter than the request timeout
@@ -62,6 +64,7 @@ from django_xsm.backend.readiness import (
     namespace_info,
 )
 from django_xsm.exceptions import StoreAuthenticationError, XsmError
+from django_xsm.outbox import handler_problems, unhandled_emits
 from django_xsm.registry import machines
 
 __all__ = ["check_deploy", "check_settings", "detect_request_timeout"]
@@ -154,6 +157,28 @@ def _machines(s: conf.XsmSettings) -> list[CheckMessage]:
     ]
 
 
+def _outbox(s: conf.XsmSettings) -> list[CheckMessage]:
+    """``xsm.E014``: a handler that will not load (the worker would refuse
+    to start); ``xsm.E013``: a type a chart emits that no pattern takes
+    (the worker would dead-letter every such event)."""
+    out: list[CheckMessage] = [
+        Error(problem, id="xsm.E014") for problem in handler_problems(s.outbox.handlers)
+    ]
+    for found in unhandled_emits(s.outbox.handlers):
+        where = ", ".join(found.paths[:3]) + (", ..." if len(found.paths) > 3 else "")
+        out.append(
+            Error(
+                f"Machine {found.machine!r} emits {found.event_type!r} (at {where}), which no "
+                "pattern of XSM['OUTBOX']['HANDLERS'] takes",
+                hint=f"add a handler, e.g. XSM['OUTBOX']['HANDLERS'][{found.event_type!r}] = "
+                "'yourapp.effects.handler' (or a pattern such as 'order.*' or '*'); until then "
+                "xsm_run_outbox dead-letters these events",
+                id="xsm.E013",
+            )
+        )
+    return out
+
+
 def _timeouts(s: conf.XsmSettings) -> list[CheckMessage]:
     found = detect_request_timeout(s)
     if found is None:
@@ -201,6 +226,7 @@ def check_settings(
         *_connection(s),
         *_callables(s),
         *_machines(s),
+        *_outbox(s),
         *_timeouts(s),
     ]
 
