@@ -2,7 +2,8 @@
 
 The package holds :class:`InstanceAdmin` (here, registered like any
 ``admin.py``), its read-only pages (:mod:`.pages`), its write actions
-(:mod:`.actions`), what the pages share (:mod:`.support`) and the SVG state
+(:mod:`.actions`), the Outbox page and its redrives (:mod:`.outbox`),
+what the pages share (:mod:`.support`) and the SVG state
 diagram (:mod:`.diagram`); and, for the ModelAdmin of your own models with
 a ``StatechartField``, :class:`StatechartAdminMixin` (:mod:`.mixin`) with
 its state filter (:mod:`.filters`).
@@ -21,6 +22,10 @@ autodiscovery); for another ``AdminSite`` call
 ``m/<machine>/send/?key=K``               send an event (form, preview, apply)
 ``m/<machine>/fire/?key=K``               fire its timers now (POST)
 ``m/<machine>/forget/?key=K``             forget it (confirmation, POST)
+``outbox/?after=``                        outbox counts, dead letters (paged),
+                                          retries waiting, entries pending
+``outbox/redrive/?at=C``                  redrive one dead letter (confirm, POST)
+``outbox/redrive-all/``                   redrive every dead letter (confirm, POST)
 =======================================  ===================================
 
 ``admin_view`` only checks ``is_staff``; every page checks the permissions
@@ -41,6 +46,7 @@ from django_xsm.models import PERM_VIEW, Instance
 from .actions import ActionViews
 from .filters import StatechartStateFilter
 from .mixin import StatechartAdminMixin
+from .outbox import OutboxViews
 from .pages import ReadViews
 
 __all__ = ["InstanceAdmin", "StatechartAdminMixin", "StatechartStateFilter"]
@@ -52,7 +58,7 @@ else:  # ModelAdmin is generic for the type checker only
     _ModelAdmin = admin.ModelAdmin
 
 
-class InstanceAdmin(ReadViews, ActionViews, _ModelAdmin):
+class InstanceAdmin(ReadViews, ActionViews, OutboxViews, _ModelAdmin):
     """Browse instances held in Redis; actions behind their own permissions."""
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -86,6 +92,9 @@ class InstanceAdmin(ReadViews, ActionViews, _ModelAdmin):
             page(self.send_view, "m/<str:machine>/send/", "send"),
             page(self.fire_view, "m/<str:machine>/fire/", "fire"),
             page(self.forget_view, "m/<str:machine>/forget/", "forget"),
+            page(self.outbox_view, "outbox/", "outbox"),
+            page(self.outbox_redrive_view, "outbox/redrive/", "outbox_redrive"),
+            page(self.outbox_redrive_all_view, "outbox/redrive-all/", "outbox_redrive_all"),
             page(self.change_redirect, "<path:object_id>/change/", "instance_change"),
         ]
 

@@ -26,6 +26,7 @@ from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 from .diagram import render_svg, short_id
 from .support import (
+    OUTBOX_OBJECT_ID,
     PageMixin,
     display_json,
     display_value,
@@ -121,6 +122,7 @@ class ReadViews(PageMixin):
             dead_letters=dead,
             store=current.description,
             find_url=self.url("find"),
+            outbox_url=self.url("outbox"),
         )
 
     @store_guard
@@ -138,8 +140,11 @@ class ReadViews(PageMixin):
         return HttpResponseRedirect(self.url("detail", name, key=key))
 
     def change_redirect(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """``<machine>:<key>/change/``: where admin history entries link to."""
+        """``<machine>:<key>/change/`` (or ``outbox/change/``): where admin
+        history entries link to."""
         require(request, PERM_VIEW)
+        if unquote(object_id) == OUTBOX_OBJECT_ID:  # a redrive of every dead letter
+            return HttpResponseRedirect(self.url("outbox"))
         name, sep, key = unquote(object_id).partition(":")
         if not sep or name not in machines:
             raise Http404("No such instance")
@@ -256,6 +261,7 @@ class ReadViews(PageMixin):
             send_url=self.url("send", machine, key=key),
             fire_url=self.url("fire", machine, key=key),
             forget_url=self.url("forget", machine, key=key),
+            outbox_url=self.url("outbox"),
         )
 
     def timeline(self, request: HttpRequest, entry: MachineEntry, key: str) -> dict[str, Any]:

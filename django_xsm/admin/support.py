@@ -42,6 +42,7 @@ from django_xsm.persistence.records import ms_to_datetime
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 __all__ = [
+    "OUTBOX_OBJECT_ID",
     "PageAnswer",
     "PageMixin",
     "display_json",
@@ -52,6 +53,9 @@ __all__ = [
 ]
 
 TEMPLATES = "admin/django_xsm/"
+#: The admin history's object id of actions on the whole outbox (it has no
+#: colon, so it is no instance's ``<machine>:<key>``).
+OUTBOX_OBJECT_ID = "outbox"
 
 
 class PageAnswer(Exception):
@@ -243,15 +247,22 @@ class PageMixin:
         return None
 
     def history(self, request: HttpRequest, machine: str, key: str, flag: int, text: str) -> None:
-        """Record an admin action in Django's admin history (``LogEntry``):
-        it outlives the instance, unlike the transition log."""
+        """Record an admin action on an instance in Django's admin history
+        (``LogEntry``): it outlives the instance, unlike the transition log."""
+        self.record(request, f"{machine}:{key}", f"{machine} {key}", flag, text)
+
+    def record(
+        self, request: HttpRequest, object_id: str, object_repr: str, flag: int, text: str
+    ) -> None:
+        """A ``LogEntry`` by the request's user about ``object_id`` (an
+        instance's ``<machine>:<key>``, or ``outbox``)."""
         user_id = request.user.pk
         assert user_id is not None  # admin_view lets only staff users in
         LogEntry.objects.create(
             user_id=user_id,
             content_type=ContentType.objects.get_for_model(self.model, for_concrete_model=False),
-            object_id=f"{machine}:{key}",
-            object_repr=f"{machine} {key}"[:200],
+            object_id=object_id,
+            object_repr=object_repr[:200],
             action_flag=flag,
             change_message=text,
         )

@@ -1,0 +1,231 @@
+"""The admin's Outbox page: what workers still have to deliver, and redrives.
+
+The page reads :class:`~django_xsm.redis.RedisOutbox` only through its
+bounded listings: ``stats()`` (the counts), one page of ``dead_letters()``
+(cursor-paged like the instance lists, never a scan), the first entries of
+``waiting()`` (soonest retry first) and of ``pending()`` (in the streams).
+*Redrive* (one dead letter) and *Redrive all* need ``view_instance`` and
+``redrive_outbox``, are confirmed on a page of their own, POST only
+(CSRF-checked by ``admin_view``) and recorded in the admin history
+(``LogEntry``): a redrive under the instance that emitted the event, a
+redrive of all under the object id ``outbox``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.admin.models import CHANGE
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+
+from django_xsm import backend, conf
+from django_xsm.exceptions import InvalidConfigError
+from django_xsm.models import PERM_REDRIVE, PERM_VIEW
+from django_xsm.persistence.outbox import OutboxEntry
+from django_xsm.redis import DeadLetter, RedisOutbox
+from django_xsm.registry import machines
+
+from .support import OUTBOX_OBJECT_ID, PageMixin, ms_datetime, require, store_guard
+
+__all__ = [
+    "OutboxViews",
+    "cursor_before",
+    "find_dead_letter",
+    "get_outbox",
+]
+
+DEAD_PAGE = 25
+MAX_DEAD_PAGE = 200
+WAITING_SHOWN = 50
+PENDING_SHOWN = 25
+#: Where a dead letter sits: ``<stream id>/<bucket>`` (``DeadLetter.cursor``).
+_AT = re.compile(r"(\d{1,20})-(\d{1,20})/(\d{1,6})")
+_CURSOR = re.compile(r"\d{1,20}-\d{1,20}(/\d{1,6})?")
+_MAX_SEQ = 2**64 - 1
+
+
+def get_outbox() -> RedisOutbox:
+    """The outbox on the backend's client, prefix and bucket count."""
+    settings = conf.get_settings()
+    assert settings.prefix is not None  # the backend refused a missing prefix
+    return RedisOutbox(
+        backend.get_backend().client, prefix=settings.prefix, buckets=settings.buckets
+    )
+
+
+def cursor_before(stream_id: str, bucket: int) -> str:
+    """The ``after=`` from which ``dead_letters()`` starts with the letter
+    at ``stream_id`` in ``bucket``: letters are ordered by (stream id,
+    bucket), and a cursor ``<id>/<b>`` reads ``<id>`` itself only in the
+    buckets after ``b``, a bare id in none."""
+    ms_text, _, seq_text = stream_id.partition("-")
+    ms, seq = int(ms_text), int(seq_text)
+    if bucket > 0:
+        return f"{stream_id}/{bucket - 1}"
+    if seq > 0:
+        return f"{ms}-{seq - 1}"
+    return f"{ms - 1}-{_MAX_SEQ}" if ms > 0 else ""
+
+
+def find_dead_letter(outbox: RedisOutbox, at: str) -> DeadLetter | None:
+    """The dead letter whose ``cursor`` is ``at``, if it is still there:
+    one pipelined read of one entry per bucket (no scan)."""
+    found = _AT.fullmatch(at)
+    if found is None:
+        return None
+    stream_id, bucket = f"{int(found[1])}-{int(found[2])}", int(found[3])
+    for letter in outbox.dead_letters(limit=1, after=cursor_before(stream_id, bucket)):
+        if letter.stream_id == stream_id and letter.bucket == bucket:
+            return letter
+    return None
+
+
+def _limit(value: str | None) -> int:
+    if value is None or not value.isdigit():
+        return DEAD_PAGE
+    return min(max(int(value), 1), MAX_DEAD_PAGE)
+
+
+class OutboxViews(PageMixin):
+    """The Outbox page and its two actions."""
+
+    def _instance(self, entry: OutboxEntry) -> tuple[str, str]:
+        """The registered name of the entry's machine (its id when none is
+        registered) and the link to the instance page."""
+        name = machines.name_for_machine_id(entry.machine)
+        if name is None:
+            return entry.machine, self.url("find", key=entry.key)
+        return name, self.url("detail", name, key=entry.key)
+
+    def _row(self, entry: OutboxEntry, **extra: Any) -> dict[str, Any]:
+        machine, url = self._instance(entry)
+        return {
+            "delivery_id": entry.delivery_id,
+            "key": entry.key,
+            "machine": machine,
+            "url": url,
+            "version": entry.version,
+            "event_type": entry.event_type or "—",
+            "attempts": entry.attempts,
+            "error": entry.last_error,
+            "emitted": ms_datetime(entry.emitted_ms) if entry.emitted_ms else None,
+            **extra,
+        }
+
+    def _letter_row(self, letter: DeadLetter) -> dict[str, Any]:
+        return self._row(
+            letter.entry,
+            dead=ms_datetime(letter.dead_ms),
+            redrive_url=self.url("outbox_redrive", at=letter.cursor),
+        )
+
+    @store_guard
+    def outbox_view(self, request: HttpRequest) -> HttpResponse:
+        require(request, PERM_VIEW)
+        after = request.GET.get("after", "")
+        if not _CURSOR.fullmatch(after):
+            after = ""  # not a cursor of this page: start over
+        limit = _limit(request.GET.get("limit"))
+        outbox = get_outbox()
+        stats = outbox.stats()
+        try:
+            letters = outbox.dead_letters(limit=limit + 1, after=after)
+        except InvalidConfigError:
+            after, letters = "", outbox.dead_letters(limit=limit + 1)
+        more = len(letters) > limit
+        letters = letters[:limit]
+        page_limit = limit if limit != DEAD_PAGE else ""
+        next_url = self.url("outbox", after=letters[-1].cursor, limit=page_limit) if more else ""
+        return self.render(
+            request,
+            "outbox.html",
+            "XSM outbox",
+            crumb="Outbox",
+            stats=stats,
+            lag_s=stats["lag_ms"] / 1000,
+            dead_letters=[self._letter_row(d) for d in letters],
+            waiting=[
+                self._row(e, due=ms_datetime(ms)) for e, ms in outbox.waiting(limit=WAITING_SHOWN)
+            ],
+            pending=[
+                self._row(e, consumer=who, idle_s=idle / 1000)
+                for e, who, idle in outbox.pending(limit=PENDING_SHOWN)
+            ],
+            waiting_shown=WAITING_SHOWN,
+            pending_shown=PENDING_SHOWN,
+            can_redrive=request.user.has_perm(PERM_REDRIVE),
+            redrive_all_url=self.url("outbox_redrive_all"),
+            next_url=next_url,
+            first_url=self.url("outbox", limit=page_limit) if after else "",
+        )
+
+    def _to_outbox(self) -> HttpResponse:
+        return HttpResponseRedirect(self.url("outbox"))
+
+    @store_guard
+    def outbox_redrive_view(self, request: HttpRequest) -> HttpResponse:
+        """``outbox/redrive/?at=<cursor>``: confirm (GET), then redrive (POST)
+        the dead letter at that place, back into the outbox with its
+        attempts reset and the same delivery id."""
+        require(request, PERM_VIEW, PERM_REDRIVE)
+        outbox = get_outbox()
+        at = request.GET.get("at", "")
+        letter = find_dead_letter(outbox, at)
+        if letter is None:
+            messages.warning(
+                request,
+                "That dead letter is no longer there (redriven or purged meanwhile). "
+                "Nothing was changed.",
+            )
+            return self._to_outbox()
+        row = self._letter_row(letter)
+        if request.method != "POST":
+            return self.render(
+                request,
+                "outbox_redrive_confirm.html",
+                f"Redrive {letter.entry.delivery_id}?",
+                crumb="Redrive",
+                letter=row,
+                action_url=self.url("outbox_redrive", at=at),
+                outbox_url=self.url("outbox"),
+            )
+        delivery_id = letter.entry.delivery_id
+        if request.POST.get("delivery_id") != delivery_id or not outbox.redrive(delivery_id):
+            messages.warning(request, "That dead letter changed meanwhile. Nothing was changed.")
+            return self._to_outbox()
+        attempts, error = letter.entry.attempts, letter.entry.last_error[:200]
+        text = (
+            f"Redrove outbox delivery {delivery_id} ({row['event_type']}, "
+            f"{attempts} attempt{'s' if attempts != 1 else ''}"
+            f"{', last error: ' + error if error else ''})"
+        )
+        self.history(request, row["machine"], letter.entry.key, CHANGE, text)
+        messages.success(request, f"{text}: back in the outbox for delivery.")
+        return self._to_outbox()
+
+    @store_guard
+    def outbox_redrive_all_view(self, request: HttpRequest) -> HttpResponse:
+        """``outbox/redrive-all/``: confirm (GET), then redrive (POST) every
+        dead letter."""
+        require(request, PERM_VIEW, PERM_REDRIVE)
+        outbox = get_outbox()
+        if request.method != "POST":
+            return self.render(
+                request,
+                "outbox_redrive_all_confirm.html",
+                "Redrive every dead letter?",
+                crumb="Redrive all",
+                dead=outbox.stats()["dead"],
+                action_url=self.url("outbox_redrive_all"),
+                outbox_url=self.url("outbox"),
+            )
+        moved = outbox.redrive_all()
+        if not moved:
+            messages.info(request, "There were no dead letters to redrive. Nothing was changed.")
+            return self._to_outbox()
+        text = f"Redrove all outbox dead letters: {moved} back in the outbox"
+        self.record(request, OUTBOX_OBJECT_ID, "XSM outbox", CHANGE, text)
+        messages.success(request, f"{text}.")
+        return self._to_outbox()
