@@ -1,0 +1,97 @@
+"""OpenTelemetry traces and metrics for django-xsm (extra ``otel``).
+
+::
+
+    # once per process, e.g. in AppConfig.ready() or wsgi.py / asgi.py,
+    # after the OpenTelemetry SDK (or a distro) set up its providers
+    from django_xsm.contrib import otel
+    otel.instrument()
+
+``instrument()`` gives every block of the process an :class:`OtelPlugin`
+(views, ``machines[name].objects``, model fields, the timer scanner, plain
+``persisted()``), and measures every ``DueTimerScanner`` and ``RedisOutbox``.
+Without it, add the plugin where you want it::
+
+    persisted(store, key, machine, plugins=[*backend.plugins, OtelPlugin()])
+    instrument_scanner(scanner); instrument_outbox(outbox)
+
+Only this package imports ``opentelemetry`` (``opentelemetry-api``; the SDK
+is the application's choice). Span and metric names: docs/observability.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from opentelemetry import metrics, trace
+
+from . import bridge
+from . import outbox as _outbox
+from . import timers as _timers
+from .outbox import instrument_outbox
+from .plugin import OtelPlugin
+from .telemetry import METER_NAME, TRACER_NAME
+from .timers import instrument_scanner
+
+__all__ = [
+    "METER_NAME",
+    "TRACER_NAME",
+    "OtelPlugin",
+    "instrument",
+    "instrument_outbox",
+    "instrument_scanner",
+    "instrumented",
+    "uninstrument",
+]
+
+_lock = threading.Lock()
+_installed: OtelPlugin | None = None
+
+
+def _registry_name(machine_id: str) -> str | None:
+    from django_xsm.registry import machines
+
+    return machines.name_for_machine_id(machine_id)
+
+
+def instrument(
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    machine_name: Callable[[str], str | None] | None = None,
+) -> OtelPlugin:
+    """Trace and measure every block, timer scanner and outbox of the
+    process; returns the plugin (the same one on later calls, whose
+    arguments are then ignored). ``machine_name``: machine id -> reported
+    name, default the registry's name (``XSM['MACHINES']``)."""
+    global _installed
+    with _lock:
+        if _installed is None:
+            plugin = OtelPlugin(
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                machine_name=machine_name or _registry_name,
+            )
+            bridge.adopt(plugin)
+            _timers.instrument_class(plugin)
+            _outbox.instrument_class(plugin)
+            _installed = plugin
+        return _installed
+
+
+def instrumented() -> OtelPlugin | None:
+    """The plugin :func:`instrument` installed, or None."""
+    return _installed
+
+
+def uninstrument() -> None:
+    """Undo :func:`instrument`: new blocks, scanners and outboxes are no
+    longer observed (plugins passed explicitly keep working)."""
+    global _installed
+    with _lock:
+        if _installed is not None:
+            bridge.release(_installed)
+        _timers.uninstrument_class()
+        _outbox.uninstrument_class()
+        _installed = None
