@@ -1,9 +1,11 @@
 """The admin's Outbox page: what workers still have to deliver, and redrives.
 
-The page reads :class:`~django_xsm.redis.RedisOutbox` only through its
-bounded listings: ``stats()`` (the counts), one page of ``dead_letters()``
-(cursor-paged like the instance lists, never a scan), the first entries of
-``waiting()`` (soonest retry first) and of ``pending()`` (in the streams).
+The page reads the backend's :class:`~django_xsm.redis.RedisOutbox`
+(``get_outbox()``: the client, prefix and buckets that commits write to)
+only through its bounded listings: ``stats()`` (the counts), one page of
+``dead_letters()`` (cursor-paged like the instance lists, never a scan),
+the first entries of ``waiting()`` (soonest retry first) and of
+``pending()`` (in the streams).
 *Redrive* (one dead letter) and *Redrive all* need ``view_instance`` and
 ``redrive_outbox``, are confirmed on a page of their own, POST only
 (CSRF-checked by ``admin_view``) and recorded in the admin history
@@ -20,7 +22,7 @@ from django.contrib import messages
 from django.contrib.admin.models import CHANGE
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from django_xsm import backend, conf
+from django_xsm.backend.build import get_outbox
 from django_xsm.exceptions import InvalidConfigError
 from django_xsm.models import PERM_REDRIVE, PERM_VIEW
 from django_xsm.persistence.outbox import OutboxEntry
@@ -33,7 +35,6 @@ __all__ = [
     "OutboxViews",
     "cursor_before",
     "find_dead_letter",
-    "get_outbox",
 ]
 
 DEAD_PAGE = 25
@@ -44,15 +45,6 @@ PENDING_SHOWN = 25
 _AT = re.compile(r"(\d{1,20})-(\d{1,20})/(\d{1,6})")
 _CURSOR = re.compile(r"\d{1,20}-\d{1,20}(/\d{1,6})?")
 _MAX_SEQ = 2**64 - 1
-
-
-def get_outbox() -> RedisOutbox:
-    """The outbox on the backend's client, prefix and bucket count."""
-    settings = conf.get_settings()
-    assert settings.prefix is not None  # the backend refused a missing prefix
-    return RedisOutbox(
-        backend.get_backend().client, prefix=settings.prefix, buckets=settings.buckets
-    )
 
 
 def cursor_before(stream_id: str, bucket: int) -> str:

@@ -17,7 +17,8 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
 
-from django_xsm.admin.outbox import cursor_before, find_dead_letter, get_outbox
+from django_xsm.admin.outbox import cursor_before, find_dead_letter
+from django_xsm.backend.build import get_outbox
 from django_xsm.engine import create_machine
 from django_xsm.redis import RedisOutbox
 from django_xsm.registry import machines
