@@ -53,6 +53,10 @@ logger = logging.getLogger("django_xsm.outbox")
 
 #: Share of the visibility timeout after which untouched leases are left alone.
 LEASE_MARGIN = 0.8
+_LOST = "the lease had been taken over (visibility timeout): the worker holding it now decides"
+_LOST_AFTER_DELIVERY = (
+    "delivered, but the lease had been taken over (visibility timeout): it is delivered again"
+)
 
 
 def default_consumer() -> str:
@@ -128,13 +132,8 @@ class OutboxWorker:
         for lease in leases:
             if self.monotonic() - taken_at > limit_s:
                 result.skipped += 1
-                self._log(
-                    logging.INFO,
-                    lease,
-                    "skipped",
-                    "left for another worker: the "
-                    "batch ran close to the visibility timeout (lower --batch)",
-                )
+                text = "left for another worker: the batch ran close to the visibility timeout"
+                self._log(logging.INFO, lease, "skipped", f"{text} (lower --batch)")
                 continue
             self.handle(lease, result)
         return result
@@ -173,42 +172,25 @@ class OutboxWorker:
         took_ms = round((self.monotonic() - started) * 1000)
         if self.outbox.ack(lease):
             result.delivered += 1
-            self._log(logging.INFO, lease, "delivered", f"handled by {route.path} in {took_ms}ms")
+            self._log(logging.INFO, lease, "delivered", f"delivered to {route.path} in {took_ms}ms")
         else:
             result.lost += 1
-            self._log(
-                logging.WARNING,
-                lease,
-                "lost",
-                "delivered, but the lease had been taken "
-                "over (visibility timeout): another worker delivers it again",
-            )
+            self._log(logging.WARNING, lease, "lost", _LOST_AFTER_DELIVERY)
 
     def _retry(self, lease: OutboxLease, error: str, attempt: int, result: WorkResult) -> None:
         result.failed.append(lease.entry.delivery_id)
         delay_ms = round(self.policy.delay_s(attempt) * 1000)
         retry_at = self.clock() + delay_ms
-        outcome = self.outbox.fail(lease, error, retry_at_ms=retry_at)
-        if outcome == "lost":
+        if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
             result.lost += 1
-            self._log(
-                logging.WARNING,
-                lease,
-                "lost",
-                f"failed ({error}), and the lease had been taken over: another worker retries it",
-                error=error,
-            )
+            self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
             return
         result.retried += 1
-        self._log(
-            logging.WARNING,
-            lease,
-            "retry",
-            f"failed (attempt {attempt}/{self.policy.max_attempts}): {error}; retry at "
-            f"{iso(retry_at)} (in {delay_ms}ms)",
-            error=error,
-            retry_at=iso(retry_at),
+        text = (
+            f"failed ({attempt}/{self.policy.max_attempts}): {error}; "
+            f"retry at {iso(retry_at)} (in {delay_ms}ms)"
         )
+        self._log(logging.WARNING, lease, "retry", text, error=error, retry_at=iso(retry_at))
 
     def _dead(self, lease: OutboxLease, error: str, attempts: int, result: WorkResult) -> None:
         entry = lease.entry
@@ -216,48 +198,28 @@ class OutboxWorker:
         found = self.compensate(entry, error, attempts)
         if found.outcome == "deferred":
             result.deferred += 1
-            self._log(
-                logging.WARNING,
-                lease,
-                "compensation deferred",
-                f"{FAILED_EVENT} could "
-                f"not be sent ({found.reason}); the entry is taken over after the "
-                "visibility timeout and tried again",
-                error=error,
+            text = (
+                f"{error}; compensation {FAILED_EVENT} deferred ({found.reason}): the entry is "
+                "taken over after the visibility timeout and compensated then"
             )
+            self._log(logging.WARNING, lease, "compensation deferred", text, error=error)
             return
         if found.outcome == "refused":
             result.refused += 1
-            self._log(
-                logging.WARNING,
-                lease,
-                "compensation refused",
-                f"{FAILED_EVENT} refused: {found.reason}",
-                error=error,
-            )
+            text = f"compensation {FAILED_EVENT} refused by the instance: {found.reason}"
+            self._log(logging.WARNING, lease, "compensation refused", text, error=error)
         else:
             result.compensated += 1
-            what = "sent" if found.outcome == "sent" else "already applied (replayed)"
-            self._log(logging.INFO, lease, "compensation sent", f"{FAILED_EVENT} {what}")
+            what = "sent" if found.outcome == "sent" else "already applied (replayed, not again)"
+            text = f"compensation {FAILED_EVENT} {what}"
+            self._log(logging.INFO, lease, "compensation sent", text, error=error)
         if self.outbox.fail(lease, error, retry_at_ms=None) == "dead":
             result.dead_lettered += 1
-            self._log(
-                logging.ERROR,
-                lease,
-                "dead-lettered",
-                f"dead-lettered after {attempts} attempt(s): {error}",
-                error=error,
-            )
+            text = f"dead-lettered after {attempts} attempt(s): {error}"
+            self._log(logging.ERROR, lease, "dead-lettered", text, error=error)
         else:
             result.lost += 1
-            self._log(
-                logging.WARNING,
-                lease,
-                "lost",
-                "the lease had been taken over before "
-                "it could be dead-lettered: the next worker decides",
-                error=error,
-            )
+            self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
 
     def _log(self, level: int, lease: OutboxLease, outcome: str, text: str, **more: Any) -> None:
         entry = lease.entry
@@ -275,13 +237,12 @@ class OutboxWorker:
         trace = f" [{fields['correlation_id']}]" if fields["correlation_id"] else ""
         logger.log(
             level,
-            "outbox %s of %r %s: %s (delivery %s, attempt %d)%s",
+            "outbox %s of %r (delivery %s, attempt %d): %s%s",
             entry.event_type,
             entry.key,
-            outcome,
-            text,
             entry.delivery_id,
             entry.attempts + 1,
+            text,
             trace,
             extra={"xsm": fields},
         )
