@@ -1,0 +1,210 @@
+"""The OpenAPI schema of the DRF integration (drf-spectacular extensions).
+
+Imported by ``django_xsm.contrib.drf`` only when drf-spectacular is
+installed; defining the classes registers them with drf-spectacular.
+
+The events endpoint is annotated lazily, by an ``OpenApiViewExtension``
+that applies ``extend_schema`` to the ``events`` action of each viewset
+when a schema is generated, rather than by decorating the action when the
+mixin is imported: ``extend_schema`` derives its schema class from
+``DEFAULT_SCHEMA_CLASS`` at decoration time, which would tie the action to
+whatever the settings said at import (and break DRF's own schema
+generator in a project that has drf-spectacular installed but unused).
+Generating lazily also lets the schema name the viewset's own events
+(an enum per model) and whether its ``Idempotency-Key`` is required under
+the current ``XSM`` settings.
+
+A viewset that annotates ``events`` itself (``@extend_schema_view(
+events=...)``) keeps its own annotation instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import (
+    OpenApiSerializerExtension,
+    OpenApiSerializerFieldExtension,
+    OpenApiViewExtension,
+)
+from drf_spectacular.utils import (
+    Direction,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework.views import APIView
+
+from django_xsm import conf, http
+from django_xsm.registry import machines
+
+from .mixins import StatechartEventsMixin, required_methods
+from .problems import PROBLEM_CONTENT_TYPE
+from .serializers import ProblemSerializer, StatechartEventResultSerializer
+
+__all__ = [
+    "StatechartEventSerializerSchema",
+    "StatechartEventsViewSchema",
+    "StatechartSerializerFieldSchema",
+    "events_operation",
+]
+
+#: Each error status of the endpoint and the problem types it stands for
+#: (docs/http.md; the keys of django_xsm.http.PROBLEM_TYPES plus about:blank).
+ERROR_STATUSES: dict[int, str] = {
+    400: "The body is not an event of this machine, or the Idempotency-Key is missing or "
+    "malformed (idempotency-key), or the row gives an invalid instance key (invalid-key).",
+    403: "The user may not send this event (the machine's PERMISSIONS), or DRF's "
+    "authentication and permission classes refused the request.",
+    404: "No such row (not-found).",
+    409: "The event is not accepted in the current state (event-not-accepted); or, with "
+    "Retry-After: a version conflict after the retries (conflict), the instance is "
+    "locked (locked), or a request with this key is in flight (in-flight).",
+    422: "The key was used for another request (idempotency-mismatch), or a value cannot "
+    "be stored exactly (unstorable-value).",
+    500: "The store refused the server's credentials (store-misconfigured), or another "
+    "server error (internal).",
+    503: "With Retry-After: the store is unavailable (unavailable), or the commit is not "
+    "yet on enough replicas (not-durable).",
+}
+
+_EVENT_ITEM = {
+    "type": "object",
+    "properties": {"type": {"type": "string"}, "conditional": {"type": "boolean"}},
+    "required": ["type", "conditional"],
+}
+
+
+def _event_types(view: Any) -> list[str] | None:
+    """The event types of the view's machine, or None if the view cannot
+    say (no queryset at schema time, an unknown machine)."""
+    try:
+        field = view.get_statechart_field()
+        machine = machines[field.machine_name].machine
+    except Exception:
+        return None
+    return [e for e in machine.events if not e.startswith("xstate.")]
+
+
+class StatechartSerializerFieldSchema(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]
+    """``StatechartSerializerField``: a string, the XState value, or the
+    state with its events."""
+
+    target_class = "django_xsm.contrib.drf.serializers.StatechartSerializerField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: Any, direction: Direction) -> dict[str, Any]:
+        field = self.target
+        state: dict[str, Any]
+        if field.full_value:
+            state = {
+                "description": "The XState state value: a string, or an object for compound "
+                "and parallel states."
+            }
+        else:
+            state = {"type": "string", "description": "The state column (dotted, comma-joined)."}
+        if not field.with_events:
+            return state
+        return {
+            "type": "object",
+            "properties": {
+                "state": state,
+                "events": {
+                    "type": "array",
+                    "items": _EVENT_ITEM,
+                    "description": "The events the state accepts that the user may send.",
+                },
+            },
+            "required": ["state", "events"],
+        }
+
+
+class StatechartEventSerializerSchema(OpenApiSerializerExtension):  # type: ignore[no-untyped-call]
+    """The body of ``events``: ``type`` (one of the machine's events) plus
+    any payload members; one component per model (``OrderStatusEvent``)."""
+
+    target_class = "django_xsm.contrib.drf.serializers.StatechartEventSerializer"
+    match_subclasses = True
+
+    def get_name(self, auto_schema: Any, direction: Direction) -> str | None:
+        try:
+            field = auto_schema.view.get_statechart_field()
+        except Exception:
+            return None
+        model = field.model.__name__
+        return f"{model}{field.name.title().replace('_', '')}Event"
+
+    def map_serializer(self, auto_schema: Any, direction: Direction) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_serializer(
+            self.target, direction, bypass_extensions=True
+        )
+        types = _event_types(auto_schema.view)
+        if types is not None and "type" in schema.get("properties", {}):
+            schema["properties"]["type"] = {**schema["properties"]["type"], "enum": types}
+        schema["additionalProperties"] = True  # the event's payload
+        return schema
+
+
+def events_operation(view_class: type[StatechartEventsMixin]) -> Any:
+    """The ``extend_schema`` of ``view_class.events``: its body, the
+    ``Idempotency-Key`` header, the 200 answer and every problem status."""
+    required = "POST" in required_methods(view_class.statechart_idempotent)
+    header = conf.get_settings().idempotency.header
+    responses: dict[Any, Any] = {
+        200: OpenApiResponse(
+            StatechartEventResultSerializer,
+            description=f"Committed. A repeated {header} replays this answer with "
+            f"{http.REPLAYED_HEADER}: true.",
+        ),
+    }
+    for status, text in ERROR_STATUSES.items():
+        responses[(status, PROBLEM_CONTENT_TYPE)] = OpenApiResponse(ProblemSerializer, text)
+    return extend_schema(
+        summary="Send an event to this row's statechart",
+        description=(
+            'Sends {"type": ..., ...payload} strictly, as the requesting user, and commits '
+            "it once. Errors are RFC 9457 problems (application/problem+json)."
+        ),
+        request=view_class.statechart_event_serializer_class,
+        responses=responses,
+        parameters=[
+            OpenApiParameter(
+                header,
+                str,
+                OpenApiParameter.HEADER,
+                required=required,
+                description="A fresh UUID per request, the same value when retrying.",
+            ),
+            OpenApiParameter(
+                "Retry-After",
+                int,
+                OpenApiParameter.HEADER,
+                response=[409, 503],
+                description="Seconds to wait before retrying (conflict, locked, in-flight, "
+                "unavailable, not-durable).",
+            ),
+            OpenApiParameter(
+                http.REPLAYED_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                response=[200],
+                description="true when this is the stored answer to an earlier request.",
+            ),
+        ],
+    )
+
+
+class StatechartEventsViewSchema(OpenApiViewExtension):  # type: ignore[no-untyped-call]
+    """Annotates ``events`` on every viewset with the mixin, at schema time."""
+
+    target_class = "django_xsm.contrib.drf.mixins.StatechartEventsMixin"
+    match_subclasses = True
+
+    def view_replacement(self) -> type[APIView]:
+        target: type[StatechartEventsMixin] = self.target
+        if "schema" in getattr(target.events, "kwargs", {}):
+            return target  # the viewset annotated its endpoint itself
+        annotated = type(target.__name__, (target,), {"__module__": target.__module__})
+        result: type[APIView] = extend_schema_view(events=events_operation(target))(annotated)
+        return result

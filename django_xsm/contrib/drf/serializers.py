@@ -1,0 +1,156 @@
+"""Serializers of the DRF integration.
+
+* :class:`StatechartSerializerField` shows a row's ``StatechartField``: the
+  state column (no Redis I/O), or the full XState value, and optionally the
+  events the requesting user may send now.
+* :class:`StatechartEventSerializer` validates the body of
+  ``POST .../{pk}/events/``: ``{"type": "PAY", ...payload}``. It is the form
+  the browsable API shows for the endpoint.
+* :class:`StatechartEventResultSerializer` and :class:`ProblemSerializer`
+  describe the endpoint's answers, for the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser
+from django.http import QueryDict
+from rest_framework import serializers
+
+from django_xsm.fields import AvailableEvent, BoundStatechart
+
+__all__ = [
+    "AvailableEventSerializer",
+    "ProblemSerializer",
+    "StatechartEventResultSerializer",
+    "StatechartEventSerializer",
+    "StatechartSerializerField",
+    "describe_events",
+]
+
+#: Form fields the browsable API adds to a form post; never event payload.
+_FORM_ONLY = frozenset({"csrfmiddlewaretoken"})
+
+
+def describe_events(events: Iterable[AvailableEvent]) -> list[dict[str, Any]]:
+    """``[{"type": "PAY", "conditional": true}, ...]``: what a client needs
+    to offer an event (``conditional``: a guard decides, send a payload)."""
+    return [{"type": str(event), "conditional": bool(event.conditional)} for event in events]
+
+
+class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
+    """A read-only view of a ``StatechartField`` (``source``: its name).
+
+    ``StatechartSerializerField()`` gives the state column (``"paid"``,
+    ``"shipping.packed"``) and costs no Redis I/O. ``full_value=True``
+    gives the XState value instead (``{"shipping": "packed"}``), and
+    ``with_events=True`` gives ``{"state": ..., "events": [{"type": "SHIP",
+    "conditional": false}, ...]}``: the events the state accepts that the
+    requesting user may send (``PERMISSIONS``). Both load the instance, one
+    Redis round trip per row (the column is then read after the load, so
+    state and events agree even if the row lagged).
+
+    The user is ``context["request"].user``; without a request in the
+    context only the events that need no permission are listed, never all.
+    """
+
+    def __init__(self, *, with_events: bool = False, full_value: bool = False, **kwargs: Any):
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+        self.with_events = with_events
+        self.full_value = full_value
+
+    def _user(self) -> Any:
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        return user if user is not None else AnonymousUser()
+
+    def to_representation(self, value: Any) -> Any:
+        if not isinstance(value, BoundStatechart):
+            raise TypeError(
+                f"StatechartSerializerField {self.field_name!r} needs a StatechartField as its "
+                f"source; {self.source!r} is a {type(value).__name__}"
+            )
+        events = describe_events(value.events(user=self._user())) if self.with_events else None
+        state = value.value if self.full_value else value.column
+        if events is None:
+            return state
+        return {"state": state, "events": events}
+
+
+class StatechartEventSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """``{"type": "PAY", "amount": 10}``: the event type and its payload.
+
+    Every member besides ``type`` is payload and sent with the event as
+    one mapping (``{"type": ..., **payload}``), so no body member can
+    become a send option such as the actor. A form post (the browsable
+    API) carries one value per field; its CSRF token is not payload.
+    """
+
+    type = serializers.CharField(
+        max_length=255, help_text="The event type, e.g. PAY; every other member is payload."
+    )
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        validated: dict[str, Any] = super().to_internal_value(data)
+        # super() refused anything but a mapping; a QueryDict yields the last
+        # value of each field, as a form field has one.
+        assert isinstance(data, Mapping)
+        payload = {
+            str(name): value
+            for name, value in data.items()
+            if name != "type" and not (isinstance(data, QueryDict) and name in _FORM_ONLY)
+        }
+        return {**payload, "type": validated["type"]}
+
+
+class AvailableEventSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """One event the state accepts, for the schema."""
+
+    type = serializers.CharField()
+    conditional = serializers.BooleanField(
+        help_text="A guard decides: the event is accepted only with a payload that passes it."
+    )
+
+
+class StatechartEventResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """What ``POST .../events/`` answers once the event is committed."""
+
+    type = serializers.CharField(help_text="The event that was sent.")
+    state = serializers.CharField(help_text="The state column after the event.")
+    value = serializers.JSONField(help_text="The XState state value after the event.")
+    changed = serializers.BooleanField(help_text="Whether the state or context changed.")
+    events = AvailableEventSerializer(
+        many=True, help_text="The events the new state accepts that this user may send."
+    )
+
+
+class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """An RFC 9457 problem document (docs/http.md), for the schema."""
+
+    type = serializers.CharField(
+        help_text="This deployment's page for the problem (/_xsm/problems/<type>) or about:blank."
+    )
+    title = serializers.CharField()
+    status = serializers.IntegerField()
+    detail = serializers.CharField()
+    retry_after = serializers.IntegerField(
+        required=False, help_text="Seconds to wait before retrying (also the Retry-After header)."
+    )
+    event = serializers.CharField(required=False)
+    state = serializers.JSONField(required=False)
+    reason = serializers.CharField(required=False)
+    guards = serializers.ListField(child=serializers.CharField(), required=False)
+    key = serializers.CharField(required=False)
+    idempotency_key = serializers.CharField(required=False)
+    expected_version = serializers.IntegerField(required=False)
+    actual_version = serializers.IntegerField(required=False)
+    replicas_required = serializers.IntegerField(required=False)
+    replicas_acknowledged = serializers.IntegerField(required=False)
+    # DRF's metaclass moves declared fields off the class, so this member
+    # does not shadow Serializer.errors at runtime; only the stubs see both.
+    errors = serializers.JSONField(  # type: ignore[assignment]
+        required=False, help_text="The body's validation errors, by member."
+    )
