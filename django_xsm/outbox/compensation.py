@@ -17,9 +17,9 @@ though its error text or attempt count may differ. It is not strict: an
 instance whose state takes no ``xsm.outbox.failed`` (or that is done)
 ignores it, and that, like an instance that no longer exists, is reported
 as ``refused`` and never retried. Only store trouble (Redis down, a lock
-held too long, conflicts past the retries) is ``deferred``: the caller
-leaves the entry to be taken over after the visibility timeout, when the
-compensation is tried again.
+held too long, conflicts past the retries) is ``deferred``: the worker
+parks the entry as a retry and sends the compensation again when it is
+due.
 """
 
 from __future__ import annotations

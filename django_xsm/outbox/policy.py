@@ -109,6 +109,15 @@ def redact_text(text: str, event: Mapping[str, Any] | None, extra: Iterable[str]
     """``text`` with the sensitive values of ``event`` and sensitive
     ``name=value`` pairs replaced by ``[redacted]``."""
     fragments = _fragments(extra)
+
+    def pair(match: re.Match[str]) -> str:
+        value = match["value"]
+        if not _sensitive(match["name"], fragments) or value.strip("'\"").startswith("[redacted"):
+            return match[0]
+        quote = value[0] if value[0] in "'\"" else ""
+        return f"{match['q']}{match['name']}{match['q']}{match['sep']}{quote}{REDACTED}{quote}"
+
+    text = _PAIR.sub(pair, text)
     if event:
         try:
             found = set(_secrets(event, redact(event, fragments)))
@@ -117,14 +126,7 @@ def redact_text(text: str, event: Mapping[str, Any] | None, extra: Iterable[str]
         for secret in sorted(found, key=len, reverse=True):
             if len(secret) >= _MIN_SECRET:
                 text = text.replace(secret, REDACTED)
-
-    def pair(match: re.Match[str]) -> str:
-        if not _sensitive(match["name"], fragments) or match["value"].strip("'\"") == REDACTED:
-            return match[0]
-        quote = match["value"][0] if match["value"][0] in "'\"" else ""
-        return f"{match['q']}{match['name']}{match['q']}{match['sep']}{quote}{REDACTED}{quote}"
-
-    return _PAIR.sub(pair, text)
+    return text
 
 
 def describe_error(

@@ -19,7 +19,8 @@ class WorkResult:
     because the batch ran too close to the visibility timeout;
     ``compensated`` / ``refused`` / ``deferred``: what became of the
     ``xsm.outbox.failed`` events; ``unavailable``: batches Redis could not
-    serve. ``failed`` lists the delivery ids that failed in this run.
+    serve. ``failed`` lists the delivery ids that failed in this run, each
+    once however often it failed.
     """
 
     taken: int = 0
@@ -34,10 +35,15 @@ class WorkResult:
     unavailable: int = 0
     failed: list[str] = field(default_factory=list)
 
+    def note_failure(self, delivery_id: str) -> None:
+        if delivery_id not in self.failed:
+            self.failed.append(delivery_id)
+
     def merge(self, other: WorkResult) -> None:
         for f in fields(self):
             if f.name == "failed":
-                self.failed.extend(other.failed)
+                for delivery_id in other.failed:
+                    self.note_failure(delivery_id)
             else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 

@@ -13,9 +13,10 @@ trips) and, per lease:
   the instance (:mod:`.compensation`), then ``fail`` without a retry time.
   Compensating first means a crash in between repeats the compensation
   (idempotent, replayed) instead of losing it. When the compensation meets
-  store trouble the lease is left alone and taken over after the
-  visibility timeout, so nothing is dead-lettered without its compensation
-  having been tried.
+  store trouble the entry is parked as a retry with its error instead; the
+  next take finds it out of attempts and compensates without calling the
+  handler again, so nothing is dead-lettered before its compensation was
+  sent or refused.
 
 A lease is acknowledged only after its handler returned, so delivery is at
 least once; the handler gets a stable ``delivery_id`` to pass downstream
@@ -143,12 +144,12 @@ class OutboxWorker:
         entry = lease.entry
         delivery = entry.delivery()
         if delivery.attempt > self.policy.max_attempts:
-            error = (
+            # Out of attempts before this one: deliveries that were interrupted
+            # (a handler that kills its worker) or a deferred compensation.
+            error = entry.last_error or (
                 f"gave up after {entry.attempts} attempt(s): the delivery was interrupted "
                 "(its worker stopped, or a handler ran past the visibility timeout)"
             )
-            if entry.last_error:
-                error = clean_text(f"{error}; last error: {entry.last_error}")
             self._dead(lease, error, entry.attempts, result)
             return
         route = self.handlers.route(entry.event_type)
@@ -178,7 +179,7 @@ class OutboxWorker:
             self._log(logging.WARNING, lease, "lost", _LOST_AFTER_DELIVERY)
 
     def _retry(self, lease: OutboxLease, error: str, attempt: int, result: WorkResult) -> None:
-        result.failed.append(lease.entry.delivery_id)
+        result.note_failure(lease.entry.delivery_id)
         delay_ms = round(self.policy.delay_s(attempt) * 1000)
         retry_at = self.clock() + delay_ms
         if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
@@ -194,13 +195,20 @@ class OutboxWorker:
 
     def _dead(self, lease: OutboxLease, error: str, attempts: int, result: WorkResult) -> None:
         entry = lease.entry
-        result.failed.append(entry.delivery_id)
+        result.note_failure(entry.delivery_id)
         found = self.compensate(entry, error, attempts)
         if found.outcome == "deferred":
+            # Park it as a retry with its error: the next take finds it out
+            # of attempts and compensates, the handler is not called again.
+            retry_at = self.clock() + round(self.policy.delay_s(max(attempts, 1)) * 1000)
+            if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
+                result.lost += 1
+                self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
+                return
             result.deferred += 1
             text = (
-                f"{error}; compensation {FAILED_EVENT} deferred ({found.reason}): the entry is "
-                "taken over after the visibility timeout and compensated then"
+                f"{error}; compensation {FAILED_EVENT} deferred ({found.reason}): tried again "
+                f"at {iso(retry_at)}"
             )
             self._log(logging.WARNING, lease, "compensation deferred", text, error=error)
             return
