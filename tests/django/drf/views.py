@@ -1,0 +1,95 @@
+"""Viewsets and serializers of the DRF tests.
+
+Rows live in the database the test's ``alias`` names (``DATABASE``, set by
+the conftest), so every test runs on SQLite and on PostgreSQL. ``HOOK``
+runs inside the open block before the event is sent: tests race commits,
+nest requests or raise errors there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rest_framework import mixins, serializers, viewsets
+
+from django_xsm.contrib.drf import StatechartEventsMixin, StatechartSerializerField
+from tests.fieldapp.models import Order, Parcel, Shipment
+
+DATABASE = {"alias": "default"}
+#: ``HOOK["before_send"](view, block, row, event)``, when set.
+HOOK: dict[str, Callable[..., Any]] = {}
+#: How many times perform_event ran (a conflict runs it again).
+CALLS: dict[str, int] = {"perform_event": 0}
+
+
+class OrderSerializer(serializers.ModelSerializer):
+    status = StatechartSerializerField()
+    status_value = StatechartSerializerField(source="status", full_value=True)
+    status_events = StatechartSerializerField(source="status", with_events=True)
+
+    class Meta:
+        model = Order
+        fields = ["id", "total", "status", "status_value", "status_events", "status_version"]
+
+
+class PlainOrderSerializer(serializers.ModelSerializer):
+    """No declared fields: the StatechartField maps to a read-only string."""
+
+    class Meta:
+        model = Order
+        fields = "__all__"
+
+
+class ParcelSerializer(serializers.ModelSerializer):
+    state = StatechartSerializerField(full_value=True)
+    state_events = StatechartSerializerField(source="state", with_events=True, full_value=True)
+
+    class Meta:
+        model = Parcel
+        fields = ["id", "state", "state_events"]
+
+
+class OrderViewSet(StatechartEventsMixin, viewsets.ModelViewSet):
+    serializer_class = OrderSerializer
+
+    def get_queryset(self) -> Any:
+        return Order.objects.using(DATABASE["alias"]).order_by("pk")
+
+    def perform_event(self, block: Any, row: Any, event: dict[str, Any]) -> Any:
+        CALLS["perform_event"] += 1
+        hook = HOOK.get("before_send")
+        if hook is not None:
+            hook(self, block, row, event)
+        return super().perform_event(block, row, event)
+
+
+class OptionalKeyOrderViewSet(OrderViewSet):
+    statechart_idempotent = False
+
+
+class NoRetryOrderViewSet(OrderViewSet):
+    statechart_retries = 0
+
+
+class LockedOrderViewSet(OrderViewSet):
+    statechart_lock = "pessimistic"
+
+
+class ParcelViewSet(StatechartEventsMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """A GenericViewSet: only retrieve and the events endpoint."""
+
+    serializer_class = ParcelSerializer
+
+    def get_queryset(self) -> Any:
+        return Parcel.objects.using(DATABASE["alias"])
+
+
+class DeliveryViewSet(StatechartEventsMixin, viewsets.ReadOnlyModelViewSet):
+    """Shipment has two StatechartFields: this endpoint sends to one."""
+
+    statechart_field = "delivery"
+    serializer_class = serializers.Serializer
+
+    def get_queryset(self) -> Any:
+        return Shipment.objects.using(DATABASE["alias"])
