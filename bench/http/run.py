@@ -242,15 +242,16 @@ def server(stack: Stack, env: dict[str, str], workdir: Path) -> Iterator[tuple[i
 # --- measurement ---------------------------------------------------------------------
 
 
-def cpu_of(pids: list[int]) -> float:
+def cpu_of(pids: list[int]) -> tuple[float, float]:
+    """(user, system) CPU seconds of the processes so far."""
     import psutil
 
-    total = 0.0
+    user = system = 0.0
     for pid in pids:
         with contextlib.suppress(psutil.Error):
             t = psutil.Process(pid).cpu_times()
-            total += t.user + t.system
-    return total
+            user, system = user + t.user, system + t.system
+    return user, system
 
 
 def machine_busy() -> tuple[float, float]:
@@ -260,11 +261,13 @@ def machine_busy() -> tuple[float, float]:
     return sum(parts) - idle, sum(parts)
 
 
-def run_wrk(port: int, mode: str, first: int, count: int, prefix: str, out: Path,
+def run_wrk(port: int, workload: str, first: int, count: int, prefix: str, out: Path,
             a: argparse.Namespace, duration: float) -> tuple[dict[str, Any], str, float]:
+    mode = "hot" if workload == "hot" else "many"
+    threads, conns = (1, 1) if workload == "serial" else (a.threads, a.connections)
     env = clean_env({"WRK_MODE": mode, "WRK_FIRST": str(first), "WRK_COUNT": str(count),
                      "WRK_PREFIX": prefix, "WRK_OUT": str(out)})  # fmt: skip
-    cmd = ["wrk", f"-t{a.threads}", f"-c{a.connections}", f"-d{int(duration)}s",
+    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{int(duration)}s",
            f"--timeout={int(a.timeout)}s", "--latency", "-s", str(HERE / "pay.lua"),
            f"http://127.0.0.1:{port}"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -313,7 +316,9 @@ def redis_stats(url: str) -> dict[str, Any]:
 # --- one stack -----------------------------------------------------------------------
 
 
-WORKLOADS = ("hot", "many")
+# hot: every request PAYs one order; many: a random order of --orders;
+# serial: as many, one connection (-t1 -c1): latency without contention
+WORKLOADS = ("hot", "many", "serial")
 
 
 def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
@@ -370,15 +375,19 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
             groups = {"server": [proc.pid, *workers], **store_pids}
             before = {g: cpu_of(p) for g, p in groups.items()}
             busy0, all0 = machine_busy()
-            spy = None
+            spies = []
             if profile == workload:
-                spy = start_py_spy(workers[0], workdir / f"{tag}.pyspy.txt", a.duration)
+                # worker 0: wall time (--idle: waits included); worker 1: on-CPU only
+                spies = [start_py_spy(workers[0], workdir / f"{tag}.wall.pyspy.txt", a.duration, True),
+                         start_py_spy(workers[1], workdir / f"{tag}.cpu.pyspy.txt", a.duration, False)]
             out = workdir / f"{tag}.json"
             result, text, wrk_cpu = run_wrk(port, workload, first, count, prefix, out, a,
                                             a.duration)  # fmt: skip
             busy1, all1 = machine_busy()
-            cpu = {g: cpu_of(p) - before[g] for g, p in groups.items()}
-            if spy is not None:
+            after = {g: cpu_of(p) for g, p in groups.items()}
+            cpu = {g: sum(after[g]) - sum(before[g]) for g in groups}
+            cpu_sys = {g: after[g][1] - before[g][1] for g in groups}
+            for spy in spies:
                 spy.wait(60)
             rstats = redis_stats(url) if url else {}
             ok_lines = [ln.split(" ", 1) for ln in Path(str(out) + ".keys").read_text().split("\n") if ln]
@@ -393,7 +402,9 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
             dur = result["duration_us"] / 1e6
             row = {
                 "round": rnd, "stack": stack.name, "label": stack.label, "workload": workload,
-                "orders": count, "threads": a.threads, "connections": a.connections,
+                "orders": count,
+                "threads": 1 if workload == "serial" else a.threads,
+                "connections": 1 if workload == "serial" else a.connections,
                 "duration_s": round(dur, 2),
                 "requests": reqs, "rps": round(reqs / dur, 1),
                 "ok_2xx": two, "ok_rps": round(two / dur, 1),
@@ -416,7 +427,13 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                 "replay": replay,
                 "cpu_us_per_request": {g: round(c / max(reqs, 1) * 1e6, 1) for g, c in cpu.items()}
                 | {"wrk": round(wrk_cpu / max(reqs, 1) * 1e6, 1)},
+                "cpu_system_us_per_request": {g: round(c / max(reqs, 1) * 1e6, 1)
+                                              for g, c in cpu_sys.items()},
                 "machine_busy_pct": round(100 * (busy1 - busy0) / max(all1 - all0, 1), 1),
+                # CPU seconds the machine spent on anything but these processes and
+                # wrk (other sessions' work, the kernel's own threads): noise
+                "other_cpu_s": round((busy1 - busy0) / os.sysconf("SC_CLK_TCK")
+                                     - sum(cpu.values()) - wrk_cpu, 2),
                 "redis_commandstats": rstats,
                 "store_settings": settings_report,
             }  # fmt: skip
@@ -429,16 +446,16 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                                 (".log-keys.gz", workdir / f"{tag}.log-keys")):  # fmt: skip
                 with open(src, "rb") as fi, gzip.open(outdir / f"{tag}{suffix}", "wb") as fo:
                     shutil.copyfileobj(fi, fo)
-            if spy is not None and (workdir / f"{tag}.pyspy.txt").exists():
-                shutil.copy(workdir / f"{tag}.pyspy.txt", outdir / f"{tag}.pyspy.txt")
+            for spied in workdir.glob(f"{tag}.*.pyspy.txt"):
+                shutil.copy(spied, outdir / spied.name)
         shutil.copy(workdir / f"{stack.name}-server.log", outdir / f"r{rnd}-{stack.name}-server.log")
     return rows
 
 
-def start_py_spy(pid: int, out: Path, duration: float) -> subprocess.Popen[Any]:
+def start_py_spy(pid: int, out: Path, duration: float, idle: bool) -> subprocess.Popen[Any]:
     return subprocess.Popen(
         [str(BENCH_VENV / "bin" / "py-spy"), "record", "-p", str(pid), "-d", str(int(duration)),
-         "-r", "250", "--idle", "-f", "raw", "-o", str(out), "--nonblocking"],
+         "-r", "250", *(["--idle"] if idle else []), "-f", "raw", "-o", str(out), "--nonblocking"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -450,7 +467,7 @@ def summary_line(r: dict[str, Any]) -> str:
             f"  p99 {lat['99']:>7.2f} ms  non-2xx {r['non_2xx']:>5} {r['problems'] or ''}"
             f"  dup {r['duplicates']}  applied {r['applied']}/{r['distinct_2xx_keys']}"
             f" (+{r['applied_without_2xx']} in flight at the stop, {r['2xx_without_log']} lost)"
-            f"  cpu µs/req: {cpu}  busy {r['machine_busy_pct']}%")  # fmt: skip
+            f"  cpu µs/req: {cpu}  busy {r['machine_busy_pct']}% (other {r['other_cpu_s']} s)")  # fmt: skip
 
 
 # --- tables --------------------------------------------------------------------------
@@ -550,13 +567,16 @@ def cmd_profile(a: argparse.Namespace) -> None:
 
 
 def profile_report(path: Path, top: int = 25) -> str:
-    """Where a worker's wall time goes, from py-spy's raw (collapsed) output
-    recorded with --idle: the share of samples whose stack contains each
-    marker, first match wins, in this order."""
+    """Where a worker's time goes, from py-spy's raw (collapsed) output
+    (``*.wall.*``: recorded with --idle, waits included; ``*.cpu.*``: on-CPU
+    samples only): the share of samples whose stack contains each marker,
+    first match wins, in this order."""
     buckets = [
         ("waiting for a connection (gunicorn accept/select)", ("(selectors.py)", "wait (gunicorn/workers")),
-        ("Redis round trip: waiting on the socket", ("_read_from_socket", "read_response", "recv")),
-        ("Redis: sending commands", ("send_packed_command",)),
+        ("gunicorn close_graceful: lingering until the client closes", ("close_graceful",)),
+        ("Redis round trip: reading the answer", ("_read_from_socket", "read_response")),
+        ("Redis round trip: sending the command", ("send_packed_command",)),
+        ("PostgreSQL round trips (psycopg execute/commit)", ("psycopg/",)),
         ("redis-py: building/parsing commands", ("redis/",)),
         ("django-xsm: engine", ("django_xsm/engine",)),
         ("django-xsm: persistence/redis layer", ("django_xsm/persistence", "django_xsm/redis")),
@@ -638,7 +658,7 @@ def main() -> None:
         p.set_defaults(func=fn)
         if name == "bench":
             p.add_argument("--stacks", default=DEFAULT_STACKS, help=f"of {', '.join(stacks())}")
-            p.add_argument("--workloads", default="hot,many",
+            p.add_argument("--workloads", default="hot,many,serial",
                            type=lambda v: [w for w in v.split(",") if w in WORKLOADS])
             p.add_argument("--rounds", type=int, default=1)
         else:
