@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 
+from django_xsm.backend.build import get_outbox, get_store
+from django_xsm.outbox import OutboxWorker, RetryPolicy, get_handlers
 from tests.django.outbox import handlers
 from tests.django.outbox.machines import MACHINES
 from tests.django.settings import XSM as BASE
@@ -74,3 +82,130 @@ def outcomes(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
 def outbox_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.INFO, logger="django_xsm.outbox")
     return caplog
+
+
+HOUR_MS = 3_600_000
+
+
+class Recorder:
+    """A random source that says which bounds it was asked for and answers
+    ``share`` of the way between them."""
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+        self.asked: list[tuple[float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        self.asked.append((a, b))
+        return a + (b - a) * self.share
+
+
+def worker(
+    rng: Any,
+    *,
+    attempts: int = 3,
+    backoff_s: float = 2.0,
+    cap_s: float = 3.0,
+    behind_ms: int = HOUR_MS,
+) -> tuple[OutboxWorker, int]:
+    """A worker on the test's outbox whose clock stands ``behind_ms`` in the
+    past (so its retries are due at once), and that clock's reading."""
+    base = get_store().clock() - behind_ms
+    found = OutboxWorker(
+        get_outbox(),
+        get_handlers(),
+        consumer="w",
+        policy=RetryPolicy(attempts, backoff_s, cap_s, rng),
+        clock=lambda: base,
+    )
+    return found, base
+
+
+# --- subprocesses ---------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Worker:
+    """A ``python -m django <command>`` subprocess on the outbox's live
+    settings (tests/django/outbox/live_settings.py); stopped by its pid."""
+
+    def __init__(self, prefix: str, *args: str, url: str, handler: str) -> None:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.django.outbox.live_settings",
+            "XSM_TEST_PREFIX": prefix,
+            "XSM_REDIS_URL": url,
+            "XSM_TEST_HANDLER": handler,
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(ROOT),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "django", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True)
+        ]
+        self.errors: list[str] = []
+        self.readers.append(
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.errors), daemon=True)
+        )
+        for reader in self.readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream: Any, into: list[str]) -> None:
+        for line in stream:
+            into.append(line.rstrip("\n"))
+
+    def has(self, fragment: str) -> bool:
+        return any(fragment in line for line in list(self.lines))
+
+    def finish(self, timeout: float = 60.0) -> tuple[int, str, str]:
+        """Wait for the exit; ``(exit status, stdout, stderr)``."""
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        for reader in self.readers:
+            reader.join(timeout=5)
+        return self.proc.returncode, "\n".join(self.lines), "\n".join(self.errors)
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., Worker]]:
+    """``spawn(prefix, *args, url=..., handler=...)``; leftovers are killed by pid."""
+    started: list[Worker] = []
+
+    def start(
+        prefix: str, *args: str, url: str, handler: str = "tests.django.outbox.handlers.noop"
+    ) -> Worker:
+        found = Worker(prefix, *args, url=url, handler=handler)
+        started.append(found)
+        return found
+
+    yield start
+    for found in started:
+        if found.proc.poll() is None:
+            found.proc.kill()
+            found.proc.wait(timeout=5)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 30.0, what: str = "it") -> Any:
+    """Poll ``condition`` until it is truthy (fails after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)

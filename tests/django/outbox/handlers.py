@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+import redis
 
 from django_xsm.outbox import Delivery
 
@@ -43,3 +46,16 @@ def no_delivery(event: dict[str, Any]) -> None:
 
 #: A Celery forwarder is put here by the Celery test (its app and queue are per run).
 charge: Any = None
+
+
+_tally_client: Any = None
+
+
+def tally(event: dict[str, Any], *, delivery: Delivery) -> None:
+    """Count each delivery in the live Redis (``{<prefix>}:tally``), so a test
+    sees what several worker processes delivered, and how often."""
+    global _tally_client
+    if _tally_client is None:
+        _tally_client = redis.Redis.from_url(os.environ["XSM_REDIS_URL"])
+    prefix = os.environ["XSM_TEST_PREFIX"]
+    _tally_client.hincrby(f"{{{prefix}}}:tally", delivery.delivery_id, 1)

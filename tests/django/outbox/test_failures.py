@@ -19,40 +19,16 @@ from django.core.management.base import CommandError
 from django_xsm.backend.build import get_outbox, get_store
 from django_xsm.outbox import (
     FAILED_EVENT,
+    HandlerTable,
     OutboxWorker,
     RetryPolicy,
     compensate,
     drain,
-    get_handlers,
 )
 from django_xsm.registry import machines
 from tests.django.outbox import handlers
-from tests.django.outbox.conftest import outcomes, run
-
-HOUR_MS = 3_600_000
-
-
-class Recorder:
-    """A random source that says which bounds it was asked for."""
-
-    def __init__(self, share: float) -> None:
-        self.share = share
-        self.asked: list[tuple[float, float]] = []
-
-    def uniform(self, a: float, b: float) -> float:
-        self.asked.append((a, b))
-        return a + (b - a) * self.share
-
-
-def worker(rng: Any, *, attempts: int = 3, backoff_s: float = 2.0, cap_s: float = 3.0) -> Any:
-    base = get_store().clock() - HOUR_MS
-    return OutboxWorker(
-        get_outbox(),
-        get_handlers(),
-        consumer="w",
-        policy=RetryPolicy(attempts, backoff_s, cap_s, rng),
-        clock=lambda: base,
-    ), base
+from tests.django.outbox.conftest import Recorder, outcomes, run
+from tests.django.outbox.conftest import worker as make_worker
 
 
 def test_full_jitter_stays_below_the_doubling_cap() -> None:
@@ -77,8 +53,8 @@ def test_retry_with_jitter_then_dead_letter_then_one_compensation(
     objects = machines["shipment"].objects
     objects.send("shipment:1", "PAY", create=True)
     rng = Recorder(0.25)
-    w, base = worker(rng)
-    w.handlers = type(w.handlers)({"order.paid": handlers.flaky})
+    w, base = make_worker(rng)
+    w.handlers = HandlerTable({"order.paid": handlers.flaky})
     outbox = get_outbox()
 
     first = w.run_batch()
@@ -220,7 +196,7 @@ def test_store_trouble_defers_the_compensation_until_it_can_be_sent(
     objects = machines["mute"].objects
     objects.send("mute:1", "PING", create=True)
     rng = Recorder(0.0)
-    w, _base = worker(rng, attempts=1)
+    w, _base = make_worker(rng, attempts=1)
     with get_store().lock("mute:1"):  # another writer holds the instance
         first = w.run_batch()
     assert (first.deferred, first.dead_lettered) == (1, 0)
