@@ -84,6 +84,23 @@ XSM = {
     "LOCK": "optimistic",
     "IDEMPOTENCY": {"REQUIRED": ["POST"]},
     "AUDIT": {"MAXLEN": 10_000},
+    # Emitted events (order.paid, order.shipped) and where the outbox worker
+    # delivers them (orders/effects.py). Small numbers on purpose, so the
+    # demo shows retries and a dead letter within seconds: 3 attempts with
+    # full-jitter waits of at most 1 s, then 2 s (production keeps the
+    # defaults: 10 attempts, 1 s doubling up to 300 s). The flaky warehouse
+    # fails every call, so its order.shipped is dead-lettered after about
+    # 3 s and the order receives xsm.outbox.failed (-> shipping_failed).
+    "OUTBOX": {
+        "HANDLERS": {
+            "order.paid": "testproject.orders.effects.send_receipt",
+            "order.shipped": "testproject.orders.effects.ship_to_warehouse",
+        },
+        "MAX_ATTEMPTS": 3,
+        "BACKOFF_S": 1.0,
+        "MAX_BACKOFF_S": 4.0,
+        "VISIBILITY_TIMEOUT_S": 30,
+    },
 }
 
 # The demo app's own settings.
@@ -93,6 +110,13 @@ ORDERS_WEBHOOK_SECRET = os.environ.get("ORDERS_WEBHOOK_SECRET", "demo-webhook-se
 # store lives in this process; see orders/apps.py).
 ORDERS_TIMER_THREAD = True
 ORDERS_TIMER_INTERVAL_S = 1.0
+# Deliver the outbox from a thread of the demo server too: the embedded
+# store is visible to this process only, so a separate `manage.py
+# xsm_run_outbox` could not see it. scripts/demo sets DEMO_OUTBOX_THREAD=1
+# for the embedded store and runs xsm_run_outbox beside the server instead
+# when REDIS_URL is set.
+ORDERS_OUTBOX_THREAD = os.environ.get("DEMO_OUTBOX_THREAD") == "1"
+ORDERS_OUTBOX_INTERVAL_S = 0.5
 
 LOGGING = {
     "version": 1,

@@ -1,5 +1,6 @@
 """The demo's order app: connects the signal receivers and, in the demo
-server, runs a due-timer scanner thread."""
+server, runs a due-timer scanner thread and (``DEMO_OUTBOX_THREAD=1``, set
+by scripts/demo for the embedded store) an outbox worker thread."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import os
 import sys
 import threading
+from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -24,6 +26,8 @@ class OrdersConfig(AppConfig):
 
         if getattr(settings, "ORDERS_TIMER_THREAD", False) and _serving():
             start_timer_thread(float(getattr(settings, "ORDERS_TIMER_INTERVAL_S", 1.0)))
+        if getattr(settings, "ORDERS_OUTBOX_THREAD", False) and _serving():
+            start_outbox_thread(float(getattr(settings, "ORDERS_OUTBOX_INTERVAL_S", 0.5)))
 
 
 def _serving() -> bool:
@@ -58,3 +62,39 @@ def start_timer_thread(interval_s: float) -> threading.Thread:
     thread.start()
     logger.info("due-timer scanner thread started (every %.1f s)", interval_s)
     return thread
+
+
+_outbox_lock = threading.Lock()
+_outbox_thread: threading.Thread | None = None
+
+
+def start_outbox_thread(interval_s: float) -> threading.Thread:
+    """Deliver the outbox in a daemon thread (once per process: a second
+    call returns the running thread), polling every ``interval_s`` while idle.
+
+    What ``manage.py xsm_run_outbox`` does in its own process, which is the
+    production set-up (and the demo's with ``REDIS_URL``): the embedded
+    store lives inside this process, so only a thread of it can read it.
+    """
+    from django_xsm.outbox import OutboxWorker, run_worker
+
+    global _outbox_thread
+    with _outbox_lock:
+        if _outbox_thread is not None and _outbox_thread.is_alive():
+            return _outbox_thread
+
+        def run() -> None:
+            worker = OutboxWorker.from_settings(consumer=f"demo-server-{os.getpid()}")
+            run_worker(worker, stop=_stop, interval_s=interval_s, on_batch=_log_batch)
+
+        _outbox_thread = threading.Thread(target=run, name="xsm-outbox-worker", daemon=True)
+        _outbox_thread.start()
+    logger.info("outbox worker thread started (polling every %.1f s)", interval_s)
+    return _outbox_thread
+
+
+def _log_batch(result: Any, error: str | None) -> None:
+    if error:
+        logger.warning("outbox worker: the store is unavailable (%s)", error)
+    elif result.taken:
+        logger.info("outbox batch: %s", result.as_dict())

@@ -5,20 +5,31 @@ while awaiting payment, and a durable ``after`` timer that cancels an order
 left unpaid for ``settings.ORDERS_PAYMENT_TIMEOUT_MS``. Registered in
 ``XSM["MACHINES"]`` as ``"order": "testproject.orders.machines.order"``.
 
-Actions only change the context: anything with an outside effect (e-mails,
-warehouse calls) belongs in a ``post_transition`` receiver, which runs once
-the transition is durably stored (see ``receivers.py``).
+Actions only change the context. Effects on the outside world are emitted
+(``xstate.emit`` in the chart) and delivered by the outbox worker to the
+handlers of ``effects.py``: ``order.paid`` (sends a receipt) and
+``order.shipped`` (calls the warehouse). An order shipped via the flaky
+warehouse waits in ``shipping`` for it to confirm; when that delivery runs
+out of attempts the worker sends ``xsm.outbox.failed`` and the order moves
+to ``shipping_failed`` (compensating), where ``SWITCH_WAREHOUSE`` assigns
+the main warehouse so that a redrive of the dead letter can succeed.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
 from django_xsm.engine import MachineLogic, create_machine
+
+MAIN_WAREHOUSE = "main"
+#: The warehouse whose API fails every call (effects.ship_to_warehouse).
+FLAKY_WAREHOUSE = "flaky"
+WAREHOUSES = (MAIN_WAREHOUSE, FLAKY_WAREHOUSE)
 
 CONFIG: dict[str, Any] = json.loads((Path(__file__).parent / "order.json").read_text())
 
@@ -44,6 +55,19 @@ def expire(instance: Any, context: dict[str, Any], event: Any, action: Any) -> N
 
 def record_shipment(instance: Any, context: dict[str, Any], event: Any, action: Any) -> None:
     context["tracking"] = event.get("tracking") or ""
+    context["warehouse"] = event.get("warehouse") or MAIN_WAREHOUSE
+
+
+def record_shipping_failure(
+    instance: Any, context: dict[str, Any], event: Any, action: Any
+) -> None:
+    # event: {"type": "xsm.outbox.failed", "event", "error", "attempts", "delivery_id"}
+    context["shipping_error"] = str(event.get("error") or "")[:500]
+    context["shipping_failures"] += 1
+
+
+def switch_warehouse(instance: Any, context: dict[str, Any], event: Any, action: Any) -> None:
+    context["warehouse"] = MAIN_WAREHOUSE
 
 
 def has_items(context: dict[str, Any], event: Any) -> bool:
@@ -52,6 +76,16 @@ def has_items(context: dict[str, Any], event: Any) -> bool:
 
 def pays_total(context: dict[str, Any], event: Any) -> bool:
     return bool(event.get("amount_cents") == context["total_cents"])
+
+
+def via_flaky_warehouse(context: dict[str, Any], event: Any) -> bool:
+    return bool(event.get("warehouse") == FLAKY_WAREHOUSE)
+
+
+def shipment_failed(context: dict[str, Any], event: Any) -> bool:
+    """The dead-lettered delivery was the shipment (not, say, a receipt)."""
+    failed = event.get("event")
+    return isinstance(failed, Mapping) and failed.get("type") == "order.shipped"
 
 
 def payment_timeout_ms(context: dict[str, Any], event: Any) -> int:
@@ -66,8 +100,15 @@ logic = MachineLogic(
         "recordCancel": record_cancel,
         "expire": expire,
         "recordShipment": record_shipment,
+        "recordShippingFailure": record_shipping_failure,
+        "switchWarehouse": switch_warehouse,
     },
-    guards={"hasItems": has_items, "paysTotal": pays_total},
+    guards={
+        "hasItems": has_items,
+        "paysTotal": pays_total,
+        "viaFlakyWarehouse": via_flaky_warehouse,
+        "shipmentFailed": shipment_failed,
+    },
     delays={"PAYMENT_TIMEOUT": payment_timeout_ms},
 )
 

@@ -20,5 +20,10 @@ urlpatterns = [
     path("api/orders/<slug:order_id>/checkout", views.checkout, name="api-checkout"),
     path("api/orders/<slug:order_id>/cancel", views.cancel, name="api-cancel"),
     path("api/orders/<slug:order_id>/ship", views.ship, name="api-ship"),
+    path(
+        "api/orders/<slug:order_id>/switch-warehouse",
+        views.switch_warehouse,
+        name="api-switch-warehouse",
+    ),
     path("webhooks/payments", views.payment_webhook, name="payment-webhook"),
 ]

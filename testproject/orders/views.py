@@ -7,7 +7,9 @@ JSON endpoints (every POST needs an ``Idempotency-Key`` header)::
     POST /api/orders/<id>/items          {"sku", "qty", "price_cents"}
     POST /api/orders/<id>/checkout
     POST /api/orders/<id>/cancel         {"reason"}        (async view)
-    POST /api/orders/<id>/ship           {"tracking"}      (async, pessimistic lock)
+    POST /api/orders/<id>/ship           {"tracking", "warehouse": "main" | "flaky"}
+                                         (async, pessimistic lock)
+    POST /api/orders/<id>/switch-warehouse  (after a failed shipment: the main one)
     POST /webhooks/payments              signed payment.succeeded delivery
 
 The API authenticates nobody (it is a demo), so it is CSRF-exempt: it reads
@@ -34,7 +36,8 @@ from django_xsm.middleware import get_request_info
 from django_xsm.registry import machines
 
 from . import payments
-from .models import Order
+from .machines import MAIN_WAREHOUSE, WAREHOUSES
+from .models import Order, Receipt
 
 ORDER_KEY = "order:{order_id}"
 
@@ -86,6 +89,8 @@ def _order(instance: Any) -> dict[str, Any]:
         "payment": instance.context["payment"],
         "cancel_reason": instance.context["cancel_reason"],
         "tracking": instance.context["tracking"],
+        "warehouse": instance.context.get("warehouse"),
+        "shipping_error": instance.context.get("shipping_error"),
     }
 
 
@@ -183,10 +188,25 @@ async def cancel(request: HttpRequest, order_id: str, *, instance: Any) -> HttpR
 @stateful_view("order", key=ORDER_KEY, create=False, lock="pessimistic")
 async def ship(request: HttpRequest, order_id: str, *, instance: Any) -> HttpResponse:
     try:
-        tracking = str(_json_body(request).get("tracking") or "")[:64]
+        body = _json_body(request)
+        tracking = str(body.get("tracking") or "")[:64]
+        warehouse = body.get("warehouse") or MAIN_WAREHOUSE
+        if warehouse not in WAREHOUSES:
+            raise BadInput(f"warehouse must be one of {', '.join(WAREHOUSES)}")
     except BadInput as exc:
         return _bad(request, exc)
-    instance.send("SHIP", tracking=tracking)
+    # Emits order.shipped: the outbox worker calls the warehouse (effects.py).
+    instance.send("SHIP", tracking=tracking, warehouse=warehouse)
+    return JsonResponse(_order(instance))
+
+
+@csrf_exempt
+@require_POST
+@stateful_view("order", key=ORDER_KEY, create=False)
+def switch_warehouse(request: HttpRequest, order_id: str, *, instance: Any) -> HttpResponse:
+    """A failed shipment goes to the main warehouse instead; redrive its dead
+    letter (the admin's Outbox page) to ship it from there."""
+    instance.send("SWITCH_WAREHOUSE")  # only in shipping_failed: 409 otherwise
     return JsonResponse(_order(instance))
 
 
@@ -272,6 +292,8 @@ def detail(request: HttpRequest, order_id: str) -> HttpResponse:
             "order_id": order_id,
             "history": objects.history(order.key, limit=200),
             "deadlines": order.to_dict()["deadlines"],
+            # written by the outbox handler of order.paid (effects.py)
+            "receipts": Receipt.objects.filter(order_id=order_id),
         },
     )
 
