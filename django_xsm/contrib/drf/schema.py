@@ -27,6 +27,7 @@ from drf_spectacular.extensions import (
     OpenApiSerializerFieldExtension,
     OpenApiViewExtension,
 )
+from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import (
     Direction,
     OpenApiParameter,
@@ -139,10 +140,28 @@ class StatechartEventSerializerSchema(OpenApiSerializerExtension):  # type: igno
         schema: dict[str, Any] = auto_schema._map_serializer(
             self.target, direction, bypass_extensions=True
         )
-        types = _event_types(auto_schema.view)
-        if types is not None and "type" in schema.get("properties", {}):
-            schema["properties"]["type"] = {**schema["properties"]["type"], "enum": types}
+        schema["description"] = (
+            "An event of this row's statechart: type names it, every other member is its payload."
+        )
         schema["additionalProperties"] = True  # the event's payload
+        name = self.get_name(auto_schema, direction)
+        types = _event_types(auto_schema.view)
+        if name is None or types is None or "type" not in schema.get("properties", {}):
+            return schema
+        # The machine's events as a component of their own (OrderStatusEventType):
+        # left inline, drf-spectacular's enum hook would give every model's
+        # choice set the one name "TypeEnum" and warn about the collision.
+        component = ResolvedComponent(  # type: ignore[no-untyped-call]
+            name=f"{name}Type",
+            type=ResolvedComponent.SCHEMA,
+            object=f"{name}Type",
+            schema={"type": "string", "enum": types},
+        )
+        auto_schema.registry.register_on_missing(component)
+        schema["properties"]["type"] = {
+            "allOf": [component.ref],
+            "description": schema["properties"]["type"].get("description", ""),
+        }
         return schema
 
 

@@ -107,7 +107,7 @@ class StatechartEventSerializer(serializers.Serializer):  # type: ignore[type-ar
 
 
 class AvailableEventSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    """One event the state accepts, for the schema."""
+    """An event the current state accepts."""
 
     type = serializers.CharField()
     conditional = serializers.BooleanField(
@@ -116,7 +116,7 @@ class AvailableEventSerializer(serializers.Serializer):  # type: ignore[type-arg
 
 
 class StatechartEventResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    """What ``POST .../events/`` answers once the event is committed."""
+    """The answer to an event that was committed."""
 
     type = serializers.CharField(help_text="The event that was sent.")
     state = serializers.CharField(help_text="The state column after the event.")
@@ -128,7 +128,8 @@ class StatechartEventResultSerializer(serializers.Serializer):  # type: ignore[t
 
 
 class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    """An RFC 9457 problem document (docs/http.md), for the schema."""
+    """An RFC 9457 problem document (application/problem+json); which
+    extension members it has depends on its type."""
 
     type = serializers.CharField(
         help_text="This deployment's page for the problem (/_xsm/problems/<type>) or about:blank."

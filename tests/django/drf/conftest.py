@@ -1,6 +1,7 @@
 """Fixtures of the DRF tests: skipped without djangorestframework (the
-``drf`` extra); every test runs on SQLite and PostgreSQL (``alias``, as in
-tests/django/fields) and on fakeredis and a live Redis (``backend``)."""
+``drf`` extra). Modules that create rows use ``views_db``, so they run on
+SQLite and PostgreSQL (``alias``, as in tests/django/fields), and
+``backend``, so they run on fakeredis and a live Redis."""
 
 from __future__ import annotations
 
@@ -20,14 +21,21 @@ __all__ = ["DB_ALIASES"]
 
 
 @pytest.fixture(autouse=True)
-def _views_state(alias: str) -> Iterator[None]:  # noqa: F811
-    """The viewsets read rows from the test's database; hooks are reset."""
-    views.DATABASE["alias"] = alias
+def _views_state() -> Iterator[None]:
+    """Hooks and counters of the test viewsets start empty."""
     views.HOOK.clear()
     views.CALLS["perform_event"] = 0
     yield
     views.HOOK.clear()
     views.DATABASE["alias"] = "default"
+
+
+@pytest.fixture
+def views_db(alias: str) -> str:  # noqa: F811
+    """The viewsets read rows from the test's database (modules that
+    create rows use it, so they run on SQLite and PostgreSQL)."""
+    views.DATABASE["alias"] = alias
+    return alias
 
 
 @pytest.fixture

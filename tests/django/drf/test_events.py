@@ -19,6 +19,7 @@ from tests.fieldapp.models import Order, Parcel, Shipment
 pytestmark = [
     pytest.mark.django_db(databases=DB_ALIASES),
     pytest.mark.urls("tests.django.drf.urls"),
+    pytest.mark.usefixtures("views_db"),
 ]
 
 PROBLEM = "application/problem+json"

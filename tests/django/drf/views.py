@@ -85,11 +85,17 @@ class ParcelViewSet(StatechartEventsMixin, mixins.RetrieveModelMixin, viewsets.G
         return Parcel.objects.using(DATABASE["alias"])
 
 
+class ShipmentSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Shipment
+        fields = ["id", "payment", "delivery"]
+
+
 class DeliveryViewSet(StatechartEventsMixin, viewsets.ReadOnlyModelViewSet):
     """Shipment has two StatechartFields: this endpoint sends to one."""
 
     statechart_field = "delivery"
-    serializer_class = serializers.Serializer
+    serializer_class = ShipmentSerializer
 
     def get_queryset(self) -> Any:
         return Shipment.objects.using(DATABASE["alias"])
