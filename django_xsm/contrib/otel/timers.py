@@ -119,7 +119,7 @@ def instrument_class(plugin: OtelPlugin) -> None:
 
         @functools.wraps(fire)
         def traced_fire(self: DueTimerScanner, key: str, **kwargs: Any) -> ScanResult:
-            _with_plugin(self, plugin)
+            # its blocks get the plugin from instrument()'s adoption
             return _observed(plugin, "xsm.timer.fire", lambda: fire(self, key, **kwargs), key)
 
         @functools.wraps(scan)

@@ -14,7 +14,7 @@ from django_xsm.registry import machines
 from tests.django.drf import views
 from tests.django.drf.conftest import DB_ALIASES
 from tests.django.fields.test_field import row_in_db
-from tests.fieldapp.models import Order, Parcel, Shipment
+from tests.fieldapp.models import Order, Parcel, Shipment, SlugOrder
 
 pytestmark = [
     pytest.mark.django_db(databases=DB_ALIASES),
@@ -143,6 +143,18 @@ def test_the_correlation_id_is_the_requests(api: Any, backend: Any, alias: str) 
     assert history(row)[0].correlation_id == "req-42"
 
 
+def test_an_answer_over_the_size_limit_replays_empty(
+    api: Any, backend: Any, alias: str, xsm: Any
+) -> None:
+    xsm(IDEMPOTENCY={"MAX_RESPONSE_BYTES": 16})
+    row = order(alias)
+    first = send(api, row.pk, {"type": "ADD"}, key="big")
+    again = send(api, row.pk, {"type": "ADD"}, key="big")
+    assert first.status_code == again.status_code == 200 and len(first.content) > 16
+    assert again.content == b"" and again["Idempotent-Replayed"] == "true"
+    assert machines["shop"].objects.get(f"shop:{row.pk}").context == {"items": 1}
+
+
 def test_an_optional_key_is_honoured_when_sent(api: Any, backend: Any, alias: str) -> None:
     row = order(alias)
     assert send(api, row.pk, {"type": "ADD"}, key=None, prefix="optional-orders").status_code == 200
@@ -240,18 +252,22 @@ def test_unparsable_json_is_400(api: Any, backend: Any, alias: str) -> None:
 def test_an_event_needing_a_permission_is_403_without_it(
     api: Any, backend: Any, alias: str, alice: Any, refunder: Any
 ) -> None:
-    row = order(alias)
-    machines["shop"].objects.send(f"shop:{row.pk}", "PAY_ANYWAY", create=True)
+    row, other = order(alias), order(alias)
+    for paid in (row, other):
+        machines["shop"].objects.send(f"shop:{paid.pk}", "PAY_ANYWAY", create=True)
     api.force_authenticate(alice)
     response = send(api, row.pk, {"type": "REFUND"}, key="r")
     assert response.status_code == 403
     body = problem(response)
     assert body["title"] == "Forbidden" and body["event"] == "REFUND"
     assert views.CALLS["perform_event"] == 0
+    # nothing was claimed: alice's key is free for an event she may send
+    assert send(api, row.pk, {"type": "SHIP"}, key="r").status_code == 200
     api.force_authenticate(refunder)
-    allowed = send(api, row.pk, {"type": "REFUND"}, key="r")
+    allowed = send(api, other.pk, {"type": "REFUND"}, key="r")
     assert allowed.status_code == 200 and allowed.json()["state"] == "refunded"
-    assert row_in_db(Order, row.pk, alias) == ("refunded", 2)
+    assert row_in_db(Order, other.pk, alias) == ("refunded", 2)
+    assert [r.actor for r in history(other)] == ["", "rita"]
 
 
 def test_events_without_a_permission_are_open_to_everyone(
@@ -263,6 +279,14 @@ def test_events_without_a_permission_are_open_to_everyone(
     assert forbidden.status_code == 403
 
 
+def test_drfs_own_refusals_are_problems_too(api: Any, backend: Any, alias: str) -> None:
+    row = order(alias)
+    response = send(api, row.pk, {"type": "ADD"}, prefix="members-orders")
+    assert response.status_code == 401 and response["WWW-Authenticate"].startswith("Basic")
+    assert "credentials" in problem(response)["detail"]
+    assert not machines["shop"].objects.exists(f"shop:{row.pk}")
+
+
 # --- 404 --------------------------------------------------------------------------------
 
 
@@ -272,6 +296,14 @@ def test_a_missing_row_is_404(api: Any, backend: Any, alias: str, pk: str) -> No
     assert response.status_code == 404
     assert problem(response, "not-found")["detail"] == f"No fieldapp.Order with pk='{pk}'"
     assert list(backend.store.list_keys("")) == []
+
+
+def test_a_row_whose_key_is_invalid_is_400(api: Any, backend: Any, alias: str) -> None:
+    SlugOrder.objects.using(alias).create(slug="a\nb")  # a newline inside the key
+    response = send(api, "a%0Ab", {"type": "ADD"}, prefix="slug-orders")
+    assert response.status_code == 400
+    problem(response, "invalid-key")
+    assert send(api, "nope", {"type": "ADD"}, prefix="slug-orders").status_code == 404
 
 
 # --- 409 --------------------------------------------------------------------------------
@@ -447,3 +479,17 @@ def test_any_other_error_is_a_500_problem(api: Any, backend: Any, alias: str) ->
     assert response.status_code == 500
     body = problem(response, "internal")
     assert "corrupt" not in body["detail"]  # internals stay in the log
+
+
+def test_with_debug_an_unmapped_error_reaches_the_debug_page(
+    api: Any, backend: Any, alias: str, settings: Any
+) -> None:
+    settings.DEBUG = True
+    row = order(alias)
+
+    def broken(view: Any, block: Any, row: Any, event: Any) -> None:
+        raise XsmError("a corrupt record, say")
+
+    views.HOOK["before_send"] = broken
+    with pytest.raises(XsmError, match="corrupt"):
+        send(api, row.pk, {"type": "ADD"})

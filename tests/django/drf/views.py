@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import authentication, mixins, permissions, serializers, viewsets
 
 from django_xsm.contrib.drf import StatechartEventsMixin, StatechartSerializerField
-from tests.fieldapp.models import Order, Parcel, Shipment
+from tests.fieldapp.models import Order, Parcel, Shipment, SlugOrder
 
 DATABASE = {"alias": "default"}
 #: ``HOOK["before_send"](view, block, row, event)``, when set.
@@ -74,6 +74,21 @@ class NoRetryOrderViewSet(OrderViewSet):
 
 class LockedOrderViewSet(OrderViewSet):
     statechart_lock = "pessimistic"
+
+
+class MembersOrderViewSet(OrderViewSet):
+    authentication_classes = [authentication.BasicAuthentication]  # answers 401 + a challenge
+    permission_classes = [permissions.IsAuthenticated]
+
+
+class SlugOrderViewSet(StatechartEventsMixin, viewsets.GenericViewSet):
+    """Keys from a string primary key: "slug-order:{slug}"."""
+
+    lookup_field = "slug"
+    serializer_class = serializers.Serializer
+
+    def get_queryset(self) -> Any:
+        return SlugOrder.objects.using(DATABASE["alias"])
 
 
 class ParcelViewSet(StatechartEventsMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
