@@ -163,7 +163,10 @@ class PageMixin:
         data = {
             **self.admin_site.each_context(request),
             "xsm_crumbs": self.crumbs(
-                context.get("machine"), context.get("key", ""), context.get("crumb", "")
+                context.get("machine"),
+                context.get("key", ""),
+                context.get("crumb", ""),
+                context.get("crumb_parent"),
             ),
             "xsm_crumbs_ol": django.VERSION >= (6, 0),
             "title": title,
@@ -178,9 +181,14 @@ class PageMixin:
         return response
 
     def crumbs(
-        self, machine: MachineEntry | None, key: str, here: str = ""
+        self,
+        machine: MachineEntry | None,
+        key: str,
+        here: str = "",
+        parent: tuple[str, str] | None = None,
     ) -> list[tuple[str, str]]:
-        """(label, href) from the admin index to this page ('' = current)."""
+        """(label, href) from the admin index to this page ('' = current);
+        ``parent`` is a page between the instance and this one."""
         site = self.admin_site.name
         found = [
             ("Home", reverse(f"{site}:index")),
@@ -191,6 +199,8 @@ class PageMixin:
             found.append((machine.name, self.url("machine", machine.name)))
         if key and machine is not None:
             found.append((key, self.url("detail", machine.name, key=key)))
+        if parent is not None:
+            found.append(parent)
         if here:
             found.append((here, ""))
         label, _href = found[-1]

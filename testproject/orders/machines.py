@@ -61,9 +61,10 @@ def record_shipment(instance: Any, context: dict[str, Any], event: Any, action: 
 def record_shipping_failure(
     instance: Any, context: dict[str, Any], event: Any, action: Any
 ) -> None:
-    # event: {"type": "xsm.outbox.failed", "event", "error", "attempts", "delivery_id"}
+    # event: {"type": "xsm.outbox.failed", "event", "error", "attempts", "delivery_id"},
+    # sent once per delivery id (a redrive that fails again is not told twice)
     context["shipping_error"] = str(event.get("error") or "")[:500]
-    context["shipping_failures"] += 1
+    context["shipping_attempts"] = event.get("attempts")
 
 
 def switch_warehouse(instance: Any, context: dict[str, Any], event: Any, action: Any) -> None:

@@ -277,6 +277,7 @@ def test_redrive_confirms_then_moves_the_entry_back_with_its_delivery_id(
     assert f'<span class="xsm-mono" id="xsm-redrive-id">{first}</span>' in html
     assert "refused" in html and 'id="xsm-redrive-confirm"' in html
     assert f'name="delivery_id" value="{first}"' in html
+    assert f'<a href="{OUTBOX}">Outbox</a>' in html  # in the breadcrumbs
     assert sorted(letters(outbox)) == sorted([first, second])  # a confirmation changes nothing
 
     done = post_with_csrf(operator, url, {"delivery_id": first})
