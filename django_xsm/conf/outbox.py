@@ -13,6 +13,7 @@ show up later as dead letters. The handlers' dotted paths are imported by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ from django_xsm.exceptions import brief
 from .parsing import Problems, fail, number
 from .values import Outbox
 
-__all__ = ["MAX_PATTERN", "outbox", "pattern_problem"]
+__all__ = ["MAX_PATTERN", "backoff_fits", "outbox", "pattern_problem"]
 
 #: The longest pattern accepted (event types are short words, not documents).
 MAX_PATTERN = 200
@@ -82,17 +83,34 @@ def _handlers(value: Any, p: Problems) -> dict[str, str]:
     return found
 
 
+def backoff_fits(section: str, backoff_s: float, max_backoff_s: float) -> None:
+    """The cap bounds the doubling waits, so it cannot be below the first
+    one (``persistence.backoff.Backoff`` refuses it too, later and less
+    clearly)."""
+    if max_backoff_s < backoff_s:
+        raise fail(
+            f"{max_backoff_s:g} s is below BACKOFF_S ({backoff_s:g} s)",
+            section,
+            "MAX_BACKOFF_S",
+            hint="the longest wait must be at least the first one; e.g. BACKOFF_S 1.0 and "
+            "MAX_BACKOFF_S 300.0",
+        )
+
+
 def outbox(m: Mapping[str, Any], p: Problems) -> Outbox:
     """``XSM['OUTBOX']`` merged with its defaults, every problem recorded."""
     parts = ("OUTBOX",)
-    return Outbox(
+    found = Outbox(
         handlers=p.take(lambda: _handlers(m["HANDLERS"], p), {}),
         max_attempts=p.take(
             lambda: number(m["MAX_ATTEMPTS"], *parts, "MAX_ATTEMPTS", integer=True, minimum=1),
             1,
         ),
         backoff_s=float(p.take(lambda: number(m["BACKOFF_S"], *parts, "BACKOFF_S"), 0)),
-        max_backoff_s=float(p.take(lambda: number(m["MAX_BACKOFF_S"], *parts, "MAX_BACKOFF_S"), 0)),
+        # an unreadable cap takes no part in the check against BACKOFF_S below
+        max_backoff_s=float(
+            p.take(lambda: number(m["MAX_BACKOFF_S"], *parts, "MAX_BACKOFF_S"), math.inf)
+        ),
         visibility_timeout_s=float(
             p.take(
                 lambda: number(
@@ -108,3 +126,5 @@ def outbox(m: Mapping[str, Any], p: Problems) -> Outbox:
             )
         ),
     )
+    p.take(lambda: backoff_fits("OUTBOX", found.backoff_s, found.max_backoff_s))
+    return found

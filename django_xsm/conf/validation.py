@@ -11,6 +11,7 @@ those of the topology settings (``REDIS_CLUSTER``, ``SENTINEL``,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django_xsm.exceptions import brief
 
 from . import topology
-from .outbox import outbox
+from .outbox import backoff_fits, outbox
 from .parsing import MAX_NUMBER, Problems, check_keys, choice, fail, mapping, number, opt_str
 from .values import (
     _HTTP_METHODS,
@@ -227,7 +228,7 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
             ),
             backoff_s=float(p.take(lambda: number(timers["BACKOFF_S"], "TIMERS", "BACKOFF_S"), 0)),
             max_backoff_s=float(
-                p.take(lambda: number(timers["MAX_BACKOFF_S"], "TIMERS", "MAX_BACKOFF_S"), 0)
+                p.take(lambda: number(timers["MAX_BACKOFF_S"], "TIMERS", "MAX_BACKOFF_S"), math.inf)
             ),
         ),
         outbox=outbox(m["OUTBOX"], p),
@@ -236,6 +237,7 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
         raw=m,
     )
     p.take(lambda: topology.durability_fits(found))
+    p.take(lambda: backoff_fits("TIMERS", found.timers.backoff_s, found.timers.max_backoff_s))
     if p.found:
         raise InvalidSettings(p.found)
     return found

@@ -1,19 +1,22 @@
 """How long a failed delivery waits, and what its error says.
 
-**Full jitter.** After the n-th failed attempt the entry waits
-``uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (n - 1)))`` seconds: the
-cap doubles per attempt, and the wait is anywhere below it. When a
-downstream service falls over, every entry it failed fails at about the
-same moment; fixed delays (or delays with a little jitter) would bring them
-back together as a thundering herd, full jitter spreads them over the
-whole window. The random source is injectable (``rng=``) so tests pin it.
+**Full jitter.** After the n-th failed attempt the entry waits a random
+whole number of milliseconds between 0 and ``min(MAX_BACKOFF_S, BACKOFF_S
+* 2 ** (n - 1))`` seconds: the ceiling doubles per attempt, the wait is
+anywhere below it. When a downstream service falls over, every entry it
+failed fails at about the same moment; fixed delays (or delays with a
+little jitter) would bring them back together as a thundering herd, full
+jitter spreads them over the whole window. The formula is the timers' own
+(:class:`~django_xsm.persistence.backoff.Backoff`), and its random source is
+injectable so tests pin it.
 
 **Errors** are stored with the entry and sent to the instance in the
 compensation event, so they are redacted like the transition log
 (``persistence.audit.redact``: the built-in denylist plus
-``AUDIT['REDACT']``): the values of the event's sensitive fields, and
-``name=value`` / ``"name": value`` pairs whose name is sensitive, become
-``[redacted]``; then the text is cut to :data:`MAX_ERROR` characters.
+``AUDIT['REDACT']``): ``name=value`` / ``"name": value`` pairs whose name is
+sensitive, and the values of the event's sensitive fields wherever they
+appear, become ``[redacted]``; then the text is cut to :data:`MAX_ERROR`
+characters.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import random
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from django_xsm.persistence.audit import DEFAULT_REDACT, REDACTED, redact
+from django_xsm.persistence.backoff import Backoff
 
-__all__ = ["MAX_ERROR", "RetryPolicy", "Uniform", "describe_error", "redact_text"]
+__all__ = ["MAX_ERROR", "RetryPolicy", "clean_text", "describe_error", "redact_text"]
 
 #: The longest error text kept (characters); the store caps it at 2000.
 MAX_ERROR = 1000
@@ -40,31 +44,33 @@ _PAIR = re.compile(
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-class Uniform(Protocol):
-    """The random source: ``random.Random`` and ``random.SystemRandom`` fit."""
-
-    def uniform(self, a: float, b: float) -> float: ...
-
-
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """``MAX_ATTEMPTS``, ``BACKOFF_S`` and ``MAX_BACKOFF_S`` of
-    ``XSM['OUTBOX']``, with the random source of the jitter."""
+    """``MAX_ATTEMPTS`` of ``XSM['OUTBOX']`` and the :class:`Backoff` built
+    from its ``BACKOFF_S`` and ``MAX_BACKOFF_S``."""
 
     max_attempts: int = 10
-    backoff_s: float = 1.0
-    max_backoff_s: float = 300.0
-    rng: Uniform = field(default_factory=random.SystemRandom, compare=False)
+    backoff: Backoff = field(default_factory=Backoff)
 
-    def cap_s(self, attempt: int) -> float:
-        """The upper bound of the wait after failed attempt ``attempt`` (1-based)."""
-        exponent = min(max(attempt, 1) - 1, 64)  # 2**64 s is past any cap: no overflow
-        return min(self.max_backoff_s, self.backoff_s * 2.0**exponent)
+    @classmethod
+    def of(
+        cls,
+        max_attempts: int,
+        backoff_s: float,
+        max_backoff_s: float,
+        rng: random.Random | None = None,
+    ) -> RetryPolicy:
+        """The policy of those settings; ``rng`` is the random source (a
+        seeded ``random.Random`` in tests)."""
+        return cls(max_attempts, Backoff(backoff_s, max_backoff_s, True, rng or random.Random()))
 
-    def delay_s(self, attempt: int) -> float:
-        """The wait after failed attempt ``attempt``: full jitter below :meth:`cap_s`."""
-        cap = self.cap_s(attempt)
-        return self.rng.uniform(0.0, cap) if cap > 0 else 0.0
+    def ceiling_ms(self, attempt: int) -> int:
+        """The longest wait after failed attempt ``attempt`` (1-based)."""
+        return self.backoff.ceiling_ms(attempt)
+
+    def delay_ms(self, attempt: int) -> int:
+        """The wait after failed attempt ``attempt``: full jitter below the ceiling."""
+        return self.backoff.delay_ms(attempt)
 
     def exhausted(self, attempt: int) -> bool:
         """True when attempt ``attempt`` was the last one allowed."""

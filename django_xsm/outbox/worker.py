@@ -44,7 +44,7 @@ from django_xsm.redis import OutboxLease, RedisOutbox
 
 from .compensation import FAILED_EVENT, Compensation, compensate, trace_id
 from .handlers import HandlerTable, get_handlers
-from .policy import RetryPolicy, Uniform, clean_text, describe_error
+from .policy import RetryPolicy, clean_text, describe_error
 from .results import WorkResult
 from .times import iso, now_ms
 
@@ -99,16 +99,14 @@ class OutboxWorker:
 
     @classmethod
     def from_settings(
-        cls, *, consumer: str | None = None, batch: int = 100, rng: Uniform | None = None
+        cls, *, consumer: str | None = None, batch: int = 100, rng: random.Random | None = None
     ) -> OutboxWorker:
         """A worker on the process backend's outbox with ``XSM['OUTBOX']``'s
         handlers and policy (``ImproperlyConfigured`` for a handler that
         does not import)."""
         s = conf.get_settings()
         o = s.outbox
-        policy = RetryPolicy(
-            o.max_attempts, o.backoff_s, o.max_backoff_s, rng or random.SystemRandom()
-        )
+        policy = RetryPolicy.of(o.max_attempts, o.backoff_s, o.max_backoff_s, rng)
         return cls(
             get_outbox(),
             get_handlers(),
@@ -180,7 +178,7 @@ class OutboxWorker:
 
     def _retry(self, lease: OutboxLease, error: str, attempt: int, result: WorkResult) -> None:
         result.note_failure(lease.entry.delivery_id)
-        delay_ms = round(self.policy.delay_s(attempt) * 1000)
+        delay_ms = self.policy.delay_ms(attempt)
         retry_at = self.clock() + delay_ms
         if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
             result.lost += 1
@@ -200,7 +198,7 @@ class OutboxWorker:
         if found.outcome == "deferred":
             # Park it as a retry with its error: the next take finds it out
             # of attempts and compensates, the handler is not called again.
-            retry_at = self.clock() + round(self.policy.delay_s(max(attempts, 1)) * 1000)
+            retry_at = self.clock() + self.policy.delay_ms(max(attempts, 1))
             if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
                 result.lost += 1
                 self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -87,17 +88,18 @@ def outbox_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 HOUR_MS = 3_600_000
 
 
-class Recorder:
+class Recorder(random.Random):
     """A random source that says which bounds it was asked for and answers
-    ``share`` of the way between them."""
+    ``share`` of the way between them (``Backoff`` draws whole milliseconds)."""
 
     def __init__(self, share: float) -> None:
+        super().__init__(0)
         self.share = share
-        self.asked: list[tuple[float, float]] = []
+        self.asked: list[tuple[int, int]] = []
 
-    def uniform(self, a: float, b: float) -> float:
+    def randint(self, a: int, b: int) -> int:
         self.asked.append((a, b))
-        return a + (b - a) * self.share
+        return a + int((b - a) * self.share)
 
 
 def worker(
@@ -115,7 +117,7 @@ def worker(
         get_outbox(),
         get_handlers(),
         consumer="w",
-        policy=RetryPolicy(attempts, backoff_s, cap_s, rng),
+        policy=RetryPolicy.of(attempts, backoff_s, cap_s, rng),
         clock=lambda: base,
     )
     return found, base

@@ -32,18 +32,18 @@ from tests.django.outbox.conftest import worker as make_worker
 
 
 def test_full_jitter_stays_below_the_doubling_cap() -> None:
-    policy = RetryPolicy(10, 1.0, 300.0, random.Random(7))
-    caps = [policy.cap_s(n) for n in range(1, 12)]
-    assert caps == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]
+    policy = RetryPolicy.of(10, 1.0, 300.0, random.Random(7))
+    ceilings = [policy.ceiling_ms(n) for n in range(1, 12)]
+    assert ceilings == [n * 1000 for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300)]
     for n in range(1, 12):
-        delays = [policy.delay_s(n) for _ in range(200)]
-        assert all(0.0 <= d <= caps[n - 1] for d in delays)
-        assert max(delays) > caps[n - 1] / 2  # spread over the window, not clustered
+        delays = [policy.delay_ms(n) for _ in range(200)]
+        assert all(0 <= d <= ceilings[n - 1] for d in delays)
+        assert max(delays) > ceilings[n - 1] / 2  # spread over the window, not clustered
     recorder = Recorder(1.0)
-    assert RetryPolicy(5, 0.5, 3.0, recorder).delay_s(4) == 3.0
-    assert recorder.asked == [(0.0, 3.0)]
-    assert RetryPolicy(5, 0.0, 3.0, recorder).delay_s(3) == 0.0  # no backoff: no draw
-    assert RetryPolicy(5, 1.0, 3.0, recorder).cap_s(10_000) == 3.0  # no overflow
+    assert RetryPolicy.of(5, 0.5, 3.0, recorder).delay_ms(4) == 3000
+    assert recorder.asked == [(0, 3000)]
+    assert RetryPolicy.of(5, 1.0, 3.0, recorder).ceiling_ms(10_000) == 3000  # no overflow
+    assert not RetryPolicy.of(3, 0, 0).exhausted(2) and RetryPolicy.of(3, 0, 0).exhausted(3)
 
 
 def test_retry_with_jitter_then_dead_letter_then_one_compensation(
@@ -69,10 +69,10 @@ def test_retry_with_jitter_then_dead_letter_then_one_compensation(
     assert second.retried == 1
     ((entry, due),) = outbox.waiting()
     assert due == base + 750 and entry.attempts == 2  # a quarter of min(3, 2 * 2**1)
-    assert rng.asked == [(0.0, 2.0), (0.0, 3.0)]
+    assert rng.asked == [(0, 2000), (0, 3000)]
     third = w.run_batch()
     assert (third.dead_lettered, third.compensated, third.refused) == (1, 1, 0)
-    assert rng.asked == [(0.0, 2.0), (0.0, 3.0)]  # no wait after the last attempt
+    assert rng.asked == [(0, 2000), (0, 3000)]  # no wait after the last attempt
 
     delivery_id = entry.delivery_id
     assert [(c[2].delivery_id, c[2].attempt) for c in handlers.CALLS] == [

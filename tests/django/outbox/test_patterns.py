@@ -102,3 +102,14 @@ def test_defaults_of_outbox_and_timers_share_the_backoff_policy() -> None:
     s = conf.parse({"PREFIX": "x"}, debug=False)
     assert (s.outbox.max_attempts, s.outbox.backoff_s, s.outbox.max_backoff_s) == (10, 1.0, 300.0)
     assert (s.timers.max_attempts, s.timers.backoff_s, s.timers.max_backoff_s) == (10, 1.0, 300.0)
+
+
+@pytest.mark.parametrize("section", ["OUTBOX", "TIMERS"])
+def test_a_cap_below_the_first_wait_is_refused(section: str) -> None:
+    value: dict[str, Any] = {"PREFIX": "x", section: {"BACKOFF_S": 5, "MAX_BACKOFF_S": 2}}
+    with pytest.raises(conf.InvalidSettings) as info:
+        conf.parse(value, debug=False)
+    assert info.value.problems == (
+        f"XSM['{section}']['MAX_BACKOFF_S']: 2 s is below BACKOFF_S (5 s) (the longest wait "
+        "must be at least the first one; e.g. BACKOFF_S 1.0 and MAX_BACKOFF_S 300.0)",
+    )
