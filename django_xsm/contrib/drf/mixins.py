@@ -182,7 +182,14 @@ class StatechartEventsMixin(_ViewSet):
         super().initial(request, *args, **kwargs)
 
     def handle_exception(self, exc: Exception) -> Response:
-        """DRF's own errors on the events endpoint are problems too."""
+        """A django-xsm error from any action of the viewset (a store outage
+        while a ``with_events`` field loads, say) is its problem, as behind
+        XsmMiddleware; DRF's own errors on the events endpoint are problems
+        too."""
+        if isinstance(exc, XsmError):
+            found = problem_for_error(exc, self.request)  # re-raises for Django's debug page
+            found.exception = True
+            return found
         response = super().handle_exception(exc)
         if getattr(self, "action", None) == _ACTION and not isinstance(response, ProblemResponse):
             return api_problem(response, getattr(self, "request", None))
