@@ -43,8 +43,17 @@ WAITING_SHOWN = 50
 PENDING_SHOWN = 25
 #: Where a dead letter sits: ``<stream id>/<bucket>`` (``DeadLetter.cursor``).
 _AT = re.compile(r"(\d{1,20})-(\d{1,20})/(\d{1,6})")
-_CURSOR = re.compile(r"\d{1,20}-\d{1,20}(/\d{1,6})?")
+#: The ``?after=`` of a page: a ``DeadLetter.cursor``.
+_CURSOR = re.compile(r"(\d{1,20})-(\d{1,20})(?:/\d{1,6})?")
+#: The largest part of a stream id (64-bit unsigned).
 _MAX_SEQ = 2**64 - 1
+
+
+def _stream_id(match: re.Match[str] | None) -> str | None:
+    """The stream id of a matched cursor, None when it cannot be one."""
+    if match is None or int(match[1]) > _MAX_SEQ or int(match[2]) > _MAX_SEQ:
+        return None
+    return f"{int(match[1])}-{int(match[2])}"
 
 
 def cursor_before(stream_id: str, bucket: int) -> str:
@@ -65,9 +74,10 @@ def find_dead_letter(outbox: RedisOutbox, at: str) -> DeadLetter | None:
     """The dead letter whose ``cursor`` is ``at``, if it is still there:
     one pipelined read of one entry per bucket (no scan)."""
     found = _AT.fullmatch(at)
-    if found is None:
+    stream_id = _stream_id(found)
+    if found is None or stream_id is None:
         return None
-    stream_id, bucket = f"{int(found[1])}-{int(found[2])}", int(found[3])
+    bucket = int(found[3])
     for letter in outbox.dead_letters(limit=1, after=cursor_before(stream_id, bucket)):
         if letter.stream_id == stream_id and letter.bucket == bucket:
             return letter
@@ -110,14 +120,17 @@ class OutboxViews(PageMixin):
         return self._row(
             letter.entry,
             dead=ms_datetime(letter.dead_ms),
-            redrive_url=self.url("outbox_redrive", at=letter.cursor),
+            # a damaged entry without a delivery id cannot be redriven
+            redrive_url=self.url("outbox_redrive", at=letter.cursor)
+            if letter.entry.delivery_id
+            else "",
         )
 
     @store_guard
     def outbox_view(self, request: HttpRequest) -> HttpResponse:
         require(request, PERM_VIEW)
         after = request.GET.get("after", "")
-        if not _CURSOR.fullmatch(after):
+        if _stream_id(_CURSOR.fullmatch(after)) is None:
             after = ""  # not a cursor of this page: start over
         limit = _limit(request.GET.get("limit"))
         outbox = get_outbox()
@@ -173,6 +186,13 @@ class OutboxViews(PageMixin):
             )
             return self._to_outbox()
         row = self._letter_row(letter)
+        if not letter.entry.delivery_id:
+            messages.warning(
+                request,
+                "That dead letter is damaged (it has no delivery id), so it cannot be "
+                f"redriven: {letter.entry.last_error[:200]}",
+            )
+            return self._to_outbox()
         if request.method != "POST":
             return self.render(
                 request,

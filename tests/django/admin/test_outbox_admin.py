@@ -18,11 +18,12 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
 
 from django_xsm.admin.outbox import cursor_before, find_dead_letter
-from django_xsm.backend.build import get_outbox
+from django_xsm.backend.build import get_backend, get_outbox
 from django_xsm.engine import create_machine
 from django_xsm.redis import RedisOutbox
 from django_xsm.registry import machines
 from tests.django.admin.conftest import ADMIN, post_with_csrf
+from tests.redis.helpers import layout_of
 
 OUTBOX = f"{ADMIN}outbox/"
 REDRIVE_ALL = f"{OUTBOX}redrive-all/"
@@ -343,6 +344,37 @@ def test_every_letter_is_found_by_its_cursor_in_one_read(outbox: RedisOutbox) ->
     assert cursor_before("5-3", 0) == "5-2"
     assert cursor_before("5-3", 2) == "5-3/1"
     assert cursor_before("0-0", 0) == ""
+
+
+def test_a_damaged_letter_is_shown_but_cannot_be_redriven(
+    outbox: RedisOutbox, operator: Client
+) -> None:
+    emit("beacon:1")
+    store = get_backend().store
+    layout = layout_of(store)
+    # an entry without a delivery id, as a broken writer might leave one
+    fields = {"k": "beacon:1", "m": "beacon", "v": "1", "e": '{"type": "x"}'}
+    store.client.xadd(layout.outbox(layout.bucket("beacon:1")), fields)
+    assert [lease.entry.key for lease in outbox.take("test-worker")] == ["beacon:1"]
+    [damaged] = outbox.dead_letters()
+    assert damaged.entry.delivery_id == ""
+    html = operator.get(OUTBOX).content.decode()
+    assert "no delivery id (id)" in html and ">damaged</span>" in html
+    assert "Redrive…" not in html
+    url = f"{OUTBOX}redrive/?at={damaged.cursor}"
+    for response in (operator.get(url), post_with_csrf(operator, url, {"delivery_id": ""})):
+        assert response.status_code == 302
+    assert "cannot be redriven" in operator.get(OUTBOX).content.decode()
+    assert len(outbox.dead_letters()) == 1 and not LogEntry.objects.exists()
+
+
+def test_cursors_past_a_stream_id_are_refused_quietly(
+    outbox: RedisOutbox, operator: Client
+) -> None:
+    huge = f"{2**64}-0"
+    assert operator.get(f"{OUTBOX}?after={huge}/0").status_code == 200  # starts over
+    assert operator.get(f"{OUTBOX}redrive/?at={huge}/0").status_code == 302
+    assert find_dead_letter(outbox, f"0-{2**64}/1") is None
 
 
 # --- redrive all ---------------------------------------------------------------------
