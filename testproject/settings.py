@@ -110,12 +110,14 @@ ORDERS_WEBHOOK_SECRET = os.environ.get("ORDERS_WEBHOOK_SECRET", "demo-webhook-se
 # store lives in this process; see orders/apps.py).
 ORDERS_TIMER_THREAD = True
 ORDERS_TIMER_INTERVAL_S = 1.0
-# Deliver the outbox from a thread of the demo server too: the embedded
-# store is visible to this process only, so a separate `manage.py
-# xsm_run_outbox` could not see it. scripts/demo sets DEMO_OUTBOX_THREAD=1
-# for the embedded store and runs xsm_run_outbox beside the server instead
-# when REDIS_URL is set.
-ORDERS_OUTBOX_THREAD = os.environ.get("DEMO_OUTBOX_THREAD") == "1"
+# Deliver the outbox from a thread of the demo server: the embedded store is
+# visible to this process only, so a separate `manage.py xsm_run_outbox`
+# could not see it. On by default for the embedded store (plain runserver
+# works too); scripts/demo sets DEMO_OUTBOX_THREAD=1 for it, and =0 with
+# REDIS_URL, where it runs xsm_run_outbox beside the server instead.
+ORDERS_OUTBOX_THREAD = (
+    os.environ.get("DEMO_OUTBOX_THREAD", "0" if os.environ.get("REDIS_URL") else "1") == "1"
+)
 ORDERS_OUTBOX_INTERVAL_S = 0.5
 
 LOGGING = {
