@@ -150,3 +150,11 @@ def test_a_replayed_request_emits_once(b: Backends):
         with persisted(b.store, "order:5", MACHINE, plugins=plugins) as inst:
             inst.send("PAY", amount=7, idempotency_key="pay-1")
     assert [e.event["type"] for e in outbox(b)] == ["order.paid"]
+
+
+def test_a_payload_member_named_strict_is_payload(b: Backends):
+    plugins = [AuditPlugin(b.log)]
+    with persisted(b.store, "order:6", MACHINE, plugins=plugins) as inst:
+        inst.send({"type": "PAY", "amount": 2, "strict": False})  # payload, not the option
+    (record,) = b.log.read("order:6")
+    assert record.payload == {"amount": 2, "strict": False}

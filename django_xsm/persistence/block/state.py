@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from django_xsm.engine import Event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError, XsmError
 from django_xsm.persistence.audit import AuditPlugin
 from django_xsm.persistence.base import system_clock_ms, validate_key
@@ -166,7 +167,8 @@ class BlockState(InstanceReads):
         before = self.instance.value if self.audit is not None else None
         strict = self.options.strict if opts.strict is None else opts.strict
         try:
-            receipt = self.instance.send(etype, strict=strict, **data)
+            # one Event, not keywords: a payload member named 'strict' is payload
+            receipt = self.instance.send(Event(etype, data), strict=strict)
         except EventNotAcceptedError as exc:
             exc.key = self.key
             raise

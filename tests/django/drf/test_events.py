@@ -124,12 +124,6 @@ def test_the_body_cannot_forge_the_actor(api: Any, backend: Any, alias: str, ali
     assert record.payload == {"n": 3, "actor": "mallory", "correlation_id": "x", "reason": "r"}
 
 
-@pytest.mark.xfail(
-    raises=TypeError,
-    strict=True,
-    reason="django_xsm/persistence/block/state.py sends the payload as keywords beside "
-    "strict=, so a payload member named 'strict' collides (@stateful_view too)",
-)
 def test_a_payload_member_named_strict_is_payload(api: Any, backend: Any, alias: str) -> None:
     row = order(alias)
     assert send(api, row.pk, {"type": "ADD", "strict": False}).status_code == 200
