@@ -347,107 +347,111 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                            cwd=HERE, env=env, check=True)  # fmt: skip
             settings_report["postgres"] = pg_settings(db, stack.env.get("BENCH_PG_SYNC_COMMIT"))
         env = clean_env(env_extra)
-        n = a.orders
-        plan = []
-        for w, workload in enumerate(a.workloads):
-            base = 100_000 * (w + 1)
-            first, count = (base, 1) if workload == "hot" else (base + 1, n)
-            warm_first = base + n + 1 if workload == "hot" else base + n + 2
-            plan.append((workload, first, count, warm_first, 1 if workload == "hot" else n))
-            ops(stack, env, "seed", str(first), str(count))
-            ops(stack, env, "seed", str(warm_first), str(plan[-1][4]))
         port, proc = ctx.enter_context(server(stack, env, workdir))
         import psutil
 
         workers = [k.pid for k in psutil.Process(proc.pid).children(recursive=True)]
-        for workload, first, count, warm_first, warm_count in plan:
-            tag = f"r{rnd}-{stack.name}-{workload}"
-            prefix = f"{tag}-{os.urandom(3).hex()}"
-            # warm-up on orders of their own (not counted)
-            run_wrk(port, workload, warm_first, warm_count, prefix + "-w",
-                    workdir / f"{tag}-warm.json", a, a.warmup)  # fmt: skip
-            if db:
-                mine, bg = pg_pids(db)
-                store_pids["postgres-backends"], store_pids["postgres-walwriter+bg"] = mine, bg
-            url = env_extra.get("BENCH_REDIS_URL")
-            if url:
-                redis_cmd(url, "CONFIG", "RESETSTAT")
-            groups = {"server": [proc.pid, *workers], **store_pids}
-            before = {g: cpu_of(p) for g, p in groups.items()}
-            busy0, all0 = machine_busy()
-            spies = []
-            if profile == workload:
-                # worker 0: wall time (--idle: waits included); worker 1: on-CPU only
-                spies = [start_py_spy(workers[0], workdir / f"{tag}.wall.pyspy.txt", a.duration, True),
-                         start_py_spy(workers[1], workdir / f"{tag}.cpu.pyspy.txt", a.duration, False)]
-            out = workdir / f"{tag}.json"
-            result, text, wrk_cpu = run_wrk(port, workload, first, count, prefix, out, a,
-                                            a.duration)  # fmt: skip
-            busy1, all1 = machine_busy()
-            after = {g: cpu_of(p) for g, p in groups.items()}
-            cpu = {g: sum(after[g]) - sum(before[g]) for g in groups}
-            cpu_sys = {g: after[g][1] - before[g][1] for g in groups}
-            for spy in spies:
-                spy.wait(60)
-            rstats = redis_stats(url) if url else {}
-            ok_lines = [ln.split(" ", 1) for ln in Path(str(out) + ".keys").read_text().split("\n") if ln]
-            ok = [(int(i), k) for i, k in ok_lines]
-            replay = replay_sample(port, ok, a.replays)
-            check = ops(stack, env, "verify", str(first), str(count), str(workdir / f"{tag}.log-keys"))
-            log_keys = Path(workdir / f"{tag}.log-keys").read_text().split()
-            ok_keys = {k for _, k in ok}
-            log_set = set(log_keys)
-            reqs = result["requests"]
-            two = sum(v for s, v in result["statuses"].items() if s.startswith("2"))
-            dur = result["duration_us"] / 1e6
-            row = {
-                "round": rnd, "stack": stack.name, "label": stack.label, "workload": workload,
-                "orders": count,
-                "threads": 1 if workload == "serial" else a.threads,
-                "connections": 1 if workload == "serial" else a.connections,
-                "duration_s": round(dur, 2),
-                "requests": reqs, "rps": round(reqs / dur, 1),
-                "ok_2xx": two, "ok_rps": round(two / dur, 1),
-                "non_2xx": reqs - two,
-                "statuses": result["statuses"], "problems": result["problems"],
-                "socket_errors": result["errors"],
-                "latency_ms": {p: round(v / 1000, 2) for p, v in result["latency_us"]["percentiles"].items()}
-                | {"mean": round(result["latency_us"]["mean"] / 1000, 2),
-                   "max": round(result["latency_us"]["max"] / 1000, 2)},
-                "distinct_2xx_keys": len(ok_keys),
-                "applied": check["applied"],
-                "log_pay_records": check["log_pay_records"],
-                "log_keys_repeated": check["log_keys_repeated"],
-                "stored_responses": check["stored_responses"],
-                # committed, but wrk stopped before the answer arrived (at most
-                # one per connection): not a duplicate
-                "applied_without_2xx": len(log_set - ok_keys),
-                "2xx_without_log": len(ok_keys - log_set),
-                "duplicates": check["log_keys_repeated"] + max(0, check["applied"] - len(log_set)),
-                "replay": replay,
-                "cpu_us_per_request": {g: round(c / max(reqs, 1) * 1e6, 1) for g, c in cpu.items()}
-                | {"wrk": round(wrk_cpu / max(reqs, 1) * 1e6, 1)},
-                "cpu_system_us_per_request": {g: round(c / max(reqs, 1) * 1e6, 1)
-                                              for g, c in cpu_sys.items()},
-                "machine_busy_pct": round(100 * (busy1 - busy0) / max(all1 - all0, 1), 1),
-                # CPU seconds the machine spent on anything but these processes and
-                # wrk (other sessions' work, the kernel's own threads): noise
-                "other_cpu_s": round((busy1 - busy0) / os.sysconf("SC_CLK_TCK")
-                                     - sum(cpu.values()) - wrk_cpu, 2),
-                "redis_commandstats": rstats,
-                "store_settings": settings_report,
-            }  # fmt: skip
-            rows.append(row)
-            print(summary_line(row), flush=True)
-            # raw outputs
-            (outdir / f"{tag}.wrk.txt").write_text(text)
-            (outdir / f"{tag}.wrk.json").write_text(json.dumps(result, indent=1))
-            for suffix, src in ((".ok-keys.gz", Path(str(out) + ".keys")),
-                                (".log-keys.gz", workdir / f"{tag}.log-keys")):  # fmt: skip
-                with open(src, "rb") as fi, gzip.open(outdir / f"{tag}{suffix}", "wb") as fo:
-                    shutil.copyfileobj(fi, fo)
-            for spied in workdir.glob(f"{tag}.*.pyspy.txt"):
-                shutil.copy(spied, outdir / spied.name)
+        n = a.orders
+        for w, workload in enumerate(a.workloads):
+            for attempt in range(a.noise_retries + 1):
+                # orders of their own for each workload and attempt (and warm-up)
+                base = 100_000 * (w + 1) + 10_000 * attempt
+                first, count = (base, 1) if workload == "hot" else (base + 1, n)
+                warm_first = base + n + 1 if workload == "hot" else base + n + 2
+                warm_count = 1 if workload == "hot" else n
+                ops(stack, env, "seed", str(first), str(count))
+                ops(stack, env, "seed", str(warm_first), str(warm_count))
+                tag = f"r{rnd}-{stack.name}-{workload}" + (f"-a{attempt}" if attempt else "")
+                prefix = f"{tag}-{os.urandom(3).hex()}"
+                # warm-up on orders of their own (not counted)
+                run_wrk(port, workload, warm_first, warm_count, prefix + "-w",
+                        workdir / f"{tag}-warm.json", a, a.warmup)  # fmt: skip
+                if db:
+                    mine, bg = pg_pids(db)
+                    store_pids["postgres-backends"], store_pids["postgres-walwriter+bg"] = mine, bg
+                url = env_extra.get("BENCH_REDIS_URL")
+                if url:
+                    redis_cmd(url, "CONFIG", "RESETSTAT")
+                groups = {"server": [proc.pid, *workers], **store_pids}
+                before = {g: cpu_of(p) for g, p in groups.items()}
+                busy0, all0 = machine_busy()
+                spies = []
+                if profile == workload:
+                    # worker 0: wall time (--idle: waits included); worker 1: on-CPU only
+                    spies = [start_py_spy(workers[0], workdir / f"{tag}.wall.pyspy.txt", a.duration, True),
+                             start_py_spy(workers[1], workdir / f"{tag}.cpu.pyspy.txt", a.duration, False)]
+                out = workdir / f"{tag}.json"
+                result, text, wrk_cpu = run_wrk(port, workload, first, count, prefix, out, a,
+                                                a.duration)  # fmt: skip
+                busy1, all1 = machine_busy()
+                after = {g: cpu_of(p) for g, p in groups.items()}
+                cpu = {g: sum(after[g]) - sum(before[g]) for g in groups}
+                cpu_sys = {g: after[g][1] - before[g][1] for g in groups}
+                for spy in spies:
+                    spy.wait(60)
+                rstats = redis_stats(url) if url else {}
+                ok_lines = [ln.split(" ", 1) for ln in Path(str(out) + ".keys").read_text().split("\n") if ln]
+                ok = [(int(i), k) for i, k in ok_lines]
+                replay = replay_sample(port, ok, a.replays)
+                check = ops(stack, env, "verify", str(first), str(count), str(workdir / f"{tag}.log-keys"))
+                log_keys = Path(workdir / f"{tag}.log-keys").read_text().split()
+                ok_keys = {k for _, k in ok}
+                log_set = set(log_keys)
+                reqs = result["requests"]
+                two = sum(v for s, v in result["statuses"].items() if s.startswith("2"))
+                dur = result["duration_us"] / 1e6
+                row = {
+                    "round": rnd, "stack": stack.name, "label": stack.label, "workload": workload,
+                    "orders": count,
+                    "threads": 1 if workload == "serial" else a.threads,
+                    "connections": 1 if workload == "serial" else a.connections,
+                    "duration_s": round(dur, 2),
+                    "requests": reqs, "rps": round(reqs / dur, 1),
+                    "ok_2xx": two, "ok_rps": round(two / dur, 1),
+                    "non_2xx": reqs - two,
+                    "statuses": result["statuses"], "problems": result["problems"],
+                    "socket_errors": result["errors"],
+                    "latency_ms": {p: round(v / 1000, 2) for p, v in result["latency_us"]["percentiles"].items()}
+                    | {"mean": round(result["latency_us"]["mean"] / 1000, 2),
+                       "max": round(result["latency_us"]["max"] / 1000, 2)},
+                    "distinct_2xx_keys": len(ok_keys),
+                    "applied": check["applied"],
+                    "log_pay_records": check["log_pay_records"],
+                    "log_keys_repeated": check["log_keys_repeated"],
+                    "stored_responses": check["stored_responses"],
+                    # committed, but wrk stopped before the answer arrived (at most
+                    # one per connection): not a duplicate
+                    "applied_without_2xx": len(log_set - ok_keys),
+                    "2xx_without_log": len(ok_keys - log_set),
+                    "duplicates": check["log_keys_repeated"] + max(0, check["applied"] - len(log_set)),
+                    "replay": replay,
+                    "cpu_us_per_request": {g: round(c / max(reqs, 1) * 1e6, 1) for g, c in cpu.items()}
+                    | {"wrk": round(wrk_cpu / max(reqs, 1) * 1e6, 1)},
+                    "cpu_system_us_per_request": {g: round(c / max(reqs, 1) * 1e6, 1)
+                                                  for g, c in cpu_sys.items()},
+                    "machine_busy_pct": round(100 * (busy1 - busy0) / max(all1 - all0, 1), 1),
+                    # CPU seconds the machine spent on anything but these processes and
+                    # wrk (other sessions' work, the kernel's own threads): noise
+                    "other_cpu_s": round((busy1 - busy0) / os.sysconf("SC_CLK_TCK")
+                                         - sum(cpu.values()) - wrk_cpu, 2),
+                    "redis_commandstats": rstats,
+                    "store_settings": settings_report,
+                }  # fmt: skip
+                row["attempt"] = attempt
+                row["noisy"] = row["other_cpu_s"] > a.max_other
+                rows.append(row)
+                print(summary_line(row) + ("  NOISY" if row["noisy"] else ""), flush=True)
+                # raw outputs
+                (outdir / f"{tag}.wrk.txt").write_text(text)
+                (outdir / f"{tag}.wrk.json").write_text(json.dumps(result, indent=1))
+                for suffix, src in ((".ok-keys.gz", Path(str(out) + ".keys")),
+                                    (".log-keys.gz", workdir / f"{tag}.log-keys")):  # fmt: skip
+                    with open(src, "rb") as fi, gzip.open(outdir / f"{tag}{suffix}", "wb") as fo:
+                        shutil.copyfileobj(fi, fo)
+                for spied in workdir.glob(f"{tag}.*.pyspy.txt"):
+                    shutil.copy(spied, outdir / spied.name)
+                if not row["noisy"]:
+                    break
         shutil.copy(workdir / f"{stack.name}-server.log", outdir / f"r{rnd}-{stack.name}-server.log")
     return rows
 
@@ -474,9 +478,16 @@ def summary_line(r: dict[str, Any]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """Medians over the rounds, one line per (stack, workload)."""
-    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    """Medians over the rounds, one line per (stack, workload); one * per
+    round that stayed noisy (other work above --max-other CPU seconds)."""
+    # per (stack, workload, round): the quiet attempt, else the last (flagged *)
+    per_round: dict[tuple[str, str, int], dict[str, Any]] = {}
     for r in rows:
+        k = (r["stack"], r["workload"], r["round"])
+        if k not in per_round or per_round[k].get("noisy", False):
+            per_round[k] = r
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in per_round.values():
         by.setdefault((r["stack"], r["workload"]), []).append(r)
     out = ["| stack | workload | req/s | p50 ms | p99 ms | non-2xx | duplicates | applied / 2xx keys "
            "| server CPU µs/req | store CPU µs/req |",
@@ -490,8 +501,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         )  # fmt: skip
         store = lambda r: sum(v for g, v in r["cpu_us_per_request"].items()  # noqa: E731
                               if g not in ("server", "wrk"))  # fmt: skip
+        noisy = "*" * sum(1 for r in rs if r.get("noisy"))
         out.append(
-            f"| {stack} | {workload} | {med(lambda r: r['rps']):,.0f} | "
+            f"| {stack} | {workload} | {med(lambda r: r['rps']):,.0f}{noisy} | "
             f"{med(lambda r: r['latency_ms']['50']):.1f} | {med(lambda r: r['latency_ms']['99']):.1f} | "
             f"{non2} | {sum(r['duplicates'] for r in rs)} | "
             f"{'; '.join(str(r['applied']) + '/' + str(r['distinct_2xx_keys']) for r in rs)} | "
@@ -559,6 +571,7 @@ def cmd_profile(a: argparse.Namespace) -> None:
     outdir = Path(a.out) if a.out else RESULTS / f"profile-{stamp}"
     outdir.mkdir(parents=True, exist_ok=True)
     a.workloads = [a.workload]
+    a.max_other, a.noise_retries = float("inf"), 0
     rows = bench_stack(stack, a, outdir, 0, profile=a.workload)
     (outdir / "summary.json").write_text(json.dumps({"rows": rows}, indent=1))
     for f in outdir.glob("*.pyspy.txt"):
@@ -661,6 +674,10 @@ def main() -> None:
             p.add_argument("--workloads", default="hot,many,serial",
                            type=lambda v: [w for w in v.split(",") if w in WORKLOADS])
             p.add_argument("--rounds", type=int, default=1)
+            p.add_argument("--max-other", type=float, default=3.0,
+                           help="CPU seconds used by other work during a run above which it is "
+                                "noisy and measured again on fresh orders")
+            p.add_argument("--noise-retries", type=int, default=2)
         else:
             p.add_argument("--stack", default="xsm")
             p.add_argument("--workload", default="many", choices=WORKLOADS)
