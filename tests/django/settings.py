@@ -83,6 +83,13 @@ XSM = {
     "LOCK_TIMEOUT_S": 0.2,
     "CONFLICT_RETRIES": 2,
     "IDEMPOTENCY": {"MAX_RESPONSE_BYTES": 4096},
+    # the demo's order emits these (xsm.E013 wants a handler for each)
+    "OUTBOX": {
+        "HANDLERS": {
+            "order.paid": "testproject.orders.effects.send_receipt",
+            "order.shipped": "testproject.orders.effects.ship_to_warehouse",
+        }
+    },
 }
 
 ORDERS_PAYMENT_TIMEOUT_MS = 60_000
