@@ -106,6 +106,8 @@ def celery_worker() -> Iterator[Any]:
     module = importlib.import_module("tests.django.outbox.celery_app")
     module.app.set_current()
     env = {**os.environ, "XSM_CELERY_QUEUE": module.QUEUE, "PYTHONPATH": str(ROOT)}
+    # The worker needs no Django: without the variable Celery's Django fixup stays off.
+    env.pop("DJANGO_SETTINGS_MODULE", None)
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "celery", "-A", "tests.django.outbox.celery_app", "worker",
@@ -137,9 +139,18 @@ def celery_worker() -> Iterator[Any]:
         module.app.close()
 
 
-def _runs(module: Any) -> dict[str, int]:
+def _result(module: Any, lines: list[str], task_id: str) -> Any:
+    """The task's result; on a timeout, the failure shows what the worker said."""
+    try:
+        return module.app.AsyncResult(task_id).get(timeout=60)
+    except Exception as exc:  # celery.exceptions.TimeoutError, a broker error
+        pytest.fail(f"no result for {task_id}: {exc!r}; the worker said:\n" + "\n".join(lines))
+
+
+def _runs(module: Any, lines: list[str]) -> dict[str, int]:
     # FIFO on one queue and a solo pool: this runs after anything sent before it
-    found: dict[str, int] = module.app.send_task("xsmtest.runs").get(timeout=60)
+    probe = module.app.send_task("xsmtest.runs")
+    found: dict[str, int] = _result(module, lines, probe.id)
     return found
 
 
@@ -152,7 +163,7 @@ def test_a_forwarder_runs_the_celery_task_once_with_the_delivery_id(
     machines["shipment"].objects.send("shipment:1", "PAY", create=True)
     ((entry, _who, _idle),) = get_outbox().pending()
     assert run("xsm_run_outbox", "--once").out.startswith("taken=1 delivered=1 ")
-    result = module.app.AsyncResult(entry.delivery_id).get(timeout=60)
+    result = _result(module, lines, entry.delivery_id)
     assert result == {
         "task_id": entry.delivery_id,
         "event": {"type": "order.paid", "amount": 7, "card_number": "4111"},
@@ -164,7 +175,7 @@ def test_a_forwarder_runs_the_celery_task_once_with_the_delivery_id(
             "attempt": 1,
         },
     }
-    assert _runs(module)[entry.delivery_id] == 1, "\n".join(lines)
+    assert _runs(module, lines)[entry.delivery_id] == 1, "\n".join(lines)
     assert get_outbox().stats()["pending"] == 0
 
 
@@ -176,7 +187,7 @@ def test_forward_sends_to_the_task_named_by_the_event_type(
     machines["shipment"].objects.send("shipment:2", "NOTE", kind="celery", text="hi", create=True)
     ((entry, _who, _idle),) = get_outbox().pending()
     assert run("xsm_run_outbox", "--once").out.startswith("taken=1 delivered=1 ")
-    result = module.app.AsyncResult(entry.delivery_id).get(timeout=60)
+    result = _result(module, lines, entry.delivery_id)
     assert result["task_id"] == entry.delivery_id
     assert result["event"] == {"type": "note.celery", "text": "hi"}
-    assert _runs(module)[entry.delivery_id] == 1, "\n".join(lines)
+    assert _runs(module, lines)[entry.delivery_id] == 1, "\n".join(lines)
