@@ -118,7 +118,7 @@ class DueTimerScanner:
         plugins: Any = (),
         lock: LockStrategy | None = None,
         now: Callable[[], int] | None = None,
-        max_attempts: int = 12,
+        max_attempts: int = 10,
         backoff_s: float = 1.0,
         max_backoff_s: float = 300.0,
         actor: str = TIMER_ACTOR,

@@ -22,7 +22,7 @@ def test_defaults_fill_every_key(settings: Any):
     assert s.idempotency.ttl_s == 86_400
     assert s.audit.enabled is True
     assert s.audit.maxlen is None
-    assert s.timers.max_attempts == 5
+    assert s.timers.max_attempts == 10
     assert s.request_id_header == "X-Request-ID"
 
 
