@@ -18,6 +18,11 @@ TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 INSTALLED_APPS: list[str] = []
 MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
+# BENCH_LEAN_MIDDLEWARE=1: none of Django's own middleware. Under ASGI every
+# MiddlewareMixin hook (CommonMiddleware's process_request/_response) is a
+# sync_to_async hop: a thread per request (run.py's xsm-async-lean)
+if os.environ.get("BENCH_LEAN_MIDDLEWARE") == "1":
+    MIDDLEWARE = []
 DATABASES: dict[str, dict[str, object]] = {}
 TEMPLATES: list[dict[str, object]] = []
 # the benchmark's Redis (own redis-server, own port; see run.py)

@@ -77,6 +77,9 @@ def stacks() -> dict[str, Stack]:
                   label="django-xsm, sync view, gunicorn 2 sync workers"),
             Stack("xsm-async", "xsm", b, "uvicorn", "site_xsm.asgi:application",
                   label="django-xsm, async view, uvicorn 2 workers"),
+            Stack("xsm-async-lean", "xsm", b, "uvicorn", "site_xsm.asgi:application",
+                  env={"BENCH_LEAN_MIDDLEWARE": "1"},
+                  label="django-xsm, async view, uvicorn 2 workers, XsmMiddleware only (no CommonMiddleware)"),
             Stack("xsm-pessimistic", "xsm", b, "gunicorn", "site_xsm.wsgi:application",
                   env={"BENCH_LOCK": "pessimistic"},
                   label="django-xsm, sync view, lock='pessimistic', gunicorn 2 sync workers"),
@@ -350,7 +353,8 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
         port, proc = ctx.enter_context(server(stack, env, workdir))
         import psutil
 
-        workers = [k.pid for k in psutil.Process(proc.pid).children(recursive=True)]
+        workers = [k.pid for k in psutil.Process(proc.pid).children(recursive=True)
+                   if "resource_tracker" not in " ".join(k.cmdline())]  # uvicorn's
         n = a.orders
         for w, workload in enumerate(a.workloads):
             for attempt in range(a.noise_retries + 1):
