@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import signal
-import threading
 from typing import Any
 
 from django.core.management.base import CommandError
@@ -14,6 +12,7 @@ from django.core.management.base import CommandError
 from django_xsm import outbox
 from django_xsm.management import XsmCommand, command_errors, duration_type, int_type
 from django_xsm.management.durations import format_duration
+from django_xsm.management.stopping import stop_on_signals
 
 
 def summary(result: outbox.WorkResult) -> str:
@@ -107,39 +106,22 @@ examples:
             self.say(summary(result), 2)
 
     def loop(self, worker: outbox.OutboxWorker, options: dict[str, Any]) -> None:
-        stop = threading.Event()
-        received: list[str] = []
-        previous: dict[int, Any] = {}
-
-        def handler(signum: int, frame: Any) -> None:
-            received.append(signal.Signals(signum).name)
-            # Set from another thread: the handler runs on the main thread,
-            # which may hold the Event's (non-reentrant) lock right now.
-            threading.Thread(target=stop.set, daemon=True).start()
-            # A second signal gets the default behaviour (Ctrl-C twice: quit now).
-            signal.signal(signum, previous.get(signum, signal.SIG_DFL))
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, handler)
-        interval = options["interval"].total_seconds()
-        self.say(
-            f"Delivering as {worker.consumer} ({worker.batch} per batch, polling every "
-            f"{format_duration(interval * 1000)} when idle); stop with SIGTERM or Ctrl-C"
-        )
-        try:
+        with stop_on_signals() as stopping:
+            interval = options["interval"].total_seconds()
+            self.say(
+                f"Delivering as {worker.consumer} ({worker.batch} per batch, polling every "
+                f"{format_duration(interval * 1000)} when idle); stop with SIGTERM or Ctrl-C"
+            )
             outcome = outbox.run_worker(
                 worker,
-                stop=stop,
+                stop=stopping.event,
                 interval_s=interval,
                 max_seconds=options["max_seconds"],
                 on_batch=self.passed,
             )
-        finally:
-            for signum, old in previous.items():
-                signal.signal(signum, old)
-        why = f" on {received[0]}" if received else ""
-        self.say(f"Stopped{why} after {outcome.batches} batch(es): {summary(outcome.total)}")
+        self.say(
+            f"Stopped{stopping.reason} after {outcome.batches} batch(es): {summary(outcome.total)}"
+        )
 
     def passed(self, result: outbox.WorkResult, message: str | None) -> None:
         if message is not None:
