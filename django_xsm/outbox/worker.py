@@ -128,17 +128,32 @@ class OutboxWorker:
         taken_at = self.monotonic()
         result = WorkResult(taken=len(leases))
         limit_s = self.visibility_timeout_ms / 1000 * LEASE_MARGIN
+        handled: list[tuple[OutboxLease, str]] = []
         for lease in leases:
             if self.monotonic() - taken_at > limit_s:
                 result.skipped += 1
                 text = "left for another worker: the batch ran close to the visibility timeout"
                 self._log(logging.INFO, lease, "skipped", f"{text} (lower --batch)")
                 continue
-            self.handle(lease, result)
+            done = self.handle(lease, result)
+            if done is not None:
+                handled.append((lease, done))
+        # The handlers of the batch returned: acknowledge them together, in
+        # one round trip (an ack each cost a round trip per entry).
+        acked = self.outbox.ack_many([lease for lease, _ in handled])
+        for (lease, text), ok in zip(handled, acked, strict=True):
+            if ok:
+                result.delivered += 1
+                self._log(logging.INFO, lease, "delivered", text)
+            else:
+                result.lost += 1
+                self._log(logging.WARNING, lease, "lost", _LOST_AFTER_DELIVERY)
         return result
 
-    def handle(self, lease: OutboxLease, result: WorkResult) -> None:
-        """Deliver one lease and record the outcome in ``result``."""
+    def handle(self, lease: OutboxLease, result: WorkResult) -> str | None:
+        """Deliver one lease; a failure is recorded in ``result`` (retry or
+        dead letter), a success returned as its log text for the batch's
+        acknowledgement."""
         entry = lease.entry
         delivery = entry.delivery()
         if delivery.attempt > self.policy.max_attempts:
@@ -149,7 +164,7 @@ class OutboxWorker:
                 "(its worker stopped, or a handler ran past the visibility timeout)"
             )
             self._dead(lease, error, entry.attempts, result)
-            return
+            return None
         route = self.handlers.route(entry.event_type)
         if route is None:
             error = (
@@ -157,7 +172,7 @@ class OutboxWorker:
                 "XSM['OUTBOX']['HANDLERS'] matches it"
             )
             self._dead(lease, clean_text(error), delivery.attempt, result)
-            return
+            return None
         started = self.monotonic()
         try:
             route.handler(dict(entry.event), delivery=delivery)
@@ -167,14 +182,9 @@ class OutboxWorker:
                 self._dead(lease, error, delivery.attempt, result)
             else:
                 self._retry(lease, error, delivery.attempt, result)
-            return
+            return None
         took_ms = round((self.monotonic() - started) * 1000)
-        if self.outbox.ack(lease):
-            result.delivered += 1
-            self._log(logging.INFO, lease, "delivered", f"delivered to {route.path} in {took_ms}ms")
-        else:
-            result.lost += 1
-            self._log(logging.WARNING, lease, "lost", _LOST_AFTER_DELIVERY)
+        return f"delivered to {route.path} in {took_ms}ms"
 
     def _retry(self, lease: OutboxLease, error: str, attempt: int, result: WorkResult) -> None:
         result.note_failure(lease.entry.delivery_id)

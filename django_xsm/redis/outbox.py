@@ -26,6 +26,7 @@ Times are the Redis server's (``TIME`` in the scripts), except
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -130,6 +131,24 @@ class OutboxCore:
         layout = yield from self._lease_layout(lease)
         args = [self.group, lease.stream_id, lease.consumer, lease.deliveries]
         return bool(int((yield bucket_call(layout, "OUTBOX_ACK", lease.bucket, args))))
+
+    def ack_many(self, leases: Sequence[OutboxLease]) -> Op[list[bool]]:
+        if not leases:
+            return []
+        layout = yield from self._lease_layout(leases[0])
+        for lease in leases[1:]:  # the same checks as one ack, for each
+            yield from self._lease_layout(lease)
+        calls = tuple(
+            bucket_call(
+                layout,
+                "OUTBOX_ACK",
+                lease.bucket,
+                [self.group, lease.stream_id, lease.consumer, lease.deliveries],
+            )
+            for lease in leases
+        )
+        replies = yield Many(calls)
+        return [bool(int(reply)) for reply in replies]
 
     def fail(self, lease: OutboxLease, error: str, retry_at_ms: int | None) -> Op[FailOutcome]:
         validate_text(error, "error")
@@ -324,6 +343,11 @@ class RedisOutbox(SyncSide):
         was lost (reclaimed after the visibility timeout): then another
         delivery of the same ``delivery_id`` is under way or done."""
         return self.driver.run(self.core.ack(lease), key_of(lease))
+
+    def ack_many(self, leases: Sequence[OutboxLease]) -> list[bool]:
+        """:meth:`ack` for each of ``leases`` in one round trip (a worker
+        acknowledges a batch after its handlers returned); one flag each."""
+        return self.driver.run(self.core.ack_many(leases))
 
     def fail(self, lease: OutboxLease, error: str, *, retry_at_ms: int | None) -> FailOutcome:
         """The handler failed with ``error`` (stored redacted by the caller,

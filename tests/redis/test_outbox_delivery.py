@@ -272,3 +272,15 @@ def test_arguments_are_checked_before_any_io(b: Backends, ob: RedisOutbox) -> No
 def test_construction_does_no_io() -> None:
     ob = RedisOutbox("redis://127.0.0.1:1/0", prefix="nowhere")
     assert repr(ob) == "<RedisOutbox prefix='nowhere'>"
+
+
+def test_ack_many_acknowledges_a_batch_in_one_round_trip(b: Backends, ob: RedisOutbox) -> None:
+    for n in range(3):
+        commit(b.store, f"order:m{n}", "PAY")
+    leases = ob.take("w1", count=100)
+    assert len(leases) >= 3  # PAY emits more than one event
+    with sent(b.client) as acks:
+        assert ob.ack_many(leases) == [True] * len(leases)
+    assert [[c[0] for c in trip] for trip in acks.trips] == [["OUTBOX_ACK"] * len(leases)]
+    assert ob.ack_many(leases) == [False] * len(leases)  # already acknowledged
+    assert ob.ack_many([]) == [] and ob.stats()["pending"] == 0
