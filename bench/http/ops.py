@@ -17,7 +17,6 @@ import collections
 import json
 import os
 import sys
-from typing import Any
 
 SETTINGS = {"xsm": "site_xsm.settings", "fsm": "site_fsm.settings", "peer": "site_peer.settings"}
 
@@ -45,16 +44,13 @@ def verify_xsm(ids: range) -> tuple[int, list[str], int]:
 def seed_fsm(ids: range) -> None:
     from site_fsm.models import Order
 
-    Order.objects.bulk_create(
-        [Order(id=i, state="awaiting_payment") for i in ids], batch_size=1000
-    )
+    Order.objects.bulk_create([Order(id=i, state="awaiting_payment") for i in ids], batch_size=1000)
 
 
 def verify_fsm(ids: range) -> tuple[int, list[str], int]:
     from django.contrib.contenttypes.models import ContentType
     from django.db.models import Sum
     from django_fsm_log.models import StateLog
-
     from site_fsm.models import IdempotencyKey, Order
 
     lo, hi = ids.start, ids.stop - 1
@@ -62,17 +58,18 @@ def verify_fsm(ids: range) -> tuple[int, list[str], int]:
     total = orders.aggregate(s=Sum("payments"))["s"] or 0
     logs = StateLog.objects.filter(
         content_type=ContentType.objects.get_for_model(Order),
-        object_id__gte=lo, object_id__lte=hi, transition="pay",
-    )  # fmt: skip
+        object_id__gte=lo,
+        object_id__lte=hi,
+        transition="pay",
+    )
     keys = list(logs.values_list("description", flat=True))
     stored = IdempotencyKey.objects.filter(order_id__gte=lo, order_id__lte=hi).count()
     return total, keys, stored
 
 
 def seed_peer(ids: range) -> None:
-    from xstate_statemachine.persistence import persisted
-
     from site_peer import machines
+    from xstate_statemachine.persistence import persisted
 
     for i in ids:
         with persisted(machines.store, f"order:{i}", machines.order) as m:
@@ -93,8 +90,11 @@ def verify_peer(ids: range) -> tuple[int, list[str], int]:
             if not recs:
                 break
             after = recs[-1].seq
-            keys += [r.correlation_id for r in recs
-                     if r.event_type == "PAY" and r.disposition == "transition"]  # fmt: skip
+            keys += [
+                r.correlation_id
+                for r in recs
+                if r.event_type == "PAY" and r.disposition == "transition"
+            ]
     return total, keys, -1
 
 
@@ -113,13 +113,17 @@ def main() -> None:
     counts = collections.Counter(keys)
     with open(sys.argv[5], "w") as fh:
         fh.writelines(f"{k}\n" for k in keys)
-    print(json.dumps({
-        "applied": total,                       # the orders' payments counters
-        "log_pay_records": len(keys),           # PAY records in the audit trail
-        "log_keys_distinct": len(counts),
-        "log_keys_repeated": sum(1 for c in counts.values() if c > 1),
-        "stored_responses": stored,             # fsm: idempotency rows (-1: n/a)
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "applied": total,  # the orders' payments counters
+                "log_pay_records": len(keys),  # PAY records in the audit trail
+                "log_keys_distinct": len(counts),
+                "log_keys_repeated": sum(1 for c in counts.values() if c > 1),
+                "stored_responses": stored,  # fsm: idempotency rows (-1: n/a)
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -73,25 +73,71 @@ def stacks() -> dict[str, Stack]:
     return {
         s.name: s
         for s in [
-            Stack("xsm", "xsm", b, "gunicorn", "site_xsm.wsgi:application",
-                  label="django-xsm, sync view, gunicorn 2 sync workers"),
-            Stack("xsm-async", "xsm", b, "uvicorn", "site_xsm.asgi:application",
-                  label="django-xsm, async view, uvicorn 2 workers"),
-            Stack("xsm-async-lean", "xsm", b, "uvicorn", "site_xsm.asgi:application",
-                  env={"BENCH_LEAN_MIDDLEWARE": "1"},
-                  label="django-xsm, async view, uvicorn 2 workers, XsmMiddleware only (no CommonMiddleware)"),
-            Stack("xsm-pessimistic", "xsm", b, "gunicorn", "site_xsm.wsgi:application",
-                  env={"BENCH_LOCK": "pessimistic"},
-                  label="django-xsm, sync view, lock='pessimistic', gunicorn 2 sync workers"),
-            Stack("fsm", "fsm", b, "gunicorn", "site_fsm.wsgi:application", store="postgres",
-                  label="django-fsm-2 + django-fsm-log, PostgreSQL (synchronous_commit as configured)"),
-            Stack("fsm-async-commit", "fsm", b, "gunicorn", "site_fsm.wsgi:application",
-                  store="postgres", env={"BENCH_PG_SYNC_COMMIT": "off"},
-                  label="django-fsm-2 + django-fsm-log, PostgreSQL, synchronous_commit=off"),
-            Stack("peer", "peer", p, "gunicorn", "site_peer.wsgi:application",
-                  label="xstate-statemachine 0.11.0, Redis, gunicorn 2 sync workers"),
+            Stack(
+                "xsm",
+                "xsm",
+                b,
+                "gunicorn",
+                "site_xsm.wsgi:application",
+                label="django-xsm, sync view, gunicorn 2 sync workers",
+            ),
+            Stack(
+                "xsm-async",
+                "xsm",
+                b,
+                "uvicorn",
+                "site_xsm.asgi:application",
+                label="django-xsm, async view, uvicorn 2 workers",
+            ),
+            Stack(
+                "xsm-async-lean",
+                "xsm",
+                b,
+                "uvicorn",
+                "site_xsm.asgi:application",
+                env={"BENCH_LEAN_MIDDLEWARE": "1"},
+                label="django-xsm, async view, uvicorn 2 workers, XsmMiddleware only "
+                "(no CommonMiddleware)",
+            ),
+            Stack(
+                "xsm-pessimistic",
+                "xsm",
+                b,
+                "gunicorn",
+                "site_xsm.wsgi:application",
+                env={"BENCH_LOCK": "pessimistic"},
+                label="django-xsm, sync view, lock='pessimistic', gunicorn 2 sync workers",
+            ),
+            Stack(
+                "fsm",
+                "fsm",
+                b,
+                "gunicorn",
+                "site_fsm.wsgi:application",
+                store="postgres",
+                label="django-fsm-2 + django-fsm-log, PostgreSQL "
+                "(synchronous_commit as configured)",
+            ),
+            Stack(
+                "fsm-async-commit",
+                "fsm",
+                b,
+                "gunicorn",
+                "site_fsm.wsgi:application",
+                store="postgres",
+                env={"BENCH_PG_SYNC_COMMIT": "off"},
+                label="django-fsm-2 + django-fsm-log, PostgreSQL, synchronous_commit=off",
+            ),
+            Stack(
+                "peer",
+                "peer",
+                p,
+                "gunicorn",
+                "site_peer.wsgi:application",
+                label="xstate-statemachine 0.11.0, Redis, gunicorn 2 sync workers",
+            ),
         ]
-    }  # fmt: skip
+    }
 
 
 DEFAULT_STACKS = "xsm,xsm-async,fsm,fsm-async-commit,peer"
@@ -131,8 +177,11 @@ def stop(proc: subprocess.Popen[Any], children: list[int] | None = None) -> None
 
 
 def clean_env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "DJANGO_SETTINGS_MODULE")}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "DJANGO_SETTINGS_MODULE")
+    }
     env.update(extra)
     return env
 
@@ -144,11 +193,26 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, int]]:
     data = workdir / "redis"
     data.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(data),
-         "--logfile", str(data / "redis.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--dir",
+            str(data),
+            "--logfile",
+            str(data / "redis.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_port(port)
         yield f"redis://127.0.0.1:{port}/0", proc.pid
@@ -157,9 +221,10 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, int]]:
 
 
 def redis_cmd(url: str, *args: str) -> str:
-    port = url.rsplit(":", 1)[1].split("/")[0]
-    return subprocess.run(["redis-cli", "-p", port, *args], capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    port = url.rsplit(":", 1)[1].split("/", maxsplit=1)[0]
+    return subprocess.run(
+        ["redis-cli", "-p", port, *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def pg_connect(dbname: str = "postgres", options: str = "") -> Any:
@@ -182,8 +247,16 @@ def pg_database(name: str) -> Iterator[str]:
 
 def pg_settings(db: str, sync_commit: str | None) -> dict[str, str]:
     opts = f"-c synchronous_commit={sync_commit}" if sync_commit else ""
-    names = ["server_version", "synchronous_commit", "fsync", "wal_sync_method",
-             "wal_writer_delay", "commit_delay", "shared_buffers", "full_page_writes"]  # fmt: skip
+    names = [
+        "server_version",
+        "synchronous_commit",
+        "fsync",
+        "wal_sync_method",
+        "wal_writer_delay",
+        "commit_delay",
+        "shared_buffers",
+        "full_page_writes",
+    ]
     with pg_connect(db, opts) as conn:
         return {n: conn.execute(f"SHOW {n}").fetchone()[0] for n in names}
 
@@ -191,20 +264,32 @@ def pg_settings(db: str, sync_commit: str | None) -> dict[str, str]:
 def pg_pids(db: str) -> tuple[list[int], list[int]]:
     """(backends serving our database, the server's WAL writer/checkpointer/bgwriter)."""
     with pg_connect() as conn:
-        mine = [r[0] for r in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-            (db,))]  # fmt: skip
-        bg = [r[0] for r in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type IN "
-            "('walwriter', 'checkpointer', 'background writer')")]  # fmt: skip
+        mine = [
+            r[0]
+            for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (db,),
+            )
+        ]
+        bg = [
+            r[0]
+            for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type IN "
+                "('walwriter', 'checkpointer', 'background writer')"
+            )
+        ]
     return mine, bg
 
 
 def ops(stack: Stack, env: dict[str, str], *args: str) -> dict[str, Any]:
     out = subprocess.run(
         [str(stack.venv / "bin" / "python"), "ops.py", stack.site, *args],
-        cwd=HERE, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+        check=False,
+        cwd=HERE,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if out.returncode:
         raise RuntimeError(f"ops.py {stack.site} {' '.join(args)}: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -218,11 +303,33 @@ def server(stack: Stack, env: dict[str, str], workdir: Path) -> Iterator[tuple[i
     log = open(workdir / f"{stack.name}-server.log", "w")  # noqa: SIM115
     bin_ = stack.venv / "bin"
     if stack.server == "gunicorn":
-        cmd = [str(bin_ / "gunicorn"), "--no-control-socket", "-w", "2", "-k", "sync",
-               "-b", f"127.0.0.1:{port}", "--timeout", "30", stack.module]  # fmt: skip
+        cmd = [
+            str(bin_ / "gunicorn"),
+            "--no-control-socket",
+            "-w",
+            "2",
+            "-k",
+            "sync",
+            "-b",
+            f"127.0.0.1:{port}",
+            "--timeout",
+            "30",
+            stack.module,
+        ]
     else:
-        cmd = [str(bin_ / "uvicorn"), "--workers", "2", "--host", "127.0.0.1", "--port",
-               str(port), "--no-access-log", "--log-level", "warning", stack.module]  # fmt: skip
+        cmd = [
+            str(bin_ / "uvicorn"),
+            "--workers",
+            "2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+            stack.module,
+        ]
     proc = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT)
     children: list[int] = []
     try:
@@ -264,15 +371,38 @@ def machine_busy() -> tuple[float, float]:
     return sum(parts) - idle, sum(parts)
 
 
-def run_wrk(port: int, workload: str, first: int, count: int, prefix: str, out: Path,
-            a: argparse.Namespace, duration: float) -> tuple[dict[str, Any], str, float]:
+def run_wrk(
+    port: int,
+    workload: str,
+    first: int,
+    count: int,
+    prefix: str,
+    out: Path,
+    a: argparse.Namespace,
+    duration: float,
+) -> tuple[dict[str, Any], str, float]:
     mode = "hot" if workload == "hot" else "many"
     threads, conns = (1, 1) if workload == "serial" else (a.threads, a.connections)
-    env = clean_env({"WRK_MODE": mode, "WRK_FIRST": str(first), "WRK_COUNT": str(count),
-                     "WRK_PREFIX": prefix, "WRK_OUT": str(out)})  # fmt: skip
-    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{int(duration)}s",
-           f"--timeout={int(a.timeout)}s", "--latency", "-s", str(HERE / "pay.lua"),
-           f"http://127.0.0.1:{port}"]  # fmt: skip
+    env = clean_env(
+        {
+            "WRK_MODE": mode,
+            "WRK_FIRST": str(first),
+            "WRK_COUNT": str(count),
+            "WRK_PREFIX": prefix,
+            "WRK_OUT": str(out),
+        }
+    )
+    cmd = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{conns}",
+        f"-d{int(duration)}s",
+        f"--timeout={int(a.timeout)}s",
+        "--latency",
+        "-s",
+        str(HERE / "pay.lua"),
+        f"http://127.0.0.1:{port}",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     text = proc.stdout.read().decode() if proc.stdout else ""
     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -289,9 +419,16 @@ def replay_sample(port: int, keys: list[tuple[int, str]], n: int) -> dict[str, A
     got = {"sent": 0, "replayed_header": 0, "same_key_in_body": 0, "statuses": {}}
     for order_id, key in sample:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("POST", f"/orders/{order_id}/pay", body=b'{"amount_cents": 1250}',
-                     headers={"Idempotency-Key": key, "X-Request-ID": key,
-                              "Content-Type": "application/json"})  # fmt: skip
+        conn.request(
+            "POST",
+            f"/orders/{order_id}/pay",
+            body=b'{"amount_cents": 1250}',
+            headers={
+                "Idempotency-Key": key,
+                "X-Request-ID": key,
+                "Content-Type": "application/json",
+            },
+        )
         resp = conn.getresponse()
         data = resp.read()
         conn.close()
@@ -311,8 +448,10 @@ def redis_stats(url: str) -> dict[str, Any]:
         if line.startswith("cmdstat_"):
             name, _, rest = line.partition(":")
             fields = dict(kv.split("=") for kv in rest.split(","))
-            stats[name[8:]] = {"calls": int(fields["calls"]),
-                               "usec_per_call": float(fields["usec_per_call"])}  # fmt: skip
+            stats[name[8:]] = {
+                "calls": int(fields["calls"]),
+                "usec_per_call": float(fields["usec_per_call"]),
+            }
     return stats
 
 
@@ -324,11 +463,14 @@ def redis_stats(url: str) -> dict[str, Any]:
 WORKLOADS = ("hot", "many", "serial")
 
 
-def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
-                profile: str | None = None) -> list[dict[str, Any]]:
+def bench_stack(
+    stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int, profile: str | None = None
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix=f"xsm-http-{stack.name}-") as tmp, \
-            contextlib.ExitStack() as ctx:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix=f"xsm-http-{stack.name}-") as tmp,
+        contextlib.ExitStack() as ctx,
+    ):
         workdir = Path(tmp)
         env_extra = dict(stack.env)
         store_pids: dict[str, list[int]] = {}
@@ -346,15 +488,22 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
             db = ctx.enter_context(pg_database(f"xsm_bench_http_{stack.name.replace('-', '_')}"))
             env_extra["BENCH_PG_DB"] = db
             env = clean_env(env_extra | {"DJANGO_SETTINGS_MODULE": "site_fsm.settings"})
-            subprocess.run([str(stack.venv / "bin" / "python"), "-m", "django", "migrate", "-v0"],
-                           cwd=HERE, env=env, check=True)  # fmt: skip
+            subprocess.run(
+                [str(stack.venv / "bin" / "python"), "-m", "django", "migrate", "-v0"],
+                cwd=HERE,
+                env=env,
+                check=True,
+            )
             settings_report["postgres"] = pg_settings(db, stack.env.get("BENCH_PG_SYNC_COMMIT"))
         env = clean_env(env_extra)
         port, proc = ctx.enter_context(server(stack, env, workdir))
         import psutil
 
-        workers = [k.pid for k in psutil.Process(proc.pid).children(recursive=True)
-                   if "resource_tracker" not in " ".join(k.cmdline())]  # uvicorn's
+        workers = [
+            k.pid
+            for k in psutil.Process(proc.pid).children(recursive=True)
+            if "resource_tracker" not in " ".join(k.cmdline())
+        ]  # uvicorn's
         n = a.orders
         for w, workload in enumerate(a.workloads):
             for attempt in range(a.noise_retries + 1):
@@ -368,8 +517,16 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                 tag = f"r{rnd}-{stack.name}-{workload}" + (f"-a{attempt}" if attempt else "")
                 prefix = f"{tag}-{os.urandom(3).hex()}"
                 # warm-up on orders of their own (not counted)
-                run_wrk(port, workload, warm_first, warm_count, prefix + "-w",
-                        workdir / f"{tag}-warm.json", a, a.warmup)  # fmt: skip
+                run_wrk(
+                    port,
+                    workload,
+                    warm_first,
+                    warm_count,
+                    prefix + "-w",
+                    workdir / f"{tag}-warm.json",
+                    a,
+                    a.warmup,
+                )
                 if db:
                     mine, bg = pg_pids(db)
                     store_pids["postgres-backends"], store_pids["postgres-walwriter+bg"] = mine, bg
@@ -382,11 +539,18 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                 spies = []
                 if profile == workload:
                     # worker 0: wall time (--idle: waits included); worker 1: on-CPU only
-                    spies = [start_py_spy(workers[0], workdir / f"{tag}.wall.pyspy.txt", a.duration, True),
-                             start_py_spy(workers[1], workdir / f"{tag}.cpu.pyspy.txt", a.duration, False)]
+                    spies = [
+                        start_py_spy(
+                            workers[0], workdir / f"{tag}.wall.pyspy.txt", a.duration, True
+                        ),
+                        start_py_spy(
+                            workers[1], workdir / f"{tag}.cpu.pyspy.txt", a.duration, False
+                        ),
+                    ]
                 out = workdir / f"{tag}.json"
-                result, text, wrk_cpu = run_wrk(port, workload, first, count, prefix, out, a,
-                                                a.duration)  # fmt: skip
+                result, text, wrk_cpu = run_wrk(
+                    port, workload, first, count, prefix, out, a, a.duration
+                )
                 busy1, all1 = machine_busy()
                 after = {g: cpu_of(p) for g, p in groups.items()}
                 cpu = {g: sum(after[g]) - sum(before[g]) for g in groups}
@@ -394,10 +558,16 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                 for spy in spies:
                     spy.wait(60)
                 rstats = redis_stats(url) if url else {}
-                ok_lines = [ln.split(" ", 1) for ln in Path(str(out) + ".keys").read_text().split("\n") if ln]
+                ok_lines = [
+                    ln.split(" ", 1)
+                    for ln in Path(str(out) + ".keys").read_text().split("\n")
+                    if ln
+                ]
                 ok = [(int(i), k) for i, k in ok_lines]
                 replay = replay_sample(port, ok, a.replays)
-                check = ops(stack, env, "verify", str(first), str(count), str(workdir / f"{tag}.log-keys"))
+                check = ops(
+                    stack, env, "verify", str(first), str(count), str(workdir / f"{tag}.log-keys")
+                )
                 log_keys = Path(workdir / f"{tag}.log-keys").read_text().split()
                 ok_keys = {k for _, k in ok}
                 log_set = set(log_keys)
@@ -405,19 +575,30 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                 two = sum(v for s, v in result["statuses"].items() if s.startswith("2"))
                 dur = result["duration_us"] / 1e6
                 row = {
-                    "round": rnd, "stack": stack.name, "label": stack.label, "workload": workload,
+                    "round": rnd,
+                    "stack": stack.name,
+                    "label": stack.label,
+                    "workload": workload,
                     "orders": count,
                     "threads": 1 if workload == "serial" else a.threads,
                     "connections": 1 if workload == "serial" else a.connections,
                     "duration_s": round(dur, 2),
-                    "requests": reqs, "rps": round(reqs / dur, 1),
-                    "ok_2xx": two, "ok_rps": round(two / dur, 1),
+                    "requests": reqs,
+                    "rps": round(reqs / dur, 1),
+                    "ok_2xx": two,
+                    "ok_rps": round(two / dur, 1),
                     "non_2xx": reqs - two,
-                    "statuses": result["statuses"], "problems": result["problems"],
+                    "statuses": result["statuses"],
+                    "problems": result["problems"],
                     "socket_errors": result["errors"],
-                    "latency_ms": {p: round(v / 1000, 2) for p, v in result["latency_us"]["percentiles"].items()}
-                    | {"mean": round(result["latency_us"]["mean"] / 1000, 2),
-                       "max": round(result["latency_us"]["max"] / 1000, 2)},
+                    "latency_ms": {
+                        p: round(v / 1000, 2)
+                        for p, v in result["latency_us"]["percentiles"].items()
+                    }
+                    | {
+                        "mean": round(result["latency_us"]["mean"] / 1000, 2),
+                        "max": round(result["latency_us"]["max"] / 1000, 2),
+                    },
                     "distinct_2xx_keys": len(ok_keys),
                     "applied": check["applied"],
                     "log_pay_records": check["log_pay_records"],
@@ -427,20 +608,25 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                     # one per connection): not a duplicate
                     "applied_without_2xx": len(log_set - ok_keys),
                     "2xx_without_log": len(ok_keys - log_set),
-                    "duplicates": check["log_keys_repeated"] + max(0, check["applied"] - len(log_set)),
+                    "duplicates": check["log_keys_repeated"]
+                    + max(0, check["applied"] - len(log_set)),
                     "replay": replay,
-                    "cpu_us_per_request": {g: round(c / max(reqs, 1) * 1e6, 1) for g, c in cpu.items()}
+                    "cpu_us_per_request": {
+                        g: round(c / max(reqs, 1) * 1e6, 1) for g, c in cpu.items()
+                    }
                     | {"wrk": round(wrk_cpu / max(reqs, 1) * 1e6, 1)},
-                    "cpu_system_us_per_request": {g: round(c / max(reqs, 1) * 1e6, 1)
-                                                  for g, c in cpu_sys.items()},
+                    "cpu_system_us_per_request": {
+                        g: round(c / max(reqs, 1) * 1e6, 1) for g, c in cpu_sys.items()
+                    },
                     "machine_busy_pct": round(100 * (busy1 - busy0) / max(all1 - all0, 1), 1),
                     # CPU seconds the machine spent on anything but these processes and
                     # wrk (other sessions' work, the kernel's own threads): noise
-                    "other_cpu_s": round((busy1 - busy0) / os.sysconf("SC_CLK_TCK")
-                                         - sum(cpu.values()) - wrk_cpu, 2),
+                    "other_cpu_s": round(
+                        (busy1 - busy0) / os.sysconf("SC_CLK_TCK") - sum(cpu.values()) - wrk_cpu, 2
+                    ),
                     "redis_commandstats": rstats,
                     "store_settings": settings_report,
-                }  # fmt: skip
+                }
                 row["attempt"] = attempt
                 row["noisy"] = row["other_cpu_s"] > a.max_other
                 rows.append(row)
@@ -448,34 +634,55 @@ def bench_stack(stack: Stack, a: argparse.Namespace, outdir: Path, rnd: int,
                 # raw outputs
                 (outdir / f"{tag}.wrk.txt").write_text(text)
                 (outdir / f"{tag}.wrk.json").write_text(json.dumps(result, indent=1))
-                for suffix, src in ((".ok-keys.gz", Path(str(out) + ".keys")),
-                                    (".log-keys.gz", workdir / f"{tag}.log-keys")):  # fmt: skip
+                for suffix, src in (
+                    (".ok-keys.gz", Path(str(out) + ".keys")),
+                    (".log-keys.gz", workdir / f"{tag}.log-keys"),
+                ):
                     with open(src, "rb") as fi, gzip.open(outdir / f"{tag}{suffix}", "wb") as fo:
                         shutil.copyfileobj(fi, fo)
                 for spied in workdir.glob(f"{tag}.*.pyspy.txt"):
                     shutil.copy(spied, outdir / spied.name)
                 if not row["noisy"]:
                     break
-        shutil.copy(workdir / f"{stack.name}-server.log", outdir / f"r{rnd}-{stack.name}-server.log")
+        shutil.copy(
+            workdir / f"{stack.name}-server.log", outdir / f"r{rnd}-{stack.name}-server.log"
+        )
     return rows
 
 
 def start_py_spy(pid: int, out: Path, duration: float, idle: bool) -> subprocess.Popen[Any]:
     return subprocess.Popen(
-        [str(BENCH_VENV / "bin" / "py-spy"), "record", "-p", str(pid), "-d", str(int(duration)),
-         "-r", "250", *(["--idle"] if idle else []), "-f", "raw", "-o", str(out), "--nonblocking"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            str(BENCH_VENV / "bin" / "py-spy"),
+            "record",
+            "-p",
+            str(pid),
+            "-d",
+            str(int(duration)),
+            "-r",
+            "250",
+            *(["--idle"] if idle else []),
+            "-f",
+            "raw",
+            "-o",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def summary_line(r: dict[str, Any]) -> str:
     lat = r["latency_ms"]
     cpu = " ".join(f"{g}={v:.0f}" for g, v in r["cpu_us_per_request"].items())
-    return (f"{r['stack']:<17} {r['workload']:<5} {r['rps']:>8.1f} req/s  p50 {lat['50']:>7.2f} ms"
-            f"  p99 {lat['99']:>7.2f} ms  non-2xx {r['non_2xx']:>5} {r['problems'] or ''}"
-            f"  dup {r['duplicates']}  applied {r['applied']}/{r['distinct_2xx_keys']}"
-            f" (+{r['applied_without_2xx']} in flight at the stop, {r['2xx_without_log']} lost)"
-            f"  cpu µs/req: {cpu}  busy {r['machine_busy_pct']}% (other {r['other_cpu_s']} s)")  # fmt: skip
+    return (
+        f"{r['stack']:<17} {r['workload']:<5} {r['rps']:>8.1f} req/s  p50 {lat['50']:>7.2f} ms"
+        f"  p99 {lat['99']:>7.2f} ms  non-2xx {r['non_2xx']:>5} {r['problems'] or ''}"
+        f"  dup {r['duplicates']}  applied {r['applied']}/{r['distinct_2xx_keys']}"
+        f" (+{r['applied_without_2xx']} in flight at the stop, {r['2xx_without_log']} lost)"
+        f"  cpu µs/req: {cpu}  busy {r['machine_busy_pct']}% (other {r['other_cpu_s']} s)"
+    )
 
 
 # --- tables --------------------------------------------------------------------------
@@ -493,26 +700,38 @@ def table(rows: list[dict[str, Any]]) -> str:
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in per_round.values():
         by.setdefault((r["stack"], r["workload"]), []).append(r)
-    out = ["| stack | workload | req/s | p50 ms | p99 ms | non-2xx | duplicates | applied / 2xx keys "
-           "| server CPU µs/req | store CPU µs/req |",
-           "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: |"]  # fmt: skip
+    out = [
+        "| stack | workload | req/s | p50 ms | p99 ms | non-2xx | duplicates | applied / 2xx keys "
+        "| server CPU µs/req | store CPU µs/req |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: |",
+    ]
     for (stack, workload), rs in by.items():
-        med = lambda f: statistics.median(f(r) for r in rs)  # noqa: E731
+
+        def med(f: Any, rs: list[dict[str, Any]] = rs) -> float:
+            return float(statistics.median(f(r) for r in rs))
+
         non2 = "; ".join(
-            f"{r['non_2xx']}" + (f" ({', '.join(f'{k}: {v}' for k, v in r['problems'].items())})"
-                                 if r["problems"] else "")
+            f"{r['non_2xx']}"
+            + (
+                f" ({', '.join(f'{k}: {v}' for k, v in r['problems'].items())})"
+                if r["problems"]
+                else ""
+            )
             for r in rs
-        )  # fmt: skip
-        store = lambda r: sum(v for g, v in r["cpu_us_per_request"].items()  # noqa: E731
-                              if g not in ("server", "wrk"))  # fmt: skip
+        )
+
+        def store(r: dict[str, Any]) -> float:
+            return sum(v for g, v in r["cpu_us_per_request"].items() if g not in ("server", "wrk"))
+
         noisy = "*" * sum(1 for r in rs if r.get("noisy"))
         out.append(
             f"| {stack} | {workload} | {med(lambda r: r['rps']):,.0f}{noisy} | "
-            f"{med(lambda r: r['latency_ms']['50']):.1f} | {med(lambda r: r['latency_ms']['99']):.1f} | "
+            f"{med(lambda r: r['latency_ms']['50']):.1f} | "
+            f"{med(lambda r: r['latency_ms']['99']):.1f} | "
             f"{non2} | {sum(r['duplicates'] for r in rs)} | "
             f"{'; '.join(str(r['applied']) + '/' + str(r['distinct_2xx_keys']) for r in rs)} | "
             f"{med(lambda r: r['cpu_us_per_request']['server']):,.0f} | {med(store):,.0f} |"
-        )  # fmt: skip
+        )
     return "\n".join(out)
 
 
@@ -524,25 +743,46 @@ def machine_info() -> dict[str, Any]:
                 cpu = line.split(":", 1)[1].strip()
                 break
     versions = {}
-    for venv, mods in ((BENCH_VENV, ["django", "django_xsm", "redis", "gunicorn", "uvicorn",
-                                     "django_fsm", "django_fsm_log", "psycopg"]),
-                       (PEER_VENV, ["xstate_statemachine", "django", "redis", "gunicorn"])):  # fmt: skip
-        code = ("import importlib.metadata as m, json; out = {}\n"
-                "for n in %r:\n"
-                "    d = {'django_fsm': 'django-fsm-2', 'django_fsm_log': 'django-fsm-log',"
-                " 'django_xsm': 'django-xsm', 'xstate_statemachine': 'xstate-statemachine'}.get(n, n)\n"
-                "    out[n] = m.version(d)\n"
-                "print(json.dumps(out))") % (mods,)  # fmt: skip
-        res = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True,
-                             text=True)  # fmt: skip
+    for venv, mods in (
+        (
+            BENCH_VENV,
+            [
+                "django",
+                "django_xsm",
+                "redis",
+                "gunicorn",
+                "uvicorn",
+                "django_fsm",
+                "django_fsm_log",
+                "psycopg",
+            ],
+        ),
+        (PEER_VENV, ["xstate_statemachine", "django", "redis", "gunicorn"]),
+    ):
+        code = (
+            "import importlib.metadata as m, json; out = {}\n"
+            f"for n in {mods!r}:\n"
+            "    d = {'django_fsm': 'django-fsm-2', 'django_fsm_log': 'django-fsm-log',"
+            " 'django_xsm': 'django-xsm', 'xstate_statemachine': 'xstate-statemachine'}.get(n, n)\n"
+            "    out[n] = m.version(d)\n"
+            "print(json.dumps(out))"
+        )
+        res = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", code], check=False, capture_output=True, text=True
+        )
         versions[venv.name] = json.loads(res.stdout) if res.returncode == 0 else res.stderr[-300:]
     src = BENCH_VENV / "xsm-src-commit"
     return {
-        "cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-        "python": platform.python_version(), "versions": versions,
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "versions": versions,
         "django_xsm_source_commit": src.read_text().strip() if src.exists() else "unknown",
-        "wrk": subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("\n")[0],
-    }  # fmt: skip
+        "wrk": subprocess.run(
+            ["wrk", "-v"], check=False, capture_output=True, text=True
+        ).stdout.split("\n")[0],
+    }
 
 
 # --- commands ------------------------------------------------------------------------
@@ -561,8 +801,11 @@ def cmd_bench(a: argparse.Namespace) -> None:
         order = names if rnd % 2 else list(reversed(names))  # alternate the order
         for name in order:
             rows += bench_stack(chosen[name], a, outdir, rnd)
-            (outdir / "summary.json").write_text(json.dumps(
-                {"machine": info, "args": vars(a) | {"func": None}, "rows": rows}, indent=1))
+            (outdir / "summary.json").write_text(
+                json.dumps(
+                    {"machine": info, "args": vars(a) | {"func": None}, "rows": rows}, indent=1
+                )
+            )
     md = table(rows)
     (outdir / "table.md").write_text(md + "\n")
     print(md)
@@ -589,7 +832,10 @@ def profile_report(path: Path, top: int = 25) -> str:
     samples only): the share of samples whose stack contains each marker,
     first match wins, in this order."""
     buckets = [
-        ("waiting for a connection (gunicorn accept/select)", ("(selectors.py)", "wait (gunicorn/workers")),
+        (
+            "waiting for a connection (gunicorn accept/select)",
+            ("(selectors.py)", "wait (gunicorn/workers"),
+        ),
         ("gunicorn close_graceful: lingering until the client closes", ("close_graceful",)),
         ("Redis round trip: reading the answer", ("_read_from_socket", "read_response")),
         ("Redis round trip: sending the command", ("send_packed_command",)),
@@ -637,19 +883,38 @@ def cmd_setup(a: argparse.Namespace) -> None:
         if not (venv / "bin" / "python").exists():
             subprocess.run([py, "-m", "venv", str(venv)], check=True)
     pip = lambda v, *p: subprocess.run([str(v / "bin" / "pip"), "install", "-q", *p], check=True)  # noqa: E731
-    pip(BENCH_VENV, "Django==5.2.*", "redis==8.1.*", "gunicorn", "uvicorn[standard]", "django-fsm-2",
-        "django-fsm-log", "psycopg[binary]", "psutil", "py-spy")  # fmt: skip
-    pip(PEER_VENV, "xstate-statemachine[redis]==0.11.0", "Django==5.2.*", "redis==8.1.*",
-        "gunicorn", "psutil")  # fmt: skip
+    pip(
+        BENCH_VENV,
+        "Django==5.2.*",
+        "redis==8.1.*",
+        "gunicorn",
+        "uvicorn[standard]",
+        "django-fsm-2",
+        "django-fsm-log",
+        "psycopg[binary]",
+        "psutil",
+        "py-spy",
+    )
+    pip(
+        PEER_VENV,
+        "xstate-statemachine[redis]==0.11.0",
+        "Django==5.2.*",
+        "redis==8.1.*",
+        "gunicorn",
+        "psutil",
+    )
     # django-xsm as committed (not the working tree): git archive REV
-    rev = subprocess.run(["git", "rev-parse", a.rev], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip()  # fmt: skip
+    rev = subprocess.run(
+        ["git", "rev-parse", a.rev], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     src = Path(tempfile.mkdtemp(prefix="xsm-src-"))
     archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
     pip(BENCH_VENV, "--force-reinstall", "--no-deps", str(src))
-    subprocess.run([str(BENCH_VENV / "bin" / "python"), "-m", "compileall", "-q",
-                    str(BENCH_VENV / "lib")], check=False)  # fmt: skip
+    subprocess.run(
+        [str(BENCH_VENV / "bin" / "python"), "-m", "compileall", "-q", str(BENCH_VENV / "lib")],
+        check=False,
+    )
     (BENCH_VENV / "xsm-src-commit").write_text(rev + "\n")
     shutil.rmtree(src, ignore_errors=True)
     print(f"django-xsm {rev[:7]} in {BENCH_VENV}; peer in {PEER_VENV}")
@@ -675,12 +940,19 @@ def main() -> None:
         p.set_defaults(func=fn)
         if name == "bench":
             p.add_argument("--stacks", default=DEFAULT_STACKS, help=f"of {', '.join(stacks())}")
-            p.add_argument("--workloads", default="hot,many,serial",
-                           type=lambda v: [w for w in v.split(",") if w in WORKLOADS])
+            p.add_argument(
+                "--workloads",
+                default="hot,many,serial",
+                type=lambda v: [w for w in v.split(",") if w in WORKLOADS],
+            )
             p.add_argument("--rounds", type=int, default=1)
-            p.add_argument("--max-other", type=float, default=3.0,
-                           help="CPU seconds used by other work during a run above which it is "
-                                "noisy and measured again on fresh orders")
+            p.add_argument(
+                "--max-other",
+                type=float,
+                default=3.0,
+                help="CPU seconds used by other work during a run above which it is "
+                "noisy and measured again on fresh orders",
+            )
             p.add_argument("--noise-retries", type=int, default=2)
         else:
             p.add_argument("--stack", default="xsm")

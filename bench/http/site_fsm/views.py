@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 
+from common import KEY_RE, amount_of, body, problem
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from django_fsm import can_proceed
-
-from common import KEY_RE, amount_of, body, problem
 
 from .models import IdempotencyKey, Order
 
@@ -63,8 +62,12 @@ def pay(request: HttpRequest, order_id: int) -> HttpResponse:
             order.pay(amount, description=key)
             order.save(update_fields=["state", "payments", "paid_cents"])
             content = json.dumps(
-                body(order_id, order.state, {"payments": order.payments,
-                                             "paid_cents": order.paid_cents}, key)
+                body(
+                    order_id,
+                    order.state,
+                    {"payments": order.payments, "paid_cents": order.paid_cents},
+                    key,
+                )
             ).encode()
             IdempotencyKey.objects.create(
                 scope=SCOPE, order=order, key=key, fingerprint=fp, status=200,

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from common import KEY_RE, amount_of, body, problem
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from xstate_statemachine.exceptions import ConflictError
 from xstate_statemachine.persistence import KeyNotFoundError, persisted_retry
 from xstate_statemachine.receipts import receipt_to_status
-
-from common import KEY_RE, amount_of, body, problem
 
 from . import machines
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from common import amount_of, body, problem
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from common import amount_of, body, problem
 from django_xsm.decorators import stateful_view
 from django_xsm.middleware import get_request_info
 

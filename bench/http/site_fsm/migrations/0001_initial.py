@@ -6,37 +6,47 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Order',
+            name="Order",
             fields=[
-                ('id', models.IntegerField(primary_key=True, serialize=False)),
-                ('state', django_fsm.FSMField(default='cart', max_length=50)),
-                ('payments', models.IntegerField(default=0)),
-                ('paid_cents', models.BigIntegerField(default=0)),
+                ("id", models.IntegerField(primary_key=True, serialize=False)),
+                ("state", django_fsm.FSMField(default="cart", max_length=50)),
+                ("payments", models.IntegerField(default=0)),
+                ("paid_cents", models.BigIntegerField(default=0)),
             ],
         ),
         migrations.CreateModel(
-            name='IdempotencyKey',
+            name="IdempotencyKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scope', models.CharField(max_length=100)),
-                ('key', models.CharField(max_length=255)),
-                ('fingerprint', models.CharField(max_length=64)),
-                ('status', models.PositiveSmallIntegerField()),
-                ('content_type', models.CharField(max_length=100)),
-                ('body', models.BinaryField()),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='site_fsm.order')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("scope", models.CharField(max_length=100)),
+                ("key", models.CharField(max_length=255)),
+                ("fingerprint", models.CharField(max_length=64)),
+                ("status", models.PositiveSmallIntegerField()),
+                ("content_type", models.CharField(max_length=100)),
+                ("body", models.BinaryField()),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "order",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="site_fsm.order"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('scope', 'order', 'key'), name='idem_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("scope", "order", "key"), name="idem_unique")
+                ],
             },
         ),
     ]
