@@ -21,6 +21,7 @@ from django.views.decorators.http import require_safe
 from django_xsm import backend
 from django_xsm.exceptions import StoreUnavailableError, XsmError
 from django_xsm.http import PROBLEM_TYPES
+from django_xsm.outbox import outbox_health
 from django_xsm.registry import machines
 
 __all__ = ["READY_RETRY_AFTER_S", "health", "problem", "ready"]
@@ -74,6 +75,10 @@ def ready(request: HttpRequest) -> JsonResponse:
         # still ready (the store works), but Redis lost this namespace's
         # data since this process first saw it: an operator must know
         body["namespace_reset"] = True
+    # the outbox's backlog, for dashboards and alerts (lag_ms, dead > 0);
+    # informative: a worker problem does not make this process unready
+    outbox = outbox_health()
+    body["outbox"] = {k: outbox[k] for k in ("pending", "retrying", "dead", "lag_ms")}
     return JsonResponse(body)
 
 

@@ -538,3 +538,18 @@ def test_a_refused_event_says_which_guard_said_no(client: Any, backend: Any):
     machines["ticket"].objects.send("ticket:g2", "CLOSE")
     body = problem(client.post("/t/g2/bump", HTTP_IDEMPOTENCY_KEY="g2"))
     assert body["reason"] in ("no-transition", "done") and "guards" not in body
+
+
+def test_readiness_reports_the_outbox_backlog(client: Any, backend: Any):
+    """The outbox's counts ride on /_xsm/ready (for dashboards and alerts)."""
+    from django_xsm.registry import machines
+
+    before = client.get("/_xsm/ready").json()
+    assert before["status"] == "ready"
+    assert before["outbox"] == {"pending": 0, "retrying": 0, "dead": 0, "lag_ms": 0}
+    objects = machines["order"].objects
+    objects.send("order:ob1", "ADD_ITEM", create=True, sku="a", qty=1, price_cents=500)
+    objects.send("order:ob1", "CHECKOUT")
+    objects.send("order:ob1", "PAYMENT_RECEIVED", payment_id="p1", amount_cents=500)  # emits
+    after = client.get("/_xsm/ready").json()["outbox"]
+    assert after["pending"] == 1 and after["dead"] == 0
