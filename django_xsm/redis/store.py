@@ -19,12 +19,12 @@ from django_xsm.exceptions import InvalidConfigError, StoreAuthenticationError, 
 from django_xsm.persistence import records
 from django_xsm.persistence.base import (
     Codec,
-    StoreKeywords,
     iter_pages,
     system_clock_ms,
     validate_positive_int,
     validate_ttl_s,
 )
+from django_xsm.persistence.keywords import StoreKeywords
 from django_xsm.persistence.locks import StoreLock
 
 from .client import SyncSide, is_cluster, same_server

@@ -17,7 +17,6 @@ from typing import Any
 from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotTooLargeError
 from django_xsm.persistence.base import (
     Codec,
-    StoreKeywords,
     iter_pages,
     system_clock_ms,
     validate_key,
@@ -27,6 +26,7 @@ from django_xsm.persistence.base import (
     validate_ttl_s,
 )
 from django_xsm.persistence.codecs import JsonCodec, dumps_text, encode_snapshot, loads_tagged
+from django_xsm.persistence.keywords import StoreKeywords
 from django_xsm.persistence.locks import StoreLock
 from django_xsm.persistence.outbox import OutboxEntry
 from django_xsm.persistence.records import (
