@@ -127,17 +127,26 @@ def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "c
 
 
 class Manage:
-    """A ``python -m django <command>`` subprocess with the live settings;
-    its stdout lines are collected by a thread."""
+    """A ``python -m django <command>`` subprocess with the live settings
+    (``settings``, plus ``env``); its stdout and stderr lines are collected
+    by threads."""
 
-    def __init__(self, prefix: str, *args: str, url: str = "") -> None:
+    def __init__(
+        self,
+        prefix: str,
+        *args: str,
+        url: str = "",
+        settings: str = "tests.django.commands.live_settings",
+        env: dict[str, str] | None = None,
+    ) -> None:
         env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.django.commands.live_settings",
+            "DJANGO_SETTINGS_MODULE": settings,
             "XSM_TEST_PREFIX": prefix,
             "XSM_REDIS_URL": url,
             "PYTHONUNBUFFERED": "1",
             "PYTHONPATH": str(ROOT),
+            **(env or {}),
         }
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "django", *args],

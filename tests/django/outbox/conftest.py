@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import random
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +24,7 @@ from django.core.management import call_command
 
 from django_xsm.backend.build import get_outbox, get_store
 from django_xsm.outbox import OutboxWorker, RetryPolicy, get_handlers
+from tests.django.commands.conftest import Manage
 from tests.django.outbox import handlers
 from tests.django.outbox.machines import MACHINES
 from tests.django.settings import XSM as BASE
@@ -125,61 +121,22 @@ def worker(
 
 # --- subprocesses ---------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[3]
 
-
-class Worker:
+class Worker(Manage):
     """A ``python -m django <command>`` subprocess on the outbox's live
     settings (tests/django/outbox/live_settings.py); stopped by its pid."""
 
     def __init__(self, prefix: str, *args: str, url: str, handler: str) -> None:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.django.outbox.live_settings",
-            "XSM_TEST_PREFIX": prefix,
-            "XSM_REDIS_URL": url,
-            "XSM_TEST_HANDLER": handler,
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": str(ROOT),
-        }
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "django", *args],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        super().__init__(
+            prefix,
+            *args,
+            url=url,
+            settings="tests.django.outbox.live_settings",
+            env={"XSM_TEST_HANDLER": handler},
         )
-        self.lines: list[str] = []
-        self.readers = [
-            threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True)
-        ]
-        self.errors: list[str] = []
-        self.readers.append(
-            threading.Thread(target=self._read, args=(self.proc.stderr, self.errors), daemon=True)
-        )
-        for reader in self.readers:
-            reader.start()
-
-    @staticmethod
-    def _read(stream: Any, into: list[str]) -> None:
-        for line in stream:
-            into.append(line.rstrip("\n"))
-
-    def has(self, fragment: str) -> bool:
-        return any(fragment in line for line in list(self.lines))
 
     def finish(self, timeout: float = 60.0) -> tuple[int, str, str]:
-        """Wait for the exit; ``(exit status, stdout, stderr)``."""
-        try:
-            self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        for reader in self.readers:
-            reader.join(timeout=5)
-        return self.proc.returncode, "\n".join(self.lines), "\n".join(self.errors)
+        return super().finish(timeout)
 
 
 @pytest.fixture
