@@ -26,6 +26,7 @@ from django_xsm.backend.clients import ClusterConnectionFactory
 from django_xsm.backend.readiness import namespace_info
 from django_xsm.checks import check_deploy
 from django_xsm.registry import machines
+from tests.topology import django_steps
 from tests.topology.servers import RedisCluster3, admin, needs_topology
 
 pytestmark = [needs_topology, pytest.mark.fault]
@@ -130,29 +131,11 @@ async def test_async_view_replays_an_idempotent_request(on_cluster: RedisCluster
 
 
 def test_the_scanner_fires_a_due_timer(on_cluster: RedisCluster3) -> None:
-    store = stores.get_store()
-    real = store.clock
-    store.clock = lambda: real() - 5000  # created 5 s ago: its 1 s timer is due
-    try:
-        with machines["alarm"].objects.open("alarm:1", actor="test") as block:
-            block.send("SNOOZE")
-    finally:
-        store.clock = real
-    out = io.StringIO()
-    call_command("xsm_scan_timers", stdout=out)
-    assert "fired=1" in out.getvalue() and "errors=0" in out.getvalue()
-    view = machines["alarm"].objects.get("alarm:1")
-    assert (view.value, view.context["rings"]) == ("rung", 1)
+    django_steps.scanner_fires_a_due_timer()
 
 
 def test_the_admin_lists_the_instances(on_cluster: RedisCluster3, admin_client: Client) -> None:
-    for n in range(3):
-        machines["ticket"].objects.send(f"ticket:adm{n}", "BUMP", create=True)
-    with override_settings(ROOT_URLCONF="tests.django.admin.urls"):
-        response = admin_client.get("/admin/django_xsm/instance/m/ticket/")
-    assert response.status_code == 200
-    html = response.content.decode()
-    assert all(f">ticket:adm{n}<" in html for n in range(3))
+    django_steps.admin_lists_the_instances(admin_client)
 
 
 def test_readiness_needs_every_master_writable(on_cluster: RedisCluster3) -> None:

@@ -7,7 +7,6 @@ twin), and a failover in the middle of a stream of sends."""
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +17,6 @@ import pytest
 import redis.asyncio.sentinel
 import redis.sentinel
 from django.conf import settings
-from django.core.management import call_command
 from django.test import AsyncClient, Client, override_settings
 
 from django_xsm import backend as stores
@@ -30,6 +28,7 @@ from django_xsm.exceptions import (
 )
 from django_xsm.redis import KeyLayout
 from django_xsm.registry import machines
+from tests.topology import django_steps
 from tests.topology.servers import SentinelSet, admin, needs_topology
 
 pytestmark = [needs_topology, pytest.mark.fault]
@@ -127,29 +126,11 @@ async def test_async_view_replays_an_idempotent_request(on_sentinel: SentinelSet
 
 
 def test_the_scanner_fires_a_due_timer(on_sentinel: SentinelSet) -> None:
-    store = stores.get_store()
-    real = store.clock
-    store.clock = lambda: real() - 5000  # created 5 s ago: its 1 s timer is due
-    try:
-        with machines["alarm"].objects.open("alarm:1", actor="test") as block:
-            block.send("SNOOZE")
-    finally:
-        store.clock = real
-    out = io.StringIO()
-    call_command("xsm_scan_timers", stdout=out)
-    assert "fired=1" in out.getvalue() and "errors=0" in out.getvalue()
-    view = machines["alarm"].objects.get("alarm:1")
-    assert (view.value, view.context["rings"]) == ("rung", 1)
+    django_steps.scanner_fires_a_due_timer()
 
 
 def test_the_admin_lists_the_instances(on_sentinel: SentinelSet, admin_client: Client) -> None:
-    for n in range(3):
-        machines["ticket"].objects.send(f"ticket:adm{n}", "BUMP", create=True)
-    with override_settings(ROOT_URLCONF="tests.django.admin.urls"):
-        response = admin_client.get("/admin/django_xsm/instance/m/ticket/")
-    assert response.status_code == 200
-    html = response.content.decode()
-    assert all(f">ticket:adm{n}<" in html for n in range(3))
+    django_steps.admin_lists_the_instances(admin_client)
 
 
 def test_readiness_names_the_service(on_sentinel: SentinelSet) -> None:
