@@ -17,15 +17,9 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from django_xsm.redis import is_cluster
+
 __all__ = ["async_twin", "is_cluster"]
-
-
-def is_cluster(client: Any) -> bool:
-    """True for a Redis Cluster client (blocking or asyncio)."""
-    import redis.asyncio.cluster
-    import redis.cluster
-
-    return isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster)
 
 
 # Connection options that mean the same for redis.Redis and redis.asyncio;

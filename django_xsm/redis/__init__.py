@@ -8,6 +8,7 @@ key layout and :mod:`django_xsm.redis.scripts` for the Lua scripts.
 from __future__ import annotations
 
 from .async_store import AsyncRedisStore
+from .client import is_cluster
 from .inbox import AsyncRedisInbox, RedisInbox
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, KeyLayout, escape_glob
 from .log import AsyncRedisLog, RedisLog
@@ -28,4 +29,5 @@ __all__ = [
     "RedisOutbox",
     "RedisStore",
     "escape_glob",
+    "is_cluster",
 ]
