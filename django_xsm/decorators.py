@@ -239,6 +239,7 @@ def stateful_view(
     strict: bool = True,
     idempotent: Iterable[str] | bool | None = None,
     retries: int | None = None,
+    speculative: bool | None = None,
 ) -> Callable[[V], V]:
     """Run the view inside a persisted block of ``machines[machine]``.
 
@@ -249,7 +250,11 @@ def stateful_view(
     refuse (409) events the current state does not take. ``idempotent``:
     methods that require an ``Idempotency-Key`` (None: the setting; True:
     every unsafe method; False: none). ``retries``: optimistic conflict
-    re-runs (None: ``CONFLICT_RETRIES``).
+    re-runs (None: ``CONFLICT_RETRIES``). ``speculative``: open a key this
+    worker committed last without a round trip (None: ``SPECULATIVE``),
+    only for views whose work outside the block goes through the outbox:
+    a retried request may run the view before its commit finds the
+    stored response, which is then what the client gets.
 
     The view is called as ``view(request, *args, instance=block, **kwargs)``.
 
@@ -269,6 +274,10 @@ def stateful_view(
     ):
         raise ImproperlyConfigured(
             f"stateful_view(lock={lock!r}): use 'optimistic', 'pessimistic' or a LockStrategy"
+        )
+    if speculative is not None and not isinstance(speculative, bool):
+        raise ImproperlyConfigured(
+            f"stateful_view(speculative={speculative!r}) must be True, False or None"
         )
     if retries is not None and (
         isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
@@ -316,6 +325,7 @@ def stateful_view(
             "strict": strict,
             "lock": lock,
             "correlation_id": call.info.correlation_id,
+            "speculative": speculative,
         }
 
     def attempts() -> int:
@@ -368,7 +378,10 @@ def stateful_view(
                             response = await view(
                                 request, *args, instance=ViewInstance(block), **extra, **kwargs
                             )
-                            return remember(block, call, response, view)
+                            response = remember(block, call, response, view)
+                        if block.replayed_at_close:  # speculative: the stored answer
+                            return http.replay_response(block.replayed_result, request)
+                        return response
 
                     return await aretry_on_conflict(attempt, attempts=attempts())
                 except XsmError as exc:
@@ -397,7 +410,10 @@ def stateful_view(
                         response = view(
                             request, *args, instance=ViewInstance(block), **extra, **kwargs
                         )
-                        return remember(block, call, response, view)
+                        response = remember(block, call, response, view)
+                    if block.replayed_at_close:  # speculative: the stored answer
+                        return http.replay_response(block.replayed_result, request)
+                    return response
 
                 return retry_on_conflict(attempt, attempts=attempts())
             except XsmError as exc:

@@ -295,7 +295,9 @@ class ConflictError(StoreError):
     found (``None`` when the instance is gone).
     ``reason`` says which fence failed: ``"version"``, ``"lock"`` (the
     writer does not hold the instance's lock) or ``"claim"`` (an
-    idempotency claim it meant to mark was taken over after its lease).
+    idempotency claim it meant to mark was taken over after its lease) or
+    ``"base"`` (a speculative block's memory of the record is stale: the
+    record was committed by another writer, or rebuilt, since).
     ``held_lock`` is False for a ``"lock"`` conflict of a writer that never
     held a lock (an optimistic writer meeting another writer's lock).
     ``attempts`` is how many tries ``retry_on_conflict`` made before giving
@@ -338,6 +340,12 @@ class ConflictError(StoreError):
                 f"Lock for {key!r} was lost before commit (expected version "
                 f"{expected}, found {actual})"
             )
+        elif reason == "base":
+            text = (
+                f"{key!r} changed since this worker last committed it (a speculative "
+                f"block's base is stale; version {actual})"
+            )
+            hint = "run the block again: the retry reads the record (retry_on_conflict)"
         else:
             text = f"Version conflict on {key!r}: expected version {expected}, found {actual}"
         if attempts:

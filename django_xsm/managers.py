@@ -128,6 +128,7 @@ class OpenOptions(TypedDict, total=False):
     lock: str | LockStrategy | None
     correlation_id: str
     context: Mapping[str, Any] | None
+    speculative: bool | None
 
 
 _ExcType = type[BaseException] | None
@@ -179,9 +180,11 @@ class _Block(persisted):
         with _django_not_found(self.entry):
             return super().__enter__()
 
-    def __exit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
-        _log_strict_refusal(self.entry, self.block, exc)
-        super().__exit__(exc_type, exc, tb)
+    def __exit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> bool:
+        suppressed = super().__exit__(exc_type, exc, tb)
+        if not suppressed:  # a replayed duplicate refused nothing
+            _log_strict_refusal(self.entry, self.block, exc)
+        return suppressed
 
 
 class _AsyncBlock(apersisted):
@@ -195,10 +198,12 @@ class _AsyncBlock(apersisted):
         with _django_not_found(self.entry):
             return await super().__aenter__()
 
-    async def __aexit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
-        _log_strict_refusal(self.entry, self.block, exc)
+    async def __aexit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> bool:
         # the transition plugin's aafter_commit sends the signals
-        await super().__aexit__(exc_type, exc, tb)
+        suppressed = await super().__aexit__(exc_type, exc, tb)
+        if not suppressed:
+            _log_strict_refusal(self.entry, self.block, exc)
+        return suppressed
 
 
 # --- the manager -----------------------------------------------------------------------
@@ -219,6 +224,7 @@ class InstanceManager:
 
     @staticmethod
     def _options(store: Any, plugins: tuple[Any, ...], options: OpenOptions) -> dict[str, Any]:
+        lock = backend.lock_strategy(options.get("lock"))
         return {
             **options,
             # inside a request, the request's id and user (as @stateful_view
@@ -227,7 +233,8 @@ class InstanceManager:
             "actor": options.get("actor") or request_actor(),
             "store": store,
             "plugins": plugins,
-            "lock": backend.lock_strategy(options.get("lock")),
+            "lock": lock,
+            "speculative": backend.speculative(options.get("speculative"), lock),
         }
 
     def open(self, key: str, **options: Unpack[OpenOptions]) -> persisted:
@@ -241,7 +248,8 @@ class InstanceManager:
         ``block.duplicate`` True and ``block.replayed_result``.
         ``create=False`` raises :class:`InstanceDoesNotExist` for a missing
         key. ``lock``: ``"optimistic"``, ``"pessimistic"``, a strategy, or
-        None (setting).
+        None (setting). ``speculative``: see ``persisted()`` (default: the
+        ``SPECULATIVE`` setting, which a pessimistic lock overrides).
         """
         found = backend.get_backend()
         return _Block(self.entry, key, **self._options(found.store, found.plugins, options))

@@ -226,3 +226,51 @@ def entry(event: str = "ADD", ts: int = 1_800_000_000_000, **kw: Any) -> Any:
     }
     fields.update(kw)
     return LogEntry(**fields)
+
+
+# --- counting round trips ------------------------------------------------------
+
+
+class RoundTrips:
+    """Counts packets sent to Redis: one per command, one per pipeline."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.enabled = False
+
+    def __enter__(self) -> RoundTrips:
+        self.count = 0
+        self.enabled = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.enabled = False
+
+
+def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> RoundTrips:
+    """``with count_round_trips(monkeypatch) as rt: ...; rt.count`` — every
+    Redis round trip of sync and asyncio clients (fakeredis connections
+    subclass redis-py's, so this counts them too)."""
+    import redis
+    import redis.asyncio.connection
+    import redis.connection
+
+    counter = RoundTrips()
+    sync_send = redis.connection.AbstractConnection.send_packed_command
+    async_send = redis.asyncio.connection.AbstractConnection.send_packed_command
+
+    def counting_send(self: Any, command: Any, check_health: bool = True) -> Any:
+        if counter.enabled:
+            counter.count += 1
+        return sync_send(self, command, check_health)
+
+    async def counting_asend(self: Any, command: Any, check_health: bool = True) -> Any:
+        if counter.enabled:
+            counter.count += 1
+        return await async_send(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
+    monkeypatch.setattr(
+        redis.asyncio.connection.AbstractConnection, "send_packed_command", counting_asend
+    )
+    return counter

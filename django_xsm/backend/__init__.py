@@ -29,6 +29,7 @@ from .build import (
     get_store,
     lock_strategy,
     reset,
+    speculative,
     use_machines,
 )
 
@@ -45,5 +46,6 @@ __all__ = [
     "get_store",
     "lock_strategy",
     "reset",
+    "speculative",
     "use_machines",
 ]

@@ -172,6 +172,7 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
         conflict_retries=p.take(
             lambda: number(m["CONFLICT_RETRIES"], "CONFLICT_RETRIES", integer=True), 0
         ),
+        speculative=bool(p.take(lambda: choice(m["SPECULATIVE"], (True, False), "SPECULATIVE"))),
         socket_timeout_s=float(
             p.take(lambda: number(m["SOCKET_TIMEOUT_S"], "SOCKET_TIMEOUT_S", minimum=0.001), 1)
         ),

@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "LOCK_TTL_MS": 30_000,
     "LOCK_TIMEOUT_S": 1.0,
     "CONFLICT_RETRIES": 3,
+    "SPECULATIVE": False,
     "SOCKET_TIMEOUT_S": 5.0,
     "MAX_SNAPSHOT_BYTES": 1024 * 1024,
     "INSTANCE_TTL_S": None,
@@ -197,6 +198,7 @@ class XsmSettings:
     lock_ttl_ms: int
     lock_timeout_s: float
     conflict_retries: int
+    speculative: bool
     socket_timeout_s: float
     max_snapshot_bytes: int
     instance_ttl_s: float | None

@@ -284,7 +284,9 @@ class StateStore(Protocol):
         record in one step. Only called with claims when
         :meth:`shares_commit` is true for ``inbox``; otherwise the runtime
         claims through the inbox itself first. A busy lock returns
-        ``lock_busy_ms > 0`` with no claim taken."""
+        ``lock_busy_ms > 0`` with no claim taken. ``commit_id`` names the
+        record's newest commit; a ``speculative`` request may be answered
+        ``warm`` from memory (no claims applied; see ``OpenRequest``)."""
 
     def commit(
         self,
@@ -296,7 +298,10 @@ class StateStore(Protocol):
         """Apply ``unit``. Marks go to ``inbox`` and entries to ``log``: in
         the same atomic step when :meth:`shares_commit` says so, otherwise
         in the order snapshot, marks, log (a crash between them can leave
-        a saved snapshot without its marks or log records)."""
+        a saved snapshot without its marks or log records). A ``folded``
+        mark's row not free returns ``CommitResult.claim`` with nothing
+        written; a ``base_commit_id`` that is not the record's newest
+        commit is ``ConflictError(reason="base")``."""
 
     def shares_commit(self, other: object) -> bool:
         """True when ``other`` (an inbox or log) commits atomically with us."""

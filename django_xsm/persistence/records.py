@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
+from .claim_records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
 from .outbox import Emitted
 
 __all__ = [
@@ -243,60 +244,6 @@ def _entry_values(source: LogEntry | TransitionRecord) -> dict[str, Any]:
     return {name: getattr(source, name) for name in _ENTRY_FIELDS}
 
 
-class ClaimStatus:
-    """What a claim found (string constants, stable across backends)."""
-
-    CLAIMED = "claimed"  # the caller owns the lease now (or already did)
-    DONE = "done"  # finished earlier with the same fingerprint: replay
-    IN_FLIGHT = "in_flight"  # another owner's lease is still running
-    MISMATCH = "mismatch"  # same key, different fingerprint
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimRequest:
-    """Claim an idempotency key for one instance.
-
-    Rows are addressed by (``scope``, ``instance_key``, ``idempotency_key``):
-    a scope is the principal (tenant, account, user) and a key is only ever
-    given explicitly. ``lease_ms`` bounds how long a crashed owner can block
-    the key; ``ttl_ms`` is how long the finished receipt is kept.
-    """
-
-    scope: str
-    instance_key: str
-    idempotency_key: str
-    fingerprint: str
-    owner: str
-    lease_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimOutcome:
-    status: str
-    request: ClaimRequest
-    receipt: Any = None  # the stored receipt when DONE
-    retry_after_ms: int = 0  # remaining lease when IN_FLIGHT
-
-
-@dataclass(frozen=True, slots=True)
-class InboxMark:
-    """Turn an owned claim into a finished row holding ``receipt``.
-
-    ``receipt`` must be JSON-ready; it is returned verbatim to duplicates.
-    """
-
-    claim: ClaimRequest
-    receipt: Any
-    ttl_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class InboxRelease:
-    """Drop an owned, unfinished claim (the event was refused or failed)."""
-
-    claim: ClaimRequest
-
-
 @dataclass(frozen=True, slots=True)
 class OpenRequest:
     """Everything a block needs at open, so a backend can do it in one step.
@@ -306,12 +253,19 @@ class OpenRequest:
     request key). A backend applies claims only if the lock (when asked
     for) was free, and takes the lock only if every claim came back
     CLAIMED, so a refused open leaves nothing behind.
+
+    ``speculative`` (ignored with a lock): the store may answer from its
+    memory of its own last commit of the key, without a round trip; such
+    an answer has ``warm`` set, applies none of the ``claims`` (the block
+    folds them into its commit) and may be stale, which the commit
+    detects through :attr:`CommitUnit.base_commit_id`.
     """
 
     key: str
     lock_token: str = ""
     lock_ttl_ms: int = 0
     claims: tuple[ClaimRequest, ...] = ()
+    speculative: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +275,8 @@ class OpenResult:
     locked: bool = False  # the lock was taken for the caller
     lock_busy_ms: int = 0  # > 0: someone else holds it, for this long
     claims: tuple[ClaimOutcome, ...] = ()
+    warm: bool = False  # answered from the store's memory: no round trip, maybe stale
+    commit_id: str = ""  # the record's latest commit id ("" when the store cannot tell)
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +301,12 @@ class CommitUnit:
 
     ``commit_id`` makes the commit idempotent: a retried commit that finds
     its own id already applied reports success instead of a conflict.
+
+    ``base_commit_id`` (a block opened warm): the stored record's latest
+    commit must be this one, so a record deleted and rebuilt up to the
+    same version (a flushed Redis) is a conflict, not a base. Marks with
+    ``folded`` set are checked as claims (see :class:`InboxMark`) after
+    the commit id and before every other fence.
     """
 
     key: str
@@ -363,6 +325,7 @@ class CommitUnit:
     releases: tuple[InboxRelease, ...] = ()
     log_entries: tuple[LogEntry, ...] = ()
     emitted: tuple[Emitted, ...] = ()
+    base_commit_id: str = ""
 
     @property
     def new_version(self) -> int:
@@ -407,9 +370,15 @@ def save_unit(
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     """``version`` after the commit; ``first_seq`` of its log entries (0
-    when none); ``replayed`` when a retried commit was recognised."""
+    when none); ``replayed`` when a retried commit was recognised.
+
+    ``claim``: a folded mark's row was not free (a duplicate, a different
+    fingerprint, or another owner's live lease): the outcome, and nothing
+    of the unit was written. ``version`` is then the stored one.
+    """
 
     version: int
     first_seq: int = 0
     updated_ms: int = 0
     replayed: bool = False
+    claim: ClaimOutcome | None = None

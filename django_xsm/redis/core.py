@@ -10,54 +10,36 @@ logic and only differ in how a request is sent.
 
 from __future__ import annotations
 
-import heapq
-import json
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypeAlias, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
 
-import redis.exceptions as rex
-
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, XsmError
 from django_xsm.persistence import records
 from django_xsm.persistence.base import (
     Codec,
     validate_key,
-    validate_limit,
     validate_positive_int,
     validate_text,
     validate_ttl_s,
 )
 from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
-from django_xsm.persistence.runner import Apply
 from django_xsm.persistence.unshared import unshared_writes
 
 from . import ops
-from .durability import Durability, Replicated
-from .keys import LAYOUT_VERSION, SEP, KeyLayout
-from .namespace import LayoutState, config_value, parse_schema
+from .durability import Durability
+from .namespace import LayoutState, parse_schema
 from .ops import Call, Cmd, b2s
+from .queries import StoreQueries
+from .requests import Many, Op, Request
+from .warm import WarmRecords, validate_warm_size
 
 __all__ = ["Cmd", "LayoutState", "Many", "Op", "Request", "StoreCore", "parse_schema", "ttl_ms_of"]
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Many:
-    """Several requests sent in one pipeline (one round trip)."""
-
-    requests: tuple[Call | Cmd, ...]
-
-
-#: What a core generator yields: a script call, a command, a pipeline, a
-#: replicated write, or a method of another backend (an inbox or log that
-#: does not share the store's commit).
-Request: TypeAlias = Call | Cmd | Many | Replicated | Apply
-Op: TypeAlias = Generator[Request, Any, T]
-
-
-class StoreCore:
+class StoreCore(StoreQueries):
     """What RedisStore and AsyncRedisStore do, minus the sending."""
 
     def __init__(
@@ -71,6 +53,7 @@ class StoreCore:
         buckets: int | None,
         min_replicas: int = 0,
         replica_timeout_ms: int = 100,
+        warm_records: int = 10_000,
     ) -> None:
         self.state = LayoutState(prefix, buckets)
         self.codec: Codec = codec or JsonCodec()
@@ -81,6 +64,10 @@ class StoreCore:
         #: Set by the store on a Redis Cluster: health() then writes to
         #: every bucket, so every slot owner must be reachable and writable.
         self.per_bucket_health = False
+        #: Keys this process committed last, for speculative opens; made
+        #: on the first one, so other stores keep nothing.
+        self.warm_size = validate_warm_size(warm_records)
+        self.warm: WarmRecords | None = None
 
     # --- records -----------------------------------------------------------
 
@@ -96,16 +83,84 @@ class StoreCore:
             ops.check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
         for claim in request.claims:  # before any I/O (the marker included)
             ops.same_instance(request.key, claim)
+        if request.speculative and not request.lock_token:
+            warm = self._warm_open(request)
+            if warm is not None:
+                return warm
         layout = yield from self.state.ensure()
         limit = self.max_snapshot_bytes
         reply = yield ops.open_call(layout, request, limit)
         result = ops.parse_open(request, reply, self.codec, limit)
+        if self.warm is not None:
+            self._reconcile_warm(request, reply, result)
         if self.durability and any(c.status == records.ClaimStatus.DONE for c in result.claims):
             # A replay acknowledges the commit it replays: prove that commit
             # is on enough replicas first (it may have been refused as not
             # durable when it ran).
             yield from self.durability.confirm(layout, request.key)
         return result
+
+    def _warm_open(self, request: records.OpenRequest) -> records.OpenResult | None:
+        """The record our last commit of the key left, parsed as OPEN's
+        reply would be (None: not warm: read it)."""
+        if self.warm is None:
+            if not self.warm_size:
+                return None
+            self.warm = WarmRecords(self.warm_size)
+        hit = self.warm.get(request.key)
+        if hit is None:
+            return None
+        fields, floor, commit_id = hit
+        try:
+            record = ops.parse_record(request.key, fields, self.codec, self.max_snapshot_bytes)
+        except XsmError:  # e.g. the codec's keys rotated since: read it
+            self.warm.drop(request.key)
+            return None
+        return records.OpenResult(record=record, floor=floor, warm=True, commit_id=commit_id)
+
+    def _reconcile_warm(
+        self, request: records.OpenRequest, reply: Any, result: records.OpenResult
+    ) -> None:
+        """After a real read: a speculative (cold) open keeps what it read
+        for the next one; any other read drops a warm record it disproves."""
+        assert self.warm is not None
+        record = result.record
+        if request.speculative and record is not None:
+            fields = {
+                n: v for n, v in zip(ops.RECORD_FIELDS, reply[3], strict=True) if v is not None
+            }
+            self.warm.put(request.key, fields, result.floor, result.commit_id)
+            return
+        hit = self.warm.get(request.key)
+        if hit is not None and (record is None or hit[2] != result.commit_id):
+            self.warm.drop(request.key)
+
+    def _remember(self, unit: records.CommitUnit, data: bytes | None, reply: Any) -> None:
+        """Keep what a commit that wrote a snapshot left, for the next warm
+        open; anything else leaves the key cold."""
+        if self.warm is None:
+            return
+        if data is None or b2s(reply[0]) != "ok":
+            self.warm.drop(unit.key)
+            return
+        version, stamp, failures = int(reply[1]), int(reply[3]), reply[4]
+        fields = {
+            b"d": data,
+            b"v": str(version).encode(),
+            b"mv": unit.machine_version.encode(),
+            b"m": unit.machine_id.encode(),
+            b"u": str(stamp).encode(),
+        }
+        if failures:
+            fields[b"tf"] = failures if isinstance(failures, bytes) else str(failures).encode()
+        # the commit wrote the floor up to the version it made, and is now
+        # the record's newest commit
+        self.warm.put(unit.key, fields, version, unit.commit_id)
+
+    def forget_warm(self, key: str) -> None:
+        """Drop ``key`` from the warm records (deleted or forgotten here)."""
+        if self.warm is not None:
+            self.warm.drop(key)
 
     def encode(self, unit: records.CommitUnit) -> bytes | None:
         """The snapshot bytes ``unit`` stores (see ``encode_snapshot``)."""
@@ -119,6 +174,12 @@ class StoreCore:
         afterwards (snapshot, marks, log: the documented order)."""
         with_inbox = inbox is None or shares(inbox)
         with_log = log is None or shares(log)
+        if not with_inbox and any(m.folded for m in unit.marks):
+            raise InvalidConfigError(
+                "A folded idempotency claim needs an inbox that commits with the store",
+                path="inbox",
+                hint="use the store's own RedisInbox, or open without speculative=True",
+            )
         maxlen = int(getattr(log, "maxlen", None) or 0) if with_log else 0
         result = yield from self._commit(
             unit, with_inbox=with_inbox, with_log=with_log, log_maxlen=maxlen
@@ -151,16 +212,27 @@ class StoreCore:
             with_inbox=with_inbox,
             with_log=with_log,
         )
-        if not self.durability:
-            return ops.parse_commit(unit, (yield call))
-        reply, acked = yield self.durability.around(call)
-        result = ops.parse_commit(unit, reply)  # a refused commit wrote nothing
-        if result.replayed:
-            # A retried commit wrote nothing now: WAIT on this connection
-            # proves nothing about the first attempt's write.
-            yield from self.durability.confirm(layout, unit.key, version=result.version)
-        else:
-            self.durability.check(unit.key, acked, result.version)
+        try:
+            if not self.durability:
+                reply = yield call
+                result = ops.parse_commit(unit, reply)
+            else:
+                reply, acked = yield self.durability.around(call)
+                result = ops.parse_commit(unit, reply)  # a refused commit wrote nothing
+                if result.replayed:
+                    # A retried commit wrote nothing now: WAIT on this connection
+                    # proves nothing about the first attempt's write.
+                    yield from self.durability.confirm(layout, unit.key, version=result.version)
+                elif result.claim is not None:
+                    if result.claim.status == records.ClaimStatus.DONE:
+                        # replaying acknowledges the first attempt's commit
+                        yield from self.durability.confirm(layout, unit.key)
+                else:
+                    self.durability.check(unit.key, acked, result.version)
+        except BaseException:
+            self.forget_warm(unit.key)  # a conflict, or an outcome we cannot know
+            raise
+        self._remember(unit, data, reply)
         return result
 
     def floor(self, key: str) -> Op[int]:
@@ -198,6 +270,7 @@ class StoreCore:
 
     def delete(self, key: str) -> Op[bool]:
         validate_key(key)
+        self.forget_warm(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
         keys = [layout.snapshot(key), layout.floors(b), *layout.index_keys(b)]
@@ -205,6 +278,7 @@ class StoreCore:
 
     def forget(self, key: str) -> Op[dict[str, int]]:
         validate_key(key)
+        self.forget_warm(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
         keys = [
@@ -223,208 +297,8 @@ class StoreCore:
             "log": int(logged),
         }
 
-    # --- listing and timers ---------------------------------------------------------
-
-    def list_page(
-        self, prefix: str, after: str, limit: int, machine: str | None, state: str | None
-    ) -> Op[tuple[list[str], str]]:
-        # StoreKeywords.list_page checked the arguments.
-        layout = yield from self.state.ensure()
-        if state is not None:
-            index, head = 4, state + SEP
-        elif machine is not None:
-            index, head = 3, machine + SEP
-        else:
-            index, head = 2, ""
-        base = (head + prefix).encode()
-        if after and after >= prefix:
-            lo = b"(" + (head + after).encode()
-        else:
-            lo = b"[" + base
-        hi = b"[" + base + b"\xff"
-        calls = tuple(
-            Call(
-                "LIST_PAGE",
-                layout.prune_keys(b),
-                [
-                    index,
-                    lo,
-                    hi,
-                    limit + 1,  # one more than a page: is there a next page?
-                    len(head.encode()),
-                    layout.snapshot_prefix(b),
-                    layout.log_prefix(b),
-                    "1" if state is not None and machine is not None else "0",
-                    machine or "",
-                ],
-            )
-            for b in range(layout.buckets)
-        )
-        replies = yield Many(calls)
-        pages = [[b2s(k) for k in r] for r in replies]
-        merged = list(heapq.merge(*pages))
-        page = merged[:limit]
-        # Each bucket gave up to limit + 1 of its keys after the cursor, so more
-        # than `limit` keys remain exactly when more than `limit` came back.
-        more = len(merged) > limit
-        return page, (page[-1] if more else "")
-
-    def due_keys(self, until: int, limit: int, prefix: str) -> Op[list[tuple[str, int]]]:
-        # StoreKeywords.due_keys checked the arguments.
-        layout = yield from self.state.ensure()
-        calls = tuple(
-            Call(
-                "DUE",
-                layout.prune_keys(b),
-                [until, limit, layout.snapshot_prefix(b), layout.log_prefix(b), prefix],
-            )
-            for b in range(layout.buckets)
-        )
-        replies = yield Many(calls)
-        rows = [(int(float(r[i + 1])), b2s(r[i])) for r in replies for i in range(0, len(r), 2)]
-        rows.sort()
-        return [(k, d) for d, k in rows[:limit]]
-
-    def record_timer_failure(
-        self,
-        key: str,
-        expected_version: int,
-        failures: Mapping[str, records.TimerFailure],
-        next_due_ms: int | None,
-    ) -> Op[bool]:
-        validate_key(key)
-        layout = yield from self.state.ensure()
-        b = layout.bucket(key)
-        payload = ops._dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""
-        reply = yield Call(
-            "RECORD_TIMER_FAILURE",
-            [layout.snapshot(key), layout.due(b), layout.dead(b)],
-            [
-                key,
-                expected_version,
-                payload,
-                "" if next_due_ms is None else next_due_ms,
-                "1" if any(f.dead for f in failures.values()) else "0",
-            ],
-        )
-        return bool(int(reply))
-
-    def dead_letters(self, limit: int) -> Op[list[tuple[str, int]]]:
-        validate_limit(limit)
-        layout = yield from self.state.ensure()
-        cmds = tuple(
-            Cmd("ZRANGE", (layout.dead(b), 0, limit - 1, "WITHSCORES"))
-            for b in range(layout.buckets)
-        )
-        replies = yield Many(cmds)
-        rows = sorted((int(float(s)), b2s(m)) for r in replies for m, s in ops.score_pairs(r))
-        return [(k, t) for t, k in rows[:limit]]
-
-    def park(self, key: str, reason: str) -> Op[bool]:
-        validate_key(key)
-        validate_text(reason, "reason")
-        layout = yield from self.state.ensure()
-        b = layout.bucket(key)
-        reply = yield Call(
-            "PARK", [layout.snapshot(key), layout.due(b), layout.dead(b)], [key, reason[:500]]
-        )
-        return bool(int(reply))
-
-    def dead_letter_reasons(self, keys: Sequence[str]) -> Op[dict[str, str]]:
-        wanted = _wanted_keys(keys)
-        if not wanted:
-            return {}
-        layout = yield from self.state.ensure()
-        rows = yield Many(tuple(Cmd("HMGET", (layout.snapshot(k), "park", "tf")) for k in wanted))
-        return {k: _reason(park, tf) for k, (park, tf) in zip(wanted, rows, strict=True)}
-
-    def persists_data(self) -> Op[bool | None]:
-        try:
-            aof = yield Cmd("CONFIG GET", ("appendonly",))
-            save = yield Cmd("CONFIG GET", ("save",))
-        except rex.ResponseError:  # CONFIG renamed away or not allowed by the ACL
-            return None
-        return config_value(aof, "appendonly") == "yes" or bool(config_value(save, "save"))
-
-    def machine_ids(self, keys: Sequence[str]) -> Op[dict[str, str]]:
-        wanted = _wanted_keys(keys)
-        if not wanted:
-            return {}
-        layout = yield from self.state.ensure()
-        raw = yield Many(tuple(Cmd("HGET", (layout.snapshot(k), "m")) for k in wanted))
-        found = {k: b2s(r) for k, r in zip(wanted, raw, strict=True)}
-        # A record committed with an empty machine id names it in its snapshot.
-        blank = [k for k, r in zip(wanted, raw, strict=True) if r is not None and not b2s(r)]
-        if blank:
-            rows = yield Many(tuple(Cmd("HGETALL", (layout.snapshot(k),)) for k in blank))
-            for k, fields in zip(blank, rows, strict=True):
-                record = ops.parse_record(k, fields, self.codec, self.max_snapshot_bytes)
-                if record is not None:
-                    found[k] = record.owner
-        return found
-
-    def prune_expired(self, limit: int) -> Op[int]:
-        validate_limit(limit)
-        layout = yield from self.state.ensure()
-        calls = tuple(
-            Call(
-                "PRUNE_EXPIRED",
-                layout.prune_keys(b),
-                [limit, layout.snapshot_prefix(b), layout.log_prefix(b)],
-            )
-            for b in range(layout.buckets)
-        )
-        replies = yield Many(calls)
-        return sum(int(r) for r in replies)
-
-    def health(self) -> Op[dict[str, Any]]:
-        # The schema marker is read on every check: a marker recreated with
-        # another namespace id means Redis lost the namespace (reported as
-        # namespace_reset). A small expiring write rather than PING: a
-        # read-only replica (READONLY) or a full server (OOM) still answers
-        # PING but cannot take a commit, and readiness must say so.
-        write = Cmd("SET", (KeyLayout.health_key_for(self.state.prefix), "1", "PX", 10_000))
-        schema, _ = yield Many((self.state.schema_call(), write))
-        layout = self.state.seen(schema)
-        if self.per_bucket_health:
-            # Each bucket is one hash slot: a write to each proves that every
-            # slot owner holding this namespace is reachable and writable.
-            yield Many(
-                tuple(
-                    Cmd("SET", (layout.bucket_health(b), "1", "PX", 10_000))
-                    for b in range(layout.buckets)
-                )
-            )
-        info: dict[str, Any] = {
-            "ok": True,
-            "backend": "redis",
-            "layout": LAYOUT_VERSION,
-            "buckets": layout.buckets,
-        }
-        if self.state.reset:
-            info["namespace_reset"] = True
-        return info
-
 
 def ttl_ms_of(ttl_s: object) -> int:
     """``ttl_s`` as the milliseconds COMMIT takes (0: no expiry)."""
     checked = validate_ttl_s(ttl_s)
     return 0 if checked is None else int(checked * 1000)
-
-
-def _reason(park: Any, tf: Any) -> str:
-    """Why a key is dead-lettered: the park reason, else its dead timers' errors."""
-    if park:
-        return b2s(park)
-    try:
-        failures = json.loads(tf) if tf else {}
-        return "; ".join(f"{k}: {f.get('error', '')}" for k, f in failures.items() if f.get("dead"))
-    except (ValueError, TypeError, AttributeError, RecursionError):
-        return "timer bookkeeping is damaged"
-
-
-def _wanted_keys(keys: Sequence[str]) -> list[str]:
-    """A batch of instance keys, each checked (a lone str is a mistake)."""
-    if isinstance(keys, str):
-        raise InvalidConfigError("keys must be a list of keys, not a str", path="keys")
-    return [validate_key(k) for k in keys]

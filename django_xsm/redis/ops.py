@@ -212,7 +212,7 @@ RECORD_FIELDS = (b"d", b"v", b"mv", b"m", b"u", b"tf")
 def parse_open(
     request: records.OpenRequest, reply: Sequence[Any], codec: Codec, limit: int
 ) -> records.OpenResult:
-    busy, floor, claims, values, locked, exists, size = reply
+    busy, floor, claims, values, locked, exists, size = reply[:7]
     if int(busy):
         return records.OpenResult(record=None, lock_busy_ms=int(busy))
     if int(size):
@@ -229,6 +229,7 @@ def parse_open(
         floor=int(floor),
         locked=bool(int(locked)),
         claims=tuple(_outcome(r, c) for r, c in zip(request.claims, claims, strict=True)),
+        commit_id=b2s(reply[7]) if len(reply) > 7 else "",
     )
 
 
@@ -323,6 +324,7 @@ def commit_call(
                 m.claim.owner,
                 _dumps(m.receipt, "$.receipt"),
                 m.ttl_ms,
+                1 if m.folded else 0,
             ]
             for m in marks
         ],
@@ -332,6 +334,7 @@ def commit_call(
         ],
         [_entry_args(entry) for entry in entries],
         [[e.delivery_id, _dumps(dict(e.event), "$.emitted")] for e in unit.emitted],
+        unit.base_commit_id,
     ]
     # Two arguments: the snapshot bytes (possibly binary: Fernet) and one
     # JSON document for the rest, which redis-py packs far cheaper than
@@ -350,6 +353,11 @@ def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.Comm
         return records.CommitResult(
             version=int(reply[1]), updated_ms=int(reply[3] or 0), replayed=True
         )
+    if status == "held":
+        # a folded mark's row was taken: nothing of the unit was written
+        _, actual, held, receipt, retry, index = reply
+        outcome = _outcome(unit.marks[int(index) - 1].claim, (held, receipt, retry))
+        return records.CommitResult(version=max(int(actual), 0), claim=outcome)
     if status == "corrupt":
         raise SnapshotCorruptError(
             f"Stored record of {unit.key!r} is damaged (unreadable version field)",
@@ -357,7 +365,9 @@ def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.Comm
         )
     actual_raw = int(reply[1])
     actual = None if actual_raw < 0 else actual_raw
-    reason = {"conflict": "version", "lock": "lock", "claim": "claim"}.get(status, status)
+    reason = {"conflict": "version", "lock": "lock", "claim": "claim", "base": "base"}.get(
+        status, status
+    )
     raise ConflictError(
         unit.key,
         expected=unit.expected_version,

@@ -64,7 +64,10 @@ class _StoreBase:
     commit is followed by ``WAIT min_replicas replica_timeout_ms`` on the
     same connection, in the same round trip, and a commit fewer replicas
     acknowledged raises ``NotDurableError`` instead of succeeding (so does
-    a replay of one, until the replicas have it).
+    a replay of one, until the replicas have it). ``warm_records``: how
+    many keys' last commits this store remembers for speculative opens
+    (``persisted(..., speculative=True)``; nothing is kept until the first
+    one; 0 turns them into plain reads).
 
     Construction does no I/O: the schema marker is read on first use, so a
     store can be built while Redis is down (the first operation then raises
@@ -87,6 +90,7 @@ class _StoreBase:
         buckets: int | None = None,
         min_replicas: int = 0,
         replica_timeout_ms: int = 100,
+        warm_records: int = 10_000,
     ) -> None:
         self._connect(client_or_url)
         self.prefix = prefix
@@ -99,6 +103,7 @@ class _StoreBase:
             buckets=buckets,
             min_replicas=min_replicas,
             replica_timeout_ms=replica_timeout_ms,
+            warm_records=warm_records,
         )
         self.core.per_bucket_health = is_cluster(self.client)
         self.codec = self.core.codec

@@ -14,14 +14,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
-import redis.asyncio.connection
-import redis.connection
 
 from django_xsm import backend as stores
 from django_xsm import conf
 from tests.django import views
-from tests.support import LIVE_URL, delete_namespace
+from tests.support import LIVE_URL, RoundTrips, count_round_trips, delete_namespace
 
 FLAVOURS = ["fakeredis", pytest.param("live", marks=pytest.mark.live)]
 
@@ -83,46 +80,10 @@ def live_url() -> str:
     return LIVE_URL
 
 
-class RoundTrips:
-    """Counts packets sent to Redis: one per command, one per pipeline."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.enabled = False
-
-    def __enter__(self) -> RoundTrips:
-        self.count = 0
-        self.enabled = True
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.enabled = False
-
-
 @pytest.fixture
 def round_trips(monkeypatch: pytest.MonkeyPatch) -> RoundTrips:
-    """``with round_trips as rt: ...; rt.count`` — every Redis round trip of
-    sync and asyncio clients (fakeredis connections subclass redis-py's, so
-    this counts them too)."""
-    counter = RoundTrips()
-    sync_send = redis.connection.AbstractConnection.send_packed_command
-    async_send = redis.asyncio.connection.AbstractConnection.send_packed_command
-
-    def counting_send(self: Any, command: Any, check_health: bool = True) -> Any:
-        if counter.enabled:
-            counter.count += 1
-        return sync_send(self, command, check_health)
-
-    async def counting_asend(self: Any, command: Any, check_health: bool = True) -> Any:
-        if counter.enabled:
-            counter.count += 1
-        return await async_send(self, command, check_health)
-
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
-    monkeypatch.setattr(
-        redis.asyncio.connection.AbstractConnection, "send_packed_command", counting_asend
-    )
-    return counter
+    """``with round_trips as rt: ...; rt.count`` (see ``count_round_trips``)."""
+    return count_round_trips(monkeypatch)
 
 
 def problem(response: Any) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The COMMIT script called directly: its replies, and every refusal
 (stale version, create over an existing record, foreign lock, lost claim,
-foreign key type, damaged version) leaving the namespace byte-identical."""
+a folded claim's row taken, a stale base commit, foreign key type, damaged
+version) leaving the namespace byte-identical."""
 
 from __future__ import annotations
 
@@ -44,14 +45,15 @@ def s(x: Any) -> str:
 
 def _full_unit(b: Backends, expected: int, **kw: Any) -> Any:
     c = kw.pop("claim", claim_req())
+    folded = kw.pop("folded", False)
     return unit(
         "order:1",
         expected,
         snap(items=9),
         state_ids=("order", "order.cart"),
         next_due_ms=1_900_000_000_000,
-        timer_failures={},
-        marks=(InboxMark(c, {"ok": 1}, 60_000),),
+        timer_failures=kw.pop("timer_failures", {}),
+        marks=(InboxMark(c, {"ok": 1}, 60_000, folded=folded),),
         releases=(InboxRelease(claim_req("k2")),),
         log_entries=(entry(), entry("PAY")),
         **kw,
@@ -76,8 +78,9 @@ def _prepared(b: Backends) -> None:
 def test_commit_replies_ok_dup_conflict_lock_claim(b: Backends) -> None:
     b.inbox.claim(claim_req())
     u = _full_unit(b, 0)
-    status, version, first, now = _commit_raw(b, u)
+    status, version, first, now, failures = _commit_raw(b, u)
     assert (s(status), version, first) == ("ok", 1, 1) and now > 1_600_000_000_000
+    assert failures is None  # the timer bookkeeping as stored now: none
     status, version, zero, updated = _commit_raw(b, u)
     assert (s(status), version, zero, updated) == ("dup", 1, 0, now)
     assert [s(x) for x in _commit_raw(b, _full_unit(b, 5))] == ["conflict", "1"]
@@ -90,6 +93,25 @@ def test_commit_replies_ok_dup_conflict_lock_claim(b: Backends) -> None:
     b.inbox.claim(claim_req("k9", owner="thief"))
     stolen = _full_unit(b, 1, claim=claim_req("k9"))
     assert [s(x) for x in _commit_raw(b, stolen)] == ["claim", "1"]
+    # a folded claim whose row another owner holds: checked before the version
+    held = _full_unit(b, 7, claim=claim_req("k9"), folded=True)
+    status, actual, outcome, receipt, retry, index = _commit_raw(b, held)
+    assert receipt in (b"", "")  # only a finished row has one
+    assert (s(status), actual, s(outcome), index) == ("held", 1, "in_flight", 1)
+    assert retry > 0
+    assert [s(x) for x in _commit_raw(b, _full_unit(b, 1, base_commit_id="x"))] == ["base", "1"]
+
+
+def test_commit_replies_the_timer_bookkeeping_it_leaves(b: Backends) -> None:
+    from django_xsm.persistence.records import TimerFailure
+
+    b.inbox.claim(claim_req())
+    failing = {"0:xstate.after.1000": TimerFailure(2, 1_900_000_000_000)}
+    reply = _commit_raw(b, _full_unit(b, 0, timer_failures=failing))
+    assert json.loads(reply[4])["0:xstate.after.1000"]["attempts"] == 2
+    b.inbox.claim(claim_req("k5"))
+    kept = _commit_raw(b, _full_unit(b, 1, claim=claim_req("k5"), timer_failures=None))
+    assert json.loads(kept[4])["0:xstate.after.1000"]["attempts"] == 2  # unchanged, as stored
 
 
 @pytest.mark.parametrize(
@@ -99,14 +121,23 @@ def test_commit_replies_ok_dup_conflict_lock_claim(b: Backends) -> None:
         pytest.param(lambda b: _full_unit(b, 0), id="create-over-existing"),
         pytest.param(lambda b: _full_unit(b, 1, lock_token="nope"), id="lock-not-held"),
         pytest.param(lambda b: _full_unit(b, 1, claim=claim_req("k9")), id="lost-claim"),
+        pytest.param(
+            lambda b: _full_unit(b, 1, claim=claim_req("k9"), folded=True), id="folded-claim-held"
+        ),
+        pytest.param(lambda b: _full_unit(b, 1, base_commit_id="stale"), id="stale-base"),
     ],
 )
 def test_a_refused_commit_leaves_every_key_byte_identical(b: Backends, make_unit: Any) -> None:
     _prepared(b)
     b.inbox.claim(claim_req("k9", owner="thief"))
     before = namespace_state(b.client, b.store.prefix)
-    with pytest.raises(ConflictError):
-        b.store.commit(make_unit(b), inbox=b.inbox, log=b.log)
+    refused = make_unit(b)
+    if any(m.folded for m in refused.marks):
+        # a folded claim's row taken is an outcome, not an error
+        assert b.store.commit(refused, inbox=b.inbox, log=b.log).claim is not None
+    else:
+        with pytest.raises(ConflictError):
+            b.store.commit(refused, inbox=b.inbox, log=b.log)
     assert namespace_state(b.client, b.store.prefix) == before
 
 

@@ -102,10 +102,12 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         7,
     ]
     field = layout.inbox_field("order:1", "k1")
-    assert h[15] == [[15, field, "fp", "o1", '{"ok":1}', 60_000]]  # KEYS[15] is the inbox
+    # KEYS[15] is the inbox; the last 0: the mark's claim was taken, not folded
+    assert h[15] == [[15, field, "fp", "o1", '{"ok":1}', 60_000, 0]]
     assert h[16] == [[15, layout.inbox_field("order:1", "k2"), "o1"]]
     assert [e[0] for e in h[17]] == ["ADD", "PAY"]
-    assert h[18] == [["cid-0", '{"type":"order.paid","amount":1}']] and len(h) == 19
+    assert h[18] == [["cid-0", '{"type":"order.paid","amount":1}']]
+    assert h[19] == "" and len(h) == 20  # no base commit: not a speculative block
 
 
 def test_every_script_of_the_module_has_a_header() -> None:
@@ -220,8 +222,10 @@ def test_open_replies(b: Backends) -> None:
         keys=_open_keys(b) + keys,
         args=["order:1", "tok", 5_000, 1, 2**20, field, "fp", "me", 5_000],
     )
-    busy, floor, claims, values, locked, exists, size = reply
+    busy, floor, claims, values, locked, exists, size, head = reply
     assert size == 0
+    commits = b.client.hget(_open_keys(b)[0], "cid")
+    assert head == commits.split(b"/")[0]  # the newest commit id, for a speculative base
     assert (busy, floor, locked, exists) == (0, 1, 1, 1)
     assert [[s(x) for x in c] for c in claims] == [["claimed", "", "0"]]
     d, v, mv, m, u, tf = values  # HMGET d v mv m u tf

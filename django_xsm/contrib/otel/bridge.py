@@ -201,10 +201,23 @@ def _open_op(self: PersistedInstance, io: Any, *, claims_in_open: bool) -> Block
     return _phased_open(self, hooks, op) if hooks else op
 
 
-def _close_op(self: PersistedInstance, *, failed: bool) -> BlockOp[None]:
-    op: BlockOp[None] = _originals["close_op"](self, failed=failed)
-    hooks = [] if failed else _bridged(self)
-    return _phased_commit(self, hooks, op) if hooks else op
+def _close_op(self: PersistedInstance, *, failed: bool, recoverable: bool = True) -> BlockOp[bool]:
+    op: BlockOp[bool] = _originals["close_op"](self, failed=failed, recoverable=recoverable)
+    hooks = _bridged(self)
+    if not hooks:
+        return op
+    return _replays_at_close(self, hooks, op if failed else _phased_commit(self, hooks, op))
+
+
+def _replays_at_close(
+    block: PersistedInstance, hooks: list[Any], op: BlockOp[bool]
+) -> BlockOp[bool]:
+    """``yield from op``; a speculative block that found its key finished
+    at close is a replay the open could not see."""
+    replayed = yield from op
+    if replayed:
+        _notify(hooks, "on_replayed_at_close", block)
+    return replayed
 
 
 def _send(self: PersistedInstance, event: object, /, **kwargs: Any) -> Any:

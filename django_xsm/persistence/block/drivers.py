@@ -133,6 +133,7 @@ class _Driver:
         principal: str = "",
         context: Mapping[str, Any] | None = None,
         clock: Callable[[], int] | None = None,
+        speculative: bool = False,
     ) -> None:
         options = BlockOptions(
             plugins=tuple(plugins or ()),
@@ -146,6 +147,7 @@ class _Driver:
             principal=principal,
             context=context,
             clock=clock,
+            speculative=speculative,
         )
         self.block = PersistedInstance(store, key, machine, options)
         self.store = store
@@ -163,6 +165,16 @@ class persisted(_Driver):
     for the whole block at open; ``strict=True`` makes every send raise
     ``EventNotAcceptedError`` when no transition is taken. The options are
     those of :class:`~django_xsm.persistence.block.options.BlockOptions`.
+
+    ``speculative=True``: when the store committed this key last in this
+    process, the block opens from that memory without a round trip and its
+    commit (one round trip) carries the idempotency claim and the proof
+    that nothing changed since. A stale base raises ``ConflictError`` (run
+    the block again: ``retry_on_conflict``); a finished idempotency key
+    writes nothing and sets ``block.replayed_at_close``, ``duplicate`` and
+    ``replayed_result`` after the block (a failed body's exception is then
+    suppressed). So the body may run for nothing: only side-effect-free
+    bodies (emit through the outbox) may be speculative.
     """
 
     _io_class = _SyncIO
@@ -176,8 +188,10 @@ class persisted(_Driver):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
-        self.io.run(self.block.close_op(failed=exc_type is not None))
+    ) -> bool:
+        # True (the body's exception is suppressed) only for a speculative
+        # block whose key had finished: the first attempt's outcome stands.
+        return self.io.run(self.block.close_op(**_close_args(exc_type)))
 
 
 class apersisted(_Driver):
@@ -209,17 +223,28 @@ class apersisted(_Driver):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
-        await self.io.arun(self.block.close_op(failed=exc_type is not None))
+    ) -> bool:
+        replayed = await self.io.arun(self.block.close_op(**_close_args(exc_type)))
         committed = self.block.committed
         if committed is None:
-            return
+            return replayed
         for hook in self.block.hooks:
             # durable already: an error must not look like a failed block
             try:
                 await hook.aafter_commit(self.block, committed)
             except Exception:
                 logger.exception("aafter_commit hook %r failed for %r", hook, self.block.key)
+        return False
+
+
+def _close_args(exc_type: type[BaseException] | None) -> dict[str, bool]:
+    """How the body ended: an Exception of a speculative body may be the
+    fruit of a stale read (proven at close); a BaseException such as
+    KeyboardInterrupt or a cancellation never is, and is never suppressed."""
+    return {
+        "failed": exc_type is not None,
+        "recoverable": exc_type is None or issubclass(exc_type, Exception),
+    }
 
 
 def _require_async(obj: Any, method: str, what: str, wanted: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from django_xsm.engine import to_event
 from django_xsm.exceptions import (
+    ConflictError,
     InvalidConfigError,
     LockTimeoutError,
     PartialCommitError,
@@ -29,10 +30,15 @@ from django_xsm.exceptions import (
 )
 from django_xsm.persistence.audit import AuditPlugin
 from django_xsm.persistence.base import retry_after_seconds
-from django_xsm.persistence.idempotency import IdempotencyPlugin, ReplayedReceipt
+from django_xsm.persistence.idempotency import (
+    IdempotencyPlugin,
+    ReplayedReceipt,
+    raise_for_outcome,
+)
 from django_xsm.persistence.records import (
     ClaimOutcome,
     ClaimRequest,
+    ClaimStatus,
     CommitResult,
     CommitUnit,
     InboxRelease,
@@ -222,7 +228,10 @@ class PersistedInstance(BlockState):
             claim = self.claims.block
             if claim is not None and not claims_in_open:
                 self.claims.on_block((yield Claim(claim)))
-            self._apply_open((yield from self._open_polling(claims_in_open)))
+            opened = yield from self._open_polling(claims_in_open)
+            self._apply_open(opened)
+            if opened.warm and claims_in_open and claim is not None:
+                self.claims.block_folded = True  # claimed by the commit instead
             for hook in self.hooks:
                 hook.on_load(self, self.record)
         except BaseException:
@@ -240,6 +249,7 @@ class PersistedInstance(BlockState):
             lock_token=self.token,
             lock_ttl_ms=lock.ttl_ms or int(getattr(self.store, "lock_ttl_ms", 30_000)),
             claims=claims,
+            speculative=self.options.speculative,
         )
         deadline = time.monotonic() + lock.timeout
         while True:
@@ -256,25 +266,86 @@ class PersistedInstance(BlockState):
 
     # --- close ---------------------------------------------------------------
 
-    def close_op(self, *, failed: bool) -> BlockOp[None]:
+    def close_op(self, *, failed: bool, recoverable: bool = True) -> BlockOp[bool]:
         """Commit the block (or, when the body ``failed``, drop our claims
         and lock). A failed commit releases them too, unless it was partial:
-        a partial commit is a commit, and its claims stay leased."""
+        a partial commit is a commit, and its claims stay leased.
+
+        A warm block proves its base before its outcome counts: its commit
+        does (version and stamp, claim folded in), and a warm block with
+        nothing to write, or whose body failed with a ``recoverable``
+        exception, reads the record again (``_prove_warm_op``). Returns
+        True when that found the block's idempotency key finished
+        (``replayed_at_close``): nothing was written, and a failed body's
+        exception is to be suppressed, for the first attempt's outcome
+        stands."""
         self.closed = True
         if failed:
+            try:
+                replayed = self.warm and recoverable and (yield from self._prove_warm_op())
+            except BaseException:
+                yield from self._abort_op()
+                raise
             yield from self._abort_op()
-            return
+            return bool(replayed)
         try:
-            result = yield from self._commit_op(self._commit_unit())
+            unit = self._commit_unit()
+            if self.warm and _saves_nothing(unit):
+                if (yield from self._prove_warm_op()):
+                    yield from self._abort_op()
+                    return True
+                unit = self._commit_unit()  # the claim is ours now: released
+            result = yield from self._commit_op(unit)
+            if result is not None and result.claim is not None:
+                self._on_held(result.claim)  # raises unless the key had finished
+                yield from self._abort_op()  # the discarded body's own claims
+                return True
         except BaseException:
             if self.committed is None:
                 yield from self._abort_op()
             raise
         if result is not None:
             self._on_committed(result)
+        return False
+
+    def _prove_warm_op(self) -> BlockOp[bool]:
+        """Read the record again (claiming the block's folded key): True
+        when the key had finished (a duplicate); ConflictError when the
+        record changed since the commit the block opened from (a stale
+        read: run the block again); else the body saw the current state."""
+        folded = self.claims.block if self.claims.block_folded else None
+        request = OpenRequest(key=self.key, claims=(folded,) if folded is not None else ())
+        result: OpenResult = yield Open(request, with_inbox=folded is not None)
+        for outcome in result.claims:
+            if outcome.status == ClaimStatus.DONE:
+                self._on_held(outcome)
+                return True
+            raise_for_outcome(outcome)  # a live lease or another fingerprint
+            self.claims.block_folded = False  # claimed: ours to release
+        stored = result.record
+        if stored is None or (stored.version, result.commit_id) != (
+            self.version,
+            self.base_commit_id,
+        ):
+            raise ConflictError(
+                self.key,
+                expected=self.version,
+                actual=None if stored is None else stored.version,
+                reason="base",
+            )
+        return False
+
+    def _on_held(self, outcome: ClaimOutcome) -> None:
+        """The folded claim's row was not free: replay a finished key,
+        raise for the rest (as an open that found it would have)."""
+        if outcome.status != ClaimStatus.DONE:
+            raise_for_outcome(outcome)
+        self.claims.block_folded = False
+        self.claims.on_block(outcome)
+        self.replayed_at_close = True
 
     def _commit_op(self, unit: CommitUnit) -> BlockOp[CommitResult | None]:
-        if unit.is_empty or (unit.snapshot is None and not unit.marks and not unit.log_entries):
+        if _saves_nothing(unit):
             # Nothing to save: drop unconsumed claims and the lock.
             for release in unit.releases:
                 yield Release(release)
@@ -317,3 +388,8 @@ class PersistedInstance(BlockState):
     def __repr__(self) -> str:
         state = self.instance.value if self.instance is not None else "<not open>"
         return f"<PersistedInstance {self.key!r} v{self.version} {state!r}>"
+
+
+def _saves_nothing(unit: CommitUnit) -> bool:
+    """No snapshot, mark or log entry: only claims and a lock to drop."""
+    return unit.is_empty or (unit.snapshot is None and not unit.marks and not unit.log_entries)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django_xsm.exceptions import ArgumentTypeError
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 from django_xsm.persistence.locks import LockStrategy, OptimisticLock
 from django_xsm.persistence.records import require_text
 
@@ -34,7 +34,12 @@ class BlockOptions:
     ``idempotency_key`` (with ``fingerprint`` and ``principal``): a key
     claimed for the whole block at open. ``context``: the initial context
     of a new instance. ``clock``: epoch milliseconds (default: the
-    store's clock, else the wall clock).
+    store's clock, else the wall clock). ``speculative``: open from the
+    store's memory of its own last commit of the key when it has one (no
+    round trip; the idempotency claim and the proof that the record did
+    not change ride with the commit). Only for bodies without side effects
+    outside the block: a duplicate or a stale read is found at commit,
+    after the body ran (see ``PersistedInstance.replayed_at_close``).
     """
 
     plugins: tuple[Any, ...] = ()
@@ -48,6 +53,7 @@ class BlockOptions:
     principal: str = ""
     context: Mapping[str, Any] | None = None
     clock: Callable[[], int] | None = None
+    speculative: bool = False
 
     def __post_init__(self) -> None:
         require_text(self.actor, "actor", hint=_NO_ACTOR_HINT)
@@ -59,6 +65,15 @@ class BlockOptions:
         if not isinstance(self.lock, LockStrategy):
             raise ArgumentTypeError(
                 "lock", self.lock, expected="OptimisticLock() or PessimisticLock(...)"
+            )
+        if not isinstance(self.speculative, bool):
+            raise ArgumentTypeError("speculative", self.speculative, expected="a bool")
+        if self.speculative and self.lock.pessimistic:
+            raise InvalidConfigError(
+                "speculative=True needs the optimistic lock",
+                path="speculative",
+                hint="a pessimistic lock is taken by the open's round trip; "
+                "drop speculative=True or use lock='optimistic'",
             )
 
 

@@ -163,6 +163,7 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
             row = self._live(request.key, now)
             return OpenResult(
                 record=None if row is None else self._record(request.key, row),
+                commit_id=row.commits[0][0] if row is not None and row.commits else "",
                 floor=self._floors.get(request.key, 0),
                 locked=bool(request.lock_token) and all(o.status == "claimed" for o in outcomes),
                 claims=tuple(outcomes),
@@ -196,9 +197,19 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
             seen = row.applied(unit.commit_id) if row is not None else None
             if row is not None and seen is not None:
                 return CommitResult(version=seen, updated_ms=row.updated_ms, replayed=True)
+            folded = [m.claim for m in unit.marks if m.folded]
+            if folded:
+                if not shared_inbox:
+                    raise InvalidConfigError(
+                        "A folded idempotency claim needs the store's own MemoryInbox",
+                        path="inbox",
+                    )
+                held = inbox.first_held(folded)
+                if held is not None:  # a duplicate (or a clash): nothing is written
+                    return CommitResult(version=row.version if row is not None else 0, claim=held)
             self._check_fences(unit, row, now)
             if unit.marks and shared_inbox:
-                claims = [m.claim for m in unit.marks]
+                claims = [m.claim for m in unit.marks if not m.folded]
                 actual = row.version if row is not None else None
                 inbox.check_owned(claims, unit.key, unit.expected_version, actual)
             version = row.version if row is not None else 0
@@ -271,6 +282,12 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
                 raise ConflictError(unit.key, expected=unit.expected_version, actual=actual)
         elif row.version != unit.expected_version:
             raise ConflictError(unit.key, expected=unit.expected_version, actual=actual)
+        elif unit.base_commit_id and unit.base_commit_id != (
+            row.commits[0][0] if row.commits else ""
+        ):
+            raise ConflictError(
+                unit.key, expected=unit.expected_version, actual=actual, reason="base"
+            )
         held = self._locks.get(unit.key)
         if held is not None and held[1] <= now:
             del self._locks[unit.key]

@@ -36,7 +36,7 @@ return redis.call('HMGET', KEYS[1], 'layout', 'buckets', 'id')
 # then per claim: field, fingerprint, owner, lease ms
 # returns {busy_ms, floor, {{status, receipt, retry_after_ms}...},
 #          {d, v, mv, m, u, tf} (HMGET of the snapshot hash), locked 0/1,
-#          exists 0/1, 0}
+#          exists 0/1, 0, latest commit id or ''}
 #       | {0, 0, {}, {}, 0, 1, size} when the stored snapshot is over the
 #         limit (nothing taken, its bytes not sent)
 # A busy lock claims nothing; the lock is taken only if every claim is ours.
@@ -67,7 +67,10 @@ if size > tonumber(ARGV[5]) then return {0, 0, {}, {}, 0, 1, size} end
 -- read everything before the first write
 local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
 -- only the fields a record needs (the commit id history stays on the server)
-local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf')
+local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf', 'cid')
+-- the newest commit id only: what a speculative commit names as its base
+local history = table.remove(fields)
+local head = history and string.match(history, '^(%S+)/') or ''
 local exists = redis.call('EXISTS', KEYS[1])
 local replies, all_claimed = {}, true
 for i = 0, n - 1 do
@@ -86,7 +89,7 @@ if all_claimed then
 end
 local locked = 0
 if all_claimed and token ~= '' then locked = 1 end
-return {0, floor, replies, fields, locked, exists, 0}
+return {0, floor, replies, fields, locked, exists, 0, head}
 """
 )
 
@@ -104,15 +107,25 @@ return {0, floor, replies, fields, locked, exists, 0}
 #   '' = none, else JSON), [13] any dead-lettered 0/1, [14] ttl ms (0: no
 #   expiry), [15] log maxlen (0 = unbounded),
 #   [16] marks: [[inbox KEYS index, field, fingerprint, owner, receipt JSON,
-#        ttl ms], ...], [17] releases: [[inbox KEYS index, field, owner], ...],
+#        ttl ms, folded 0/1], ...] (a folded mark claimed nothing before: its
+#        row is checked like a claim, before any write),
+#   [17] releases: [[inbox KEYS index, field, owner], ...],
 #   [18] log entries: [[event, payload, actor, reason, from, to, idem key,
 #        correlation id, timestamp ms, accepted], ...],
 #   [19] emitted events: [[delivery id, event JSON], ...] (XADD to the outbox
-#        with the instance key, machine, version, 0 attempts and the time)
-# returns {'ok', version, first_seq, now} | {'dup', version, 0, updated}
+#        with the instance key, machine, version, 0 attempts and the time),
+#   [20] base commit id (a speculative block's: the record's newest commit
+#        must be this one; '' = any): a record rebuilt up to the same
+#        version is not the base
+# returns {'ok', version, first_seq, now, tf or false (as stored now)}
+#       | {'dup', version, 0, updated}
 #       (dup: the commit id is one of the recent ones; version is what it made)
+#       | {'held', actual or -1, status, receipt, retry ms, mark index}
+#       (a folded mark's row was not free: done, mismatch or in_flight;
+#        nothing written)
 #       | {'conflict', actual or -1} | {'lock', actual or -1}
-#       | {'claim', actual or -1} | {'corrupt', -1} (version field unreadable)
+#       | {'claim', actual or -1} | {'base', actual or -1} (not the base commit)
+#       | {'corrupt', -1} (version field unreadable)
 # A unit that writes no snapshot for an absent key creates no record (its
 # marks and log entries still land, with version 0).
 COMMIT = (
@@ -134,7 +147,7 @@ index_types({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, sp
 for j = 15, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
 local err = bad_type(spec)
 if err then return err end
-local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u')
+local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u', 'tf')
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
 local seen = applied_version(cur[2], cid)
@@ -143,6 +156,18 @@ local now = now_ms()
 local expected, floor_seen = a[3], a[4]
 local actual = -1
 if cur[1] then actual = tonumber(cur[1]) end
+local marks, releases, entries = a[16], a[17], a[18]
+-- folded marks before the version: a duplicate replays even when the
+-- first attempt moved the version on
+for i, m in ipairs(marks) do
+  if m[7] == 1 then
+    local st, receipt, retry = claim_check(KEYS[m[1]], m[2], m[3], m[4], now)
+    if st ~= 'claimed' then return {'held', actual, st, receipt, retry, i} end
+  end
+end
+if a[20] ~= '' and string.match(cur[2] or '', '^(%S+)/') ~= a[20] then
+  return {'base', actual}
+end
 if expected == 0 then
   local floor = tonumber(redis.call('HGET', KEYS[3], key) or '0')
   if cur[1] or floor ~= floor_seen then return {'conflict', actual} end
@@ -153,9 +178,10 @@ local holder = redis.call('GET', KEYS[2])
 if (holder and holder ~= token) or (not holder and token ~= '') then
   return {'lock', actual}
 end
-local marks, releases, entries = a[16], a[17], a[18]
 for _, m in ipairs(marks) do
-  if not owned_or_free(KEYS[m[1]], m[2], m[4], now) then return {'claim', actual} end
+  if m[7] ~= 1 and not owned_or_free(KEYS[m[1]], m[2], m[4], now) then
+    return {'claim', actual}
+  end
 end
 -- every check passed: write
 local I = {KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
@@ -178,7 +204,9 @@ elseif exists then
 else
   version = 0
 end
+local tf = cur[4]
 if a[12] ~= '-' and exists then
+  tf = a[12] ~= '' and a[12]
   if a[12] == '' then redis.call('HDEL', KEYS[1], 'tf')
   else redis.call('HSET', KEYS[1], 'tf', a[12]) end
   if a[13] == 1 then redis.call('ZADD', I[6], 'NX', now, key)
@@ -216,7 +244,8 @@ elseif exists and redis.call('PERSIST', KEYS[1]) == 1 then
   redis.call('ZREM', I[7], key)
 end
 if a[6] == 1 and token ~= '' then redis.call('DEL', KEYS[2]) end
-return {'ok', version, first, now}
+if not exists then tf = false end
+return {'ok', version, first, now, tf}
 """
 )
 

@@ -1,0 +1,30 @@
+"""What the Redis backends' generators yield (see :mod:`.core`)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+from django_xsm.persistence.runner import Apply
+
+from .durability import Replicated
+from .ops import Call, Cmd
+
+__all__ = ["Call", "Cmd", "Many", "Op", "Request"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """Several requests sent in one pipeline (one round trip)."""
+
+    requests: tuple[Call | Cmd, ...]
+
+
+#: What a core generator yields: a script call, a command, a pipeline, a
+#: replicated write, or a method of another backend (an inbox or log that
+#: does not share the store's commit).
+Request: TypeAlias = Call | Cmd | Many | Replicated | Apply
+Op: TypeAlias = Generator[Request, Any, T]
