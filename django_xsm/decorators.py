@@ -47,7 +47,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 from django.http import HttpRequest, HttpResponseBase
 
-from django_xsm import conf, http
+from django_xsm import backend, conf, http
 from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
@@ -325,7 +325,7 @@ def stateful_view(
             "strict": strict,
             "lock": lock,
             "correlation_id": call.info.correlation_id,
-            "speculative": speculative,
+            "speculative": backend.speculative(speculative, backend.lock_strategy(lock)),
         }
 
     def attempts() -> int:

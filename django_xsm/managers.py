@@ -234,7 +234,8 @@ class InstanceManager:
             "store": store,
             "plugins": plugins,
             "lock": lock,
-            "speculative": backend.speculative(options.get("speculative"), lock),
+            # only when asked for: the caller must look at replayed_at_close
+            "speculative": bool(options.get("speculative")),
         }
 
     def open(self, key: str, **options: Unpack[OpenOptions]) -> persisted:
@@ -248,8 +249,8 @@ class InstanceManager:
         ``block.duplicate`` True and ``block.replayed_result``.
         ``create=False`` raises :class:`InstanceDoesNotExist` for a missing
         key. ``lock``: ``"optimistic"``, ``"pessimistic"``, a strategy, or
-        None (setting). ``speculative``: see ``persisted()`` (default: the
-        ``SPECULATIVE`` setting, which a pessimistic lock overrides).
+        None (setting). ``speculative=True``: see ``persisted()`` (the
+        caller then checks ``block.replayed_at_close`` after the block).
         """
         found = backend.get_backend()
         return _Block(self.entry, key, **self._options(found.store, found.plugins, options))

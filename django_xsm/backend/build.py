@@ -354,9 +354,9 @@ def get_outbox() -> RedisOutbox:
 
 
 def speculative(value: bool | None, lock: LockStrategy) -> bool:
-    """``speculative=`` of a block: the caller's, else the ``SPECULATIVE``
-    setting, which applies to optimistic blocks only (a pessimistic lock
-    is taken by the open's round trip)."""
+    """``speculative=`` of a ``@stateful_view`` block: the view's, else the
+    ``SPECULATIVE`` setting, which applies to optimistic blocks only (a
+    pessimistic lock is taken by the open's round trip)."""
     if value is not None:
         return value
     return conf.get_settings().speculative and not lock.pessimistic
