@@ -70,8 +70,8 @@ logger = logging.getLogger("django_xsm.diagram")
 
 @dataclass(frozen=True, slots=True)
 class Drawing:
-    """An SVG and who drew it; ``note`` says why it is not Graphviz's when
-    Graphviz was asked for (empty otherwise)."""
+    """An SVG and who drew it; ``note`` says why Graphviz did not when it
+    was asked for (``"auto"`` or ``"graphviz"``), empty otherwise."""
 
     svg: str
     renderer: str
@@ -90,12 +90,16 @@ def draw(graph: Graph, renderer: str | None = None) -> Drawing:
             try:
                 return Drawing(render_graphviz(graph, binary), "graphviz")
             except GraphvizError as exc:
-                note = f"Graphviz failed ({exc}): drawn with the built-in layout"
-                logger.warning("Diagram of %s: %s", graph.machine_id, note)
+                note = f"Graphviz failed: {exc}"
+                logger.warning(
+                    "Diagram of %s: %s; drawn with the built-in layout", graph.machine_id, note
+                )
         else:
-            note = "Graphviz's dot is not on PATH: drawn with the built-in layout"
+            note = "Graphviz's dot is not on PATH"
             if wanted == "graphviz":
-                logger.warning("Diagram of %s: %s", graph.machine_id, note)
+                logger.warning(
+                    "Diagram of %s: %s; drawn with the built-in layout", graph.machine_id, note
+                )
     return Drawing(render_builtin(graph), "builtin", note)
 
 

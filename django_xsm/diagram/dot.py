@@ -23,11 +23,13 @@ PLAIN = {"fill": "#ffffff", "stroke": "#8a949e", "container": "#f6f8fa"}
 
 def quote(text: str) -> str:
     """``text`` as a DOT double-quoted string. Backslashes are doubled (DOT
-    reads ``\\n``, ``\\l``, ``\\N`` as escapes), quotes escaped, line breaks
-    made spaces: nothing in a chart string can close the string or turn
-    into a Graphviz escape."""
+    reads ``\\n``, ``\\l``, ``\\N`` as escapes), quotes escaped, ``&`` written
+    ``&amp;`` (Graphviz decodes entities in labels), line breaks made
+    spaces: nothing in a chart string can close the string or turn into a
+    Graphviz escape, and it is drawn as written."""
     cleaned = "".join(" " if c in "\r\n\t\v\f" or ord(c) < 32 else c for c in text)
-    return '"' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    cleaned = cleaned.replace("&", "&amp;").replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{cleaned}"'
 
 
 def _attrs(**values: str | float) -> str:

@@ -176,6 +176,26 @@ def ids_of_value(machine: Machine, value: Any, *, initial: bool = False) -> set[
     return found
 
 
+def _selected(
+    sources: list[StateNode], event: str, before: set[str], after: set[str], *, strict: bool
+) -> list[Transition]:
+    """The transitions ``event`` took from ``sources`` (deepest first): the
+    first candidate of each source no chosen one is below, whose targets
+    are active afterwards (``strict``) or whatever they are."""
+    chosen: list[Transition] = []
+    for node in sources:
+        if any(t.source.is_descendant_of(node) or t.source is node for t in chosen):
+            continue
+        for t in node.candidates(event):
+            if strict and t.target_ids and not set(t.target_ids) <= after:
+                continue
+            if strict and not t.target_ids and before != after:
+                continue
+            chosen.append(t)
+            break
+    return chosen
+
+
 def _path_steps(machine: Machine, records: Iterable[LogLike]) -> dict[Transition, list[int]]:
     """Which transitions each accepted record took, read back from its
     from/to state values and its event: the log keeps no transition ids.
@@ -197,20 +217,14 @@ def _path_steps(machine: Machine, records: Iterable[LogLike]) -> dict[Transition
         after = ids_of_value(machine, record.to_state)
         if not after:
             continue
-        chosen: list[Transition] = []
         sources = sorted(
             (machine.get_state(i) for i in before), key=lambda n: n.depth, reverse=True
         )
-        for node in sources:
-            if any(t.source.is_descendant_of(node) for t in chosen):
-                continue
-            for t in node.candidates(record.event_type):
-                if t.target_ids and not set(t.target_ids) <= after:
-                    continue
-                if not t.target_ids and before != after:
-                    continue
-                chosen.append(t)
-                break
+        chosen = _selected(sources, record.event_type, before, after, strict=True)
+        if not chosen and before != after:
+            # A target left again at once (a final state's onDone, a
+            # history state, an always): the event's own transition.
+            chosen = _selected(sources, record.event_type, before, after, strict=False)
         entered: set[str] = set()
         for t in chosen:
             for target in t.targets or ():

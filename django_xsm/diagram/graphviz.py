@@ -114,14 +114,14 @@ class _Writer:
         if title:
             self.out.append(f"<title>{escape(title)}</title>")
         if element.text and element.text.strip() and tag in ("text", "title"):
-            self.out.append(escape(element.text))
+            self.out.append(escape(element.text.strip("\n")))
         for child in element:
             if title and _tag(child) == "title":
                 continue  # Graphviz's title names our ids: ours replaces it
             self.element(child)
         if tag == "g" and ours is not None and ours.group(1) in self.edges:
             self.badge(element, self.edges[ours.group(1)])
-        self.out.append(f"</{tag}>")
+        self.out.append(f"</{tag}>\n" if tag == "g" else f"</{tag}>")
 
     def badge(self, element: ET.Element, edge: Edge) -> None:
         """The order badge of a taken arrow, left of its label."""
@@ -167,5 +167,5 @@ def render_graphviz(graph: Graph, binary: str | None = None) -> str:
     writer = _Writer(graph)
     for child in root:
         writer.element(child)
-    body = "\n".join(writer.out)
+    body = "".join(writer.out)
     return f"{svg_open(graph, width, height, renderer='graphviz')}\n{body}\n</svg>"

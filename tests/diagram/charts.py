@@ -121,3 +121,25 @@ LOGIC = MachineLogic(
 compound = create_machine(COMPOUND, logic=LOGIC)
 parallel = create_machine(PARALLEL)
 history = create_machine(HISTORY)
+
+#: Chart strings that would be markup, DOT or Mermaid syntax if they were
+#: not escaped.
+HOSTILE: dict[str, Any] = {
+    "id": "evil",
+    "initial": "<script>a()</script>",
+    "states": {
+        "<script>a()</script>": {
+            "on": {
+                '"><img src=x onerror=alert(1)>': "x&y",
+                'q"]; s0 -> s1 [label="\\N': "x&y",
+                "semi;colon {brace} #hash: a\nb": "x&y",
+            }
+        },
+        "x&y": {
+            "initial": "in",
+            "states": {"in": {}, 'end"} state X {': {"type": "final"}},
+        },
+    },
+}
+
+hostile = create_machine(HOSTILE)
