@@ -11,14 +11,29 @@ stays a label. Each cluster and node gets ``id="xsm-<id>"`` and each edge
 
 from __future__ import annotations
 
-from .graph import Edge, Graph, Node
+import math
 
-__all__ = ["ACTIVE", "TAKEN", "quote", "to_dot"]
+from .graph import Edge, Graph, Node
+from .shapes import badge_text
+
+__all__ = ["ACTIVE", "NBSP", "NBSP_W", "TAKEN", "badge_room", "badge_width", "quote", "to_dot"]
 
 FONT = "Helvetica"
 ACTIVE = {"fill": "#bfe9c9", "stroke": "#1b7f3b", "container": "#f2faf3"}
 TAKEN = "#1f6feb"
 PLAIN = {"fill": "#ffffff", "stroke": "#8a949e", "container": "#f6f8fa"}
+NBSP = "\u00a0"  # not collapsed by SVG, measured by Graphviz like a space
+NBSP_W = 2.78  # its advance at 10pt Helvetica
+
+
+def badge_width(steps: tuple[int, ...]) -> float:
+    """The width of a taken arrow's order badge in Graphviz's SVG."""
+    return max(16.0, len(badge_text(steps)) * 6.0 + 8)
+
+
+def badge_room(steps: tuple[int, ...]) -> int:
+    """How many no-break spaces before a taken arrow's label hold its badge."""
+    return math.ceil((badge_width(steps) + 4) / NBSP_W)
 
 
 def quote(text: str) -> str:
@@ -114,6 +129,8 @@ def _cluster(graph: Graph, node: Node, depth: int) -> list[str]:
 def _edge(graph: Graph, edge: Edge, clip: bool) -> str:
     source, target = graph.nodes[edge.source], graph.nodes[edge.target]
     values: dict[str, str | float] = {"id": f"xsm-{edge.id}", "label": f" {edge.label} "}
+    if edge.steps:  # room for the order badge the SVG renderer draws before the label
+        values["label"] = NBSP * badge_room(edge.steps) + f"{edge.label} "
     if not edge.label:
         del values["label"]
     # Clip at a cluster's border, unless one end lies inside the other

@@ -21,7 +21,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from html import escape
 
-from .dot import TAKEN, to_dot
+from .dot import NBSP_W, TAKEN, badge_room, badge_width, to_dot
 from .graph import Edge, Graph
 from .shapes import badge_text
 from .svg import edge_attrs, node_attrs, svg_open
@@ -124,20 +124,21 @@ class _Writer:
         self.out.append(f"</{tag}>\n" if tag == "g" else f"</{tag}>")
 
     def badge(self, element: ET.Element, edge: Edge) -> None:
-        """The order badge of a taken arrow, left of its label."""
+        """The order badge of a taken arrow, in the room its label keeps
+        for it (leading no-break spaces, :func:`.dot.badge_room`)."""
         text = badge_text(edge.steps)
-        if not text:
-            return
         label = next((t for t in element.iter(f"{_SVG}text")), None)
-        if label is not None:
-            width = len(label.text or "") * 5.6
-            x, y = _number(label.get("x")) - width / 2 - 4, _number(label.get("y")) - 4
-        else:
-            x, y = 0.0, 0.0
-        w = max(16.0, len(text) * 6.6 + 8)
+        if not text or label is None:
+            return
+        content = (label.text or "").strip("\n")
+        room = badge_room(edge.steps)
+        # Graphviz centres the text on x; 5.5 is Helvetica's mean advance at 10pt
+        width = room * NBSP_W + (len(content) - room) * 5.5
+        w = badge_width(edge.steps)
+        left, y = _number(label.get("x")) - width / 2, _number(label.get("y")) - 4
         self.out.append(
-            f'<g class="xsm-step-badge"><rect x="{x - w:.1f}" y="{y - 8:.1f}" width="{w:.1f}" '
-            f'height="16" rx="8" fill="{TAKEN}"/><text x="{x - w / 2:.1f}" y="{y + 4:.1f}" '
+            f'<g class="xsm-step-badge"><rect x="{left:.1f}" y="{y - 8:.1f}" width="{w:.1f}" '
+            f'height="16" rx="8" fill="{TAKEN}"/><text x="{left + w / 2:.1f}" y="{y + 4:.1f}" '
             f'text-anchor="middle" font-size="10" font-weight="bold" fill="#ffffff">'
             f"{escape(text)}</text></g>"
         )

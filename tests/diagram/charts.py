@@ -9,7 +9,7 @@ from django_xsm.engine import MachineLogic, create_machine
 #: Compound states, an initial child inside a compound, guards, an
 #: ``after``, an ``always``, ``onDone``, a targetless and a self transition.
 COMPOUND: dict[str, Any] = {
-    "id": "shop",
+    "id": "store",
     "initial": "cart",
     "states": {
         "cart": {
@@ -22,10 +22,10 @@ COMPOUND: dict[str, Any] = {
         "checkout": {
             "initial": "address",
             "states": {
-                "address": {"on": {"NEXT": "payment", "BACK": "#shop.cart"}},
+                "address": {"on": {"NEXT": "payment", "BACK": "#store.cart"}},
                 "payment": {
                     "on": {"PAY": {"target": "done", "guard": "paysTotal"}, "RETRY": "payment"},
-                    "after": {"60000": "#shop.cancelled"},
+                    "after": {"60000": "#store.cancelled"},
                 },
                 "done": {"type": "final"},
             },

@@ -97,25 +97,25 @@ def test_the_svg_draws_every_state_and_arrow_of_a_compound_chart() -> None:
         t.text or "" for t in root.iter(f"{SVG}text") if t.get("class") == "xsm-edge-label"
     )
     assert "CHECKOUT [hasItems]" in labels and "after 60000" in labels and "onDone" in labels
-    assert len(_groups(root, "xsm-initial")) == 3  # shop, checkout, paid
+    assert len(_groups(root, "xsm-initial")) == 3  # store, checkout, paid
     finals = [g for g in states.values() if "xsm-final" in (g.get("class") or "")]
     assert len(finals) == 4 and all(
         g.find(f"{SVG}rect[@class='xsm-final-inner']") is not None for g in finals
     )
     # the active configuration: the leaf filled, its container outlined, the root plain
     active = [g.get("data-state-id") for g in _groups(root, "xsm-active")]
-    assert active == ["shop.checkout", "shop.checkout.payment"]
-    assert states["shop.checkout.payment"].find(f"{SVG}rect").get("fill") == "#bfe9c9"  # type: ignore[union-attr]
-    assert states["shop"].get("data-active") == "true" and "xsm-active" not in (
-        states["shop"].get("class") or ""
+    assert active == ["store.checkout", "store.checkout.payment"]
+    assert states["store.checkout.payment"].find(f"{SVG}rect").get("fill") == "#bfe9c9"  # type: ignore[union-attr]
+    assert states["store"].get("data-active") == "true" and "xsm-active" not in (
+        states["store"].get("class") or ""
     )
     # the path: two arrows taken, numbered by their log records
     taken = {g.get("data-source"): g for g in _groups(root, "xsm-taken")}
-    assert set(taken) == {"shop.cart", "shop.checkout.address"}
-    assert taken["shop.cart"].get("data-steps") == "1"
-    badge = taken["shop.checkout.address"].find(f"{SVG}g[@class='xsm-step-badge']/{SVG}text")
+    assert set(taken) == {"store.cart", "store.checkout.address"}
+    assert taken["store.cart"].get("data-steps") == "1"
+    badge = taken["store.checkout.address"].find(f"{SVG}g[@class='xsm-step-badge']/{SVG}text")
     assert badge is not None and badge.text == "2"
-    assert "(taken: #2)" in (taken["shop.checkout.address"].findtext(f"{SVG}title") or "")
+    assert "(taken: #2)" in (taken["store.checkout.address"].findtext(f"{SVG}title") or "")
 
 
 def test_parallel_regions_stand_side_by_side_with_a_dashed_separator() -> None:

@@ -20,10 +20,10 @@ def _statement(source: str, name: str) -> str:
 
 def test_containers_are_clusters_and_other_states_nodes() -> None:
     source = to_dot(chart_graph(compound))
-    assert source.startswith('digraph "shop" {\n') and source.endswith("}\n")
+    assert source.startswith('digraph "store" {\n') and source.endswith("}\n")
     assert "compound=true" in source
     clusters = re.findall(r"subgraph cluster_(s\d+) \{", source)
-    assert len(clusters) == 3  # shop, checkout, paid
+    assert len(clusters) == 3  # store, checkout, paid
     assert 'label="checkout"' in source and 'id="xsm-s2"' in source
     # one node per atomic/final state, each with the id the SVG is read by
     leaves = [n for n in compound.nodes if n.type in ("atomic", "final")]

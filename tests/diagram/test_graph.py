@@ -13,12 +13,12 @@ def test_every_state_is_a_node_with_its_kind_and_nesting() -> None:
     graph = chart_graph(compound)
     by_id = {n.state_id: n for n in graph.nodes.values()}
     assert len(by_id) == len(compound.nodes)
-    checkout = by_id["shop.checkout"]
+    checkout = by_id["store.checkout"]
     assert (checkout.kind, checkout.is_container) == ("compound", True)
     assert [graph.nodes[c].label for c in checkout.children] == ["address", "payment", "done"]
     assert graph.nodes[checkout.initial or ""].label == "address"
-    assert by_id["shop.checkout.done"].kind == "final"
-    assert by_id["shop"].parent is None and by_id["shop"].label == "shop"
+    assert by_id["store.checkout.done"].kind == "final"
+    assert by_id["store"].parent is None and by_id["store"].label == "store"
     regions = [n for n in chart_graph(parallel).nodes.values() if n.region]
     assert [n.label for n in regions] == ["bold", "list"]
     hist = {n.label: n.deep for n in chart_graph(history).nodes.values() if n.kind == "history"}
@@ -124,11 +124,11 @@ def test_a_guarded_choice_is_told_apart_by_where_it_went() -> None:
 
 def test_ids_of_a_state_value() -> None:
     assert ids_of_value(compound, {"checkout": "payment"}) == {
-        "shop",
-        "shop.checkout",
-        "shop.checkout.payment",
+        "store",
+        "store.checkout",
+        "store.checkout.payment",
     }
     # a container named without its children stands for its initial ones
     assert "editor.editing.list.none" in ids_of_value(parallel, "editing")
     assert ids_of_value(compound, None) == set()
-    assert ids_of_value(compound, None, initial=True) == {"shop", "shop.cart"}
+    assert ids_of_value(compound, None, initial=True) == {"store", "store.cart"}

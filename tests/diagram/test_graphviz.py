@@ -66,10 +66,10 @@ def test_the_path_is_thick_and_numbered(dot: str) -> None:
     root = ET.fromstring(render_graphviz(chart_graph(compound, ids, log), dot))
     taken = {g.get("data-source"): g for g in _groups(root, "xsm-taken")}
     assert set(taken) == {
-        "shop.cart",
-        "shop.checkout.address",
-        "shop.checkout.payment",
-        "shop.checkout",
+        "store.cart",
+        "store.checkout.address",
+        "store.checkout.payment",
+        "store.checkout",
     }
     steps = sorted(g.get("data-steps") or "" for g in taken.values())
     assert steps == ["1", "2", "3", "3"]
@@ -117,8 +117,8 @@ def test_only_drawing_elements_and_attributes_survive(tmp_path: Path) -> None:
         assert bad not in text, bad
     root = ET.fromstring(text)
     cart = _groups(root, "xsm-state")[0]
-    assert cart.get("data-state-id") == "shop.cart"
-    assert cart.findtext(f"{SVG}title") == "shop.cart (atomic)"
+    assert cart.get("data-state-id") == "store.cart"
+    assert cart.findtext(f"{SVG}title") == "store.cart (atomic)"
     assert cart.find(f"{SVG}polygon").get("stroke") == "#123456"  # type: ignore[union-attr]
     assert "&lt;b&gt;" in text
 
