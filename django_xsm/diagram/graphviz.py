@@ -39,6 +39,7 @@ ATTRIBUTES = frozenset(
 )  # fmt: skip
 _SVG = "{http://www.w3.org/2000/svg}"
 _OURS = re.compile(r"xsm-([se]\d+)")
+_INITIAL = re.compile(r"xsm-s\d+-initial")
 _SAFE_VALUE = re.compile(r"^[\w#.,:;%() \-]*$")
 
 
@@ -110,14 +111,16 @@ class _Writer:
             else:
                 head, title = edge_attrs(self.graph, self.edges[item])
             attrs = [head, *attrs]
+        elif tag == "g" and _INITIAL.fullmatch(element.get("id", "")):
+            attrs = ['class="xsm-initial"', *attrs]
         self.out.append(f"<{tag}{''.join(' ' + a for a in attrs)}>")
         if title:
             self.out.append(f"<title>{escape(title)}</title>")
         if element.text and element.text.strip() and tag in ("text", "title"):
             self.out.append(escape(element.text.strip("\n")))
         for child in element:
-            if title and _tag(child) == "title":
-                continue  # Graphviz's title names our ids: ours replaces it
+            if tag == "g" and _tag(child) == "title":
+                continue  # Graphviz's titles name its DOT ids (s3, s2_in): ours or none
             self.element(child)
         if tag == "g" and ours is not None and ours.group(1) in self.edges:
             self.badge(element, self.edges[ours.group(1)])

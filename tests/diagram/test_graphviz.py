@@ -7,6 +7,7 @@ Skipped without Graphviz, except in CI (``CI=true``) or with
 from __future__ import annotations
 
 import logging
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,10 @@ def test_dot_draws_every_state_and_arrow(dot: str, machine: Any) -> None:
 def test_the_path_is_thick_and_numbered(dot: str) -> None:
     ids, log = walk(compound, "CHECKOUT", "NEXT", "PAY")
     root = ET.fromstring(render_graphviz(chart_graph(compound, ids, log), dot))
+    assert len(_groups(root, "xsm-initial")) == 3  # the dots of store, checkout, paid
+    # Graphviz's own titles (its DOT ids) are gone; ours name states and transitions
+    titles = {t.text for t in root.iter(f"{SVG}title")}
+    assert "store.cart (atomic)" in titles and not any(re.match(r"s\d", t or "") for t in titles)
     taken = {g.get("data-source"): g for g in _groups(root, "xsm-taken")}
     assert set(taken) == {
         "store.cart",
