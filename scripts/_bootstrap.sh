@@ -145,3 +145,13 @@ xsm_ensure_chromium() {
     echo "==> installing chromium (Debian package) for the browser tests" >&2
     xsm_apt_install chromium || echo "browser tests will be skipped (no chromium)" >&2
 }
+
+xsm_ensure_graphviz() {
+    # The admin's diagram and `xsm_graph --format svg` use Graphviz's `dot`
+    # when it is on PATH (an optional dependency: without it they draw with
+    # the built-in layout). The tests of the Graphviz renderer need it; in CI
+    # (CI=true or XSM_REQUIRE_GRAPHVIZ=1) a missing `dot` fails them.
+    if command -v dot >/dev/null 2>&1; then return 0; fi
+    echo "==> installing graphviz (Debian package) for the diagram tests" >&2
+    xsm_apt_install graphviz || echo "Graphviz diagram tests will be skipped (no dot)" >&2
+}

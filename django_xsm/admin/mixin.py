@@ -154,7 +154,7 @@ class StatechartAdminMixin(_ModelAdmin):
                 version=bound.version,
                 status=view.status if view is not None else "not started",
                 updated=view.updated_at if view is not None else None,
-                diagram=render_svg(entry.machine, state_ids),
+                diagram=render_svg(entry.machine, state_ids, log["records"]),
                 context_json=display_json(bound.context),
                 deadlines=deadlines,
                 can_change=can_change,

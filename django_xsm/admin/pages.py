@@ -235,6 +235,7 @@ class ReadViews(PageMixin):
         deadlines, blanket = deadline_rows(entry.machine, view, now_ms)
         user = request.user
         finished = view.status == "done"
+        timeline = self.timeline(request, entry, key)
         return self.render(
             request,
             "instance.html",
@@ -248,12 +249,13 @@ class ReadViews(PageMixin):
             stale_version=view.machine_version != entry.machine.version,
             deadlines=deadlines,
             instance_failure=blanket,
-            diagram=render_svg(entry.machine, view.state_ids),
+            # the arrows the records shown in the log below took, numbered
+            diagram=render_svg(entry.machine, view.state_ids, timeline["records"]),
             # The model field's list (accepted, or conditional: a guard that
             # needs a payload decides), without its per-event PERMISSIONS: the
             # admin's send_event permission covers every event.
             accepted_now=available_events(entry, view),
-            timeline=self.timeline(request, entry, key),
+            timeline=timeline,
             finished=finished,
             can_send=user.has_perm(PERM_SEND) and not finished,
             can_fire=user.has_perm(PERM_FIRE) and not finished,
@@ -275,6 +277,7 @@ class ReadViews(PageMixin):
 
         return {
             "rows": found["rows"],
+            "records": found["records"],
             "older_url": link(found["older"]),
             "newer_url": link(found["newer"]),
             "latest_url": link(found["latest"]),
@@ -287,7 +290,8 @@ def log_page(entry: MachineEntry, key: str, after_seq: str) -> dict[str, Any]:
     text; oldest first within the page). ``rows`` are redacted;
     ``older``/``newer`` are the ``after_seq`` of the neighbouring pages and
     ``latest`` is ``""`` (the newest page) when this is an older one; each
-    is None when there is no such page."""
+    is None when there is no such page; ``records`` are the page's records
+    as read (for the diagram's path: their states and events)."""
     after = int(after_seq) if after_seq.isdigit() and len(after_seq) < 19 else None
     if after is None:
         records = entry.objects.latest(key, LOG_PAGE)
@@ -315,6 +319,7 @@ def log_page(entry: MachineEntry, key: str, after_seq: str) -> dict[str, Any]:
     ]
     return {
         "rows": rows,
+        "records": records,
         "older": str(max(0, start - LOG_PAGE)) if start > 0 else None,
         "newer": str(rows[-1]["seq"]) if newer and rows else None,
         "latest": "" if after is not None else None,

@@ -28,6 +28,7 @@ from .values import (
     DEFAULTS,
     SAFE_METHODS,
     Audit,
+    Diagram,
     Idempotency,
     Timers,
     XsmSettings,
@@ -234,6 +235,14 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
         ),
         outbox=outbox(m["OUTBOX"], p),
         durability=topology.durability(m["DURABILITY"], p),
+        diagram=Diagram(
+            renderer=p.take(
+                lambda: choice(
+                    m["DIAGRAM"]["RENDERER"], ("auto", "graphviz", "builtin"), "DIAGRAM", "RENDERER"
+                ),
+                "auto",
+            )
+        ),
         debug=debug,
         raw=m,
     )

@@ -12,6 +12,7 @@ __all__ = [
     "SENTINEL_DEFAULTS",
     "WATCHED",
     "Audit",
+    "Diagram",
     "Durability",
     "Idempotency",
     "Outbox",
@@ -74,6 +75,9 @@ DEFAULTS: dict[str, Any] = {
         "MIN_REPLICAS": 0,
         "TIMEOUT_MS": 100,
     },
+    "DIAGRAM": {
+        "RENDERER": "auto",
+    },
 }
 
 #: What a ``SENTINEL`` dict is merged with; HOSTS and SERVICE are required
@@ -86,7 +90,7 @@ SENTINEL_DEFAULTS: dict[str, Any] = {
     "SENTINEL_OPTIONS": {},
 }
 
-_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "OUTBOX", "DURABILITY")
+_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "OUTBOX", "DURABILITY", "DIAGRAM")
 #: Settings whose change invalidates what was built from XSM.
 WATCHED = frozenset({"XSM", "DEBUG", "CACHES", "BASE_DIR"})
 _HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"})
@@ -179,6 +183,15 @@ class Durability:
 
 
 @dataclass(frozen=True, slots=True)
+class Diagram:
+    """``XSM['DIAGRAM']``: who draws the admin's state diagrams and
+    ``xsm_graph --format svg``: ``"auto"`` (Graphviz's ``dot`` when it is
+    on PATH, else the built-in layout), ``"graphviz"`` or ``"builtin"``."""
+
+    renderer: str
+
+
+@dataclass(frozen=True, slots=True)
 class XsmSettings:
     """``settings.XSM`` validated and merged with :data:`DEFAULTS`.
 
@@ -212,6 +225,7 @@ class XsmSettings:
     timers: Timers
     outbox: Outbox
     durability: Durability
+    diagram: Diagram
     debug: bool
     raw: Mapping[str, Any]
 

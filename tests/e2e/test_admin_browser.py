@@ -73,7 +73,9 @@ def test_operator_lists_opens_and_sends_an_event(
     active = page.locator("svg.xsm-diagram g.xsm-active")
     assert active.count() == 1
     assert active.get_attribute("data-state-id") == "ticket.open"
-    assert active.locator(":scope > rect").get_attribute("fill") == "#bfe9c9"
+    # the box itself: a rect (built-in layout) or Graphviz's path or polygon
+    shape = active.locator(":scope > :is(rect, path, polygon)").first
+    assert shape.get_attribute("fill") == "#bfe9c9"
     closed = page.locator('svg.xsm-diagram g[data-state-id="ticket.closed"]')
     assert closed.get_attribute("data-active") == "false"
     assert page.locator("#xsm-state-value").inner_text() == "open"
