@@ -35,7 +35,7 @@ from django_xsm.persistence.unshared import unshared_writes
 from . import ops
 from .durability import Durability, Replicated
 from .keys import LAYOUT_VERSION, SEP, KeyLayout
-from .namespace import LayoutState, config_value, parse_schema
+from .namespace import UPGRADABLE, LayoutState, config_value, parse_schema, upgrade_call
 from .ops import Call, Cmd, b2s
 
 __all__ = ["Cmd", "LayoutState", "Many", "Op", "Request", "StoreCore", "parse_schema", "ttl_ms_of"]
@@ -261,7 +261,8 @@ class StoreCore:
             for b in range(layout.buckets)
         )
         replies = yield Many(calls)
-        pages = [[b2s(k) for k in r] for r in replies]
+        # a state filter's page comes in two sorted runs (see LIST_PAGE)
+        pages = [sorted({b2s(k) for k in r}) for r in replies]
         merged = list(heapq.merge(*pages))
         page = merged[:limit]
         # Each bucket gave up to limit + 1 of its keys after the cursor, so more
@@ -337,6 +338,25 @@ class StoreCore:
         layout = yield from self.state.ensure()
         rows = yield Many(tuple(Cmd("HMGET", (layout.snapshot(k), "park", "tf")) for k in wanted))
         return {k: _reason(park, tf) for k, (park, tf) in zip(wanted, rows, strict=True)}
+
+    def upgrade_layout(self) -> Op[tuple[int, int]]:
+        """Move the namespace's schema marker to this layout, one step at a
+        time (every process of an older django-xsm stopped first); returns
+        (layout before, layout after). A namespace that does not exist yet is
+        left alone: ``(0, 0)``."""
+        marker = KeyLayout.schema_key_for(self.state.prefix)
+        found = yield Cmd("HGET", (marker, "layout"))
+        try:
+            before = int(b2s(found)) if found is not None else 0
+        except ValueError:
+            before = -1
+        now = before
+        while now in UPGRADABLE:
+            reply = yield upgrade_call(self.state.prefix, now)
+            now = int(b2s(reply)) if reply is not None else 0
+        if now > 0:
+            yield from self.state.ensure()  # refuses what it cannot read, clearly
+        return before, now
 
     def persists_data(self) -> Op[bool | None]:
         try:

@@ -53,14 +53,24 @@ from django_xsm.persistence.base import validate_prefix
 __all__ = [
     "DEFAULT_BUCKETS",
     "LAYOUT_VERSION",
+    "LONG_PART",
+    "LONG_PARTS",
     "MAX_BUCKETS",
     "SEP",
     "KeyLayout",
     "escape_glob",
 ]
 
-#: Version of this layout; a namespace marked with a newer one is refused.
-LAYOUT_VERSION = 1
+#: Version of this layout; a namespace marked with another one is refused
+#: (an older one names the upgrade: :func:`django_xsm.redis.upgrade_layout`).
+#: 2: long snapshot-hash values in parts, floors only under ``ttl_s``, the
+#: root state left out of the state index (docs/redis.md, "Layout versions").
+LAYOUT_VERSION = 2
+#: Long values of the snapshot hash (``d``, ``cid``) longer than LONG_PART
+#: bytes (Redis' default ``hash-max-listpack-value``) and at most
+#: LONG_PART * LONG_PARTS are stored in parts ``<f>1..<f>n``, count ``<f>n``.
+LONG_PART = 64
+LONG_PARTS = 24
 DEFAULT_BUCKETS = 16
 MAX_BUCKETS = 1024
 #: Separator inside index members; keys and scopes never contain it.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django_xsm.persistence.records import COMMIT_HISTORY
+from django_xsm.redis.keys import LONG_PART, LONG_PARTS
 
 __all__ = [
     "COMMIT_HISTORY",
@@ -11,6 +12,7 @@ __all__ = [
     "PRELUDE_INBOX",
     "PRELUDE_INDEX",
     "PRELUDE_LOG",
+    "PRELUDE_LONG",
     "PRELUDE_TYPES",
 ]
 
@@ -35,10 +37,66 @@ local function index_types(I, spec)
 end
 """
 
+# Long values of the snapshot hash (layout 2). Redis keeps a small hash as a
+# compact listpack only while every value is at most hash-max-listpack-value
+# bytes (64 by default); one longer value turns the whole hash into a hash
+# table, about 270 bytes more per instance. So a value of field f longer
+# than LONG_PART bytes and at most LONG_PART * LONG_PARTS is kept as parts
+# f1..fn with their count in fn (f itself absent); shorter and longer values
+# stay whole in f. A whole f always wins (records of layout 1, and values
+# written by hand). django_xsm.redis.ops.join_long is the Python twin.
+PRELUDE_LONG = (
+    r"""
+local unpack = unpack or table.unpack
+local LONG_PART, LONG_PARTS = """
+    + f"{LONG_PART}, {LONG_PARTS}"
+    + r"""
+local function long_get(h, f)
+  local r = redis.call('HMGET', h, f, f .. 'n')
+  if r[1] or not r[2] then return r[1] end
+  local n = tonumber(r[2]) or 0
+  if n < 1 then return false end
+  local names = {}
+  for i = 1, n do names[i] = f .. i end
+  local parts = redis.call('HMGET', h, unpack(names))
+  for i = 1, n do if not parts[i] then return false end end
+  return table.concat(parts)
+end
+local function long_len(h, f)
+  local size = redis.call('HSTRLEN', h, f)
+  if size > 0 then return size end
+  local n = tonumber(redis.call('HGET', h, f .. 'n') or '0') or 0
+  for i = 1, n do size = size + redis.call('HSTRLEN', h, f .. i) end
+  return size
+end
+-- appends to args (HSET field, value...) and dels (HDEL fields) what
+-- storing v in field f of hash h takes; old_n is the part count stored now
+-- (the fn field, read before the first write), exists whether h exists
+local function long_set(args, dels, h, f, v, old_n, exists)
+  old_n = tonumber(old_n) or 0
+  local n = 0
+  if #v > LONG_PART and #v <= LONG_PART * LONG_PARTS then
+    n = math.ceil(#v / LONG_PART)
+    for i = 1, n do
+      args[#args + 1] = f .. i
+      args[#args + 1] = string.sub(v, (i - 1) * LONG_PART + 1, i * LONG_PART)
+    end
+    args[#args + 1] = f .. 'n'; args[#args + 1] = n
+    if exists and (old_n == 0 or redis.call('HEXISTS', h, f) == 1) then dels[#dels + 1] = f end
+  else
+    args[#args + 1] = f; args[#args + 1] = v
+    if old_n > 0 then dels[#dels + 1] = f .. 'n' end
+  end
+  for i = n + 1, old_n do dels[#dels + 1] = f .. i end
+end
+"""
+)
+
 # Helpers shared by several scripts. I = {ix, idx, midx, sidx, due, dead, exp}
 # (KeyLayout.index_keys order).
 PRELUDE_INDEX = (
     PRELUDE_TYPES
+    + PRELUDE_LONG
     + r"""
 local function now_ms()
   local t = redis.call('TIME')
@@ -86,7 +144,11 @@ local function reindex(I, key, machine, states)
   redis.call('ZADD', I[2], 0, key)
   redis.call('ZADD', I[3], 0, machine .. '\0' .. key)
   if states ~= '' then
-    for _, s in ipairs(split0(states)) do redis.call('ZADD', I[4], 0, s .. '\0' .. key) end
+    -- the root state (first) named like the machine is active in every
+    -- instance of it: the machine index answers it (LIST_PAGE), not sidx
+    for i, s in ipairs(split0(states)) do
+      if i > 1 or s ~= machine then redis.call('ZADD', I[4], 0, s .. '\0' .. key) end
+    end
   end
 end
 """

@@ -10,7 +10,16 @@ from .preludes import (
     PRELUDE_LOG,
 )
 
-__all__ = ["ACQUIRE_LOCK", "COMMIT", "DELETE", "FORGET", "OPEN", "RELEASE_LOCK", "SCHEMA"]
+__all__ = [
+    "ACQUIRE_LOCK",
+    "COMMIT",
+    "DELETE",
+    "FORGET",
+    "OPEN",
+    "RELEASE_LOCK",
+    "SCHEMA",
+    "UPGRADE_LAYOUT",
+]
 
 # KEYS[1] schema marker hash
 # ARGV[1] layout version, ARGV[2] bucket count (used only when creating),
@@ -62,12 +71,16 @@ if token ~= '' then
     return {pttl, 0, {}, {}, 0, 0, 0}
   end
 end
-local size = redis.call('HSTRLEN', KEYS[1], 'd')
+local size = long_len(KEYS[1], 'd')
 if size > tonumber(ARGV[5]) then return {0, 0, {}, {}, 0, 1, size} end
 -- read everything before the first write
 local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
 -- only the fields a record needs (the commit id history stays on the server)
 local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf')
+if not fields[1] then fields[1] = long_get(KEYS[1], 'd') end
+-- the floors hash has a key's version only once it could vanish silently
+-- (ttl) or was deleted: a live record's own version bounds it too
+floor = math.max(floor, tonumber(fields[2]) or 0)
 local exists = redis.call('EXISTS', KEYS[1])
 local replies, all_claimed = {}, true
 for i = 0, n - 1 do
@@ -134,7 +147,8 @@ index_types({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, sp
 for j = 15, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
 local err = bad_type(spec)
 if err then return err end
-local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u')
+local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u', 'dn', 'cidn')
+if not cur[2] and cur[5] then cur[2] = long_get(KEYS[1], 'cid') end
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
 local seen = applied_version(cur[2], cid)
@@ -162,9 +176,14 @@ local I = {KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
 local version = actual
 if a[7] == 1 then
   version = math.max(expected, floor_seen) + 1
-  redis.call('HSET', KEYS[1], 'd', ARGV[1], 'v', version, 'm', a[8],
-    'mv', a[9], 'u', string.format('%.0f', now), 'cid', remember(cur[2], cid, version))
-  redis.call('HSET', KEYS[3], key, version)
+  local args, dels = {'v', version, 'm', a[8], 'mv', a[9], 'u', string.format('%.0f', now)}, {}
+  long_set(args, dels, KEYS[1], 'd', ARGV[1], cur[4], exists)
+  long_set(args, dels, KEYS[1], 'cid', remember(cur[2], cid, version), cur[5], exists)
+  redis.call('HSET', KEYS[1], unpack(args))
+  if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
+  -- the floor is needed once the record can vanish without a script (ttl);
+  -- DELETE and FORGET write it themselves
+  if a[14] > 0 then redis.call('HSET', KEYS[3], key, version) end
   -- a record parked as unreadable (PARK) is readable again
   if redis.call('HDEL', KEYS[1], 'park') == 1 and redis.call('HEXISTS', KEYS[1], 'tf') == 0 then
     redis.call('ZREM', I[6], key)
@@ -174,7 +193,10 @@ if a[7] == 1 then
   else redis.call('ZADD', I[5], a[11], key) end
   exists = true
 elseif exists then
-  redis.call('HSET', KEYS[1], 'cid', remember(cur[2], cid, version))
+  local args, dels = {}, {}
+  long_set(args, dels, KEYS[1], 'cid', remember(cur[2], cid, version), cur[5], true)
+  redis.call('HSET', KEYS[1], unpack(args))
+  if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
 else
   version = 0
 end
@@ -279,3 +301,16 @@ redis.call('ZREM', KEYS[12], key)
 return {snap, due, lock, records}
 """
 )
+
+# KEYS[1] schema marker hash; ARGV[1] the layout to upgrade from, ARGV[2] to
+# returns the layout stored afterwards (false when there is no marker or it
+# is not a hash): the marker moves from ARGV[1] to ARGV[2] only, never back
+UPGRADE_LAYOUT = r"""
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' then return false end
+local layout = redis.call('HGET', KEYS[1], 'layout')
+if layout == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'layout', ARGV[2])
+  return ARGV[2]
+end
+return layout
+"""
