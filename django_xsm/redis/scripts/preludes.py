@@ -9,6 +9,7 @@ __all__ = [
     "COMMIT_HISTORY",
     "PRELUDE_COMMIT_ARGS",
     "PRELUDE_COMMIT_IDS",
+    "PRELUDE_COMMIT_TYPES",
     "PRELUDE_INBOX",
     "PRELUDE_INDEX",
     "PRELUDE_LOG",
@@ -134,10 +135,14 @@ local function machine_of(I, key)
   if i then return string.sub(info, 1, i - 1) end
   return info
 end
-local function reindex(I, key, machine, states)
-  local info = machine
-  if states ~= '' then info = machine .. '\0' .. states end
-  local old = redis.call('HGET', I[1], key)
+local function index_info(machine, states)
+  if states ~= '' then return machine .. '\0' .. states end
+  return machine
+end
+-- old: what HGET ix key gave (read before the first write), nil to read it
+local function reindex(I, key, machine, states, old)
+  local info = index_info(machine, states)
+  if old == nil then old = redis.call('HGET', I[1], key) end
   if old == info then return end
   if old then drop_members(I, key, old) end
   redis.call('HSET', I[1], key, info)
@@ -298,5 +303,56 @@ local function commit_arg_error(a, nkeys)
     end
   end
   return nil
+end
+"""
+
+# COMMIT's type proofs. A wrong-type key must fail the script before its
+# first write; a read that fails on a wrong type and runs before every write
+# proves its key as well as a TYPE check does, for free when the script
+# needs the value anyway. commit_reads does COMMIT's reads of that kind that
+# the checks before it did not (the snapshot hash's HMGET, the lock's GET,
+# the floors' HGET when creating and the marks' inbox HGETs come first);
+# commit_unread lists, for bad_type, the keys this call will write (or
+# touch: PEXPIRE, PERSIST) that no read proved. Keys the call leaves alone
+# are not checked at all.
+PRELUDE_COMMIT_TYPES = r"""
+local function commit_reads(KEYS, I, a, exists, cur)
+  local r = {pttl = -2}
+  if a[7] == 1 then
+    r.states = table.concat(a[10], '\0')
+    r.info = redis.call('HGET', I[1], a[1])
+    r.due = redis.call('ZSCORE', I[5], a[1])
+  end
+  if exists then r.pttl = redis.call('PTTL', KEYS[1]) end
+  if #a[18] > 0 then r.seq = last_seq(KEYS[11]) end
+  return r
+end
+local function commit_unread(KEYS, I, a, exists, cur, r)
+  local spec, seen = {}, {}
+  local function need(k, t)
+    if not seen[k] then seen[k] = true; spec[#spec + 1] = k; spec[#spec + 1] = t end
+  end
+  local after, ttl = exists or a[7] == 1, a[14]
+  if a[7] == 1 then
+    if ttl > 0 and a[3] ~= 0 then need(KEYS[3], 'hash') end
+    if index_info(a[8], r.states) ~= r.info then
+      need(I[2], 'zset'); need(I[3], 'zset'); need(I[4], 'zset')
+    end
+    if cur[6] then need(I[6], 'zset') end
+  end
+  if a[12] ~= '-' and after then need(I[6], 'zset') end
+  if (ttl > 0 and after) or (ttl <= 0 and exists and r.pttl > 0) then
+    need(I[7], 'zset')
+    if #a[18] == 0 then need(KEYS[11], 'stream') end
+  end
+  if #a[18] > 0 then need(KEYS[12], 'zset') end
+  if #a[16] > 0 or #a[17] > 0 then need(KEYS[13], 'zset') end
+  if #a[19] > 0 then need(KEYS[14], 'stream') end
+  local marked = {}
+  for _, m in ipairs(a[16]) do marked[m[1]] = true end
+  for _, rl in ipairs(a[17]) do
+    if not marked[rl[1]] then need(KEYS[rl[1]], 'hash') end
+  end
+  return spec
 end
 """

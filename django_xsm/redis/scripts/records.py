@@ -5,6 +5,7 @@ from __future__ import annotations
 from .preludes import (
     PRELUDE_COMMIT_ARGS,
     PRELUDE_COMMIT_IDS,
+    PRELUDE_COMMIT_TYPES,
     PRELUDE_INBOX,
     PRELUDE_INDEX,
     PRELUDE_LOG,
@@ -54,10 +55,14 @@ OPEN = (
     + PRELUDE_INBOX
     + r"""
 local n = tonumber(ARGV[4])
-local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash'}
+-- Type proofs before the first write: the lock's GET (read when a token
+-- asks for it, the only case that writes it), the snapshot's HSTRLEN, the
+-- floors' HGET and each claim's inbox HGET fail on a wrong type; the inbox
+-- expiry indexes are written unread, so they are checked.
+local spec, seen = {}, {}
 for i = 0, n - 1 do
-  spec[#spec + 1] = KEYS[4 + 2 * i]; spec[#spec + 1] = 'hash'
-  spec[#spec + 1] = KEYS[5 + 2 * i]; spec[#spec + 1] = 'zset'
+  local inx = KEYS[5 + 2 * i]
+  if not seen[inx] then seen[inx] = true; spec[#spec + 1] = inx; spec[#spec + 1] = 'zset' end
 end
 local err = bad_type(spec)
 if err then return err end
@@ -134,6 +139,7 @@ COMMIT = (
     + PRELUDE_LOG
     + PRELUDE_COMMIT_IDS
     + PRELUDE_COMMIT_ARGS
+    + PRELUDE_COMMIT_TYPES
     + r"""
 local a = cjson.decode(ARGV[2])
 -- Argument types first: a wrong type found by a redis.call half way
@@ -141,13 +147,10 @@ local a = cjson.decode(ARGV[2])
 local arg_err = commit_arg_error(a, #KEYS)
 if arg_err then return redis.error_reply('ERR COMMIT argument ' .. arg_err) end
 local key, cid, token = a[1], a[2], a[5]
-local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash', KEYS[11], 'stream',
-  KEYS[12], 'zset', KEYS[13], 'zset', KEYS[14], 'stream'}
-index_types({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, spec)
-for j = 15, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
-local err = bad_type(spec)
-if err then return err end
-local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u', 'dn', 'cidn')
+-- Key types are proven before the first write (PRELUDE_COMMIT_TYPES): by
+-- the reads below, which fail on a wrong type, and a TYPE check of each
+-- key this call writes unread.
+local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u', 'dn', 'cidn', 'park')
 if not cur[2] and cur[5] then cur[2] = long_get(KEYS[1], 'cid') end
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
@@ -171,8 +174,11 @@ local marks, releases, entries = a[16], a[17], a[18]
 for _, m in ipairs(marks) do
   if not owned_or_free(KEYS[m[1]], m[2], m[4], now) then return {'claim', actual} end
 end
--- every check passed: write
 local I = {KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
+local r = commit_reads(KEYS, I, a, exists, cur)
+local err = bad_type(commit_unread(KEYS, I, a, exists, cur, r))
+if err then return err end
+-- every check passed: write
 local version = actual
 if a[7] == 1 then
   version = math.max(expected, floor_seen) + 1
@@ -185,12 +191,16 @@ if a[7] == 1 then
   -- DELETE and FORGET write it themselves
   if a[14] > 0 then redis.call('HSET', KEYS[3], key, version) end
   -- a record parked as unreadable (PARK) is readable again
-  if redis.call('HDEL', KEYS[1], 'park') == 1 and redis.call('HEXISTS', KEYS[1], 'tf') == 0 then
-    redis.call('ZREM', I[6], key)
+  if cur[6] then
+    redis.call('HDEL', KEYS[1], 'park')
+    if redis.call('HEXISTS', KEYS[1], 'tf') == 0 then redis.call('ZREM', I[6], key) end
   end
-  reindex(I, key, a[8], table.concat(a[10], '\0'))
-  if a[11] == '' then redis.call('ZREM', I[5], key)
-  else redis.call('ZADD', I[5], a[11], key) end
+  reindex(I, key, a[8], r.states, r.info)
+  if a[11] == '' then
+    if r.due then redis.call('ZREM', I[5], key) end
+  elseif tonumber(r.due) ~= tonumber(a[11]) then
+    redis.call('ZADD', I[5], a[11], key)
+  end
   exists = true
 elseif exists then
   local args, dels = {}, {}
@@ -214,7 +224,7 @@ for _, r in ipairs(releases) do
 end
 local first = 0
 if #entries > 0 then
-  local seq = last_seq(KEYS[11])
+  local seq = r.seq
   for _, e in ipairs(entries) do
     seq = seq + 1
     if first == 0 then first = seq end
@@ -231,7 +241,7 @@ if ttl > 0 and exists then
   redis.call('PEXPIRE', KEYS[1], ttl)
   if redis.call('EXISTS', KEYS[11]) == 1 then redis.call('PEXPIRE', KEYS[11], ttl) end
   redis.call('ZADD', I[7], now + ttl, key)
-elseif exists and redis.call('PERSIST', KEYS[1]) == 1 then
+elseif exists and r.pttl > 0 and redis.call('PERSIST', KEYS[1]) == 1 then
   -- written before under a ttl_s this store does not have: HSET alone
   -- would keep that expiry running
   redis.call('PERSIST', KEYS[11])
