@@ -52,10 +52,14 @@ local unpack = unpack or table.unpack
 local LONG_PART, LONG_PARTS = """
     + f"{LONG_PART}, {LONG_PARTS}"
     + r"""
-local function long_get(h, f)
-  local r = redis.call('HMGET', h, f, f .. 'n')
-  if r[1] or not r[2] then return r[1] end
-  local n = tonumber(r[2]) or 0
+-- n: the part count when the caller read it already (then f is not whole)
+local function long_get(h, f, n)
+  if n == nil then
+    local r = redis.call('HMGET', h, f, f .. 'n')
+    if r[1] or not r[2] then return r[1] end
+    n = r[2]
+  end
+  n = tonumber(n) or 0
   if n < 1 then return false end
   local names = {}
   for i = 1, n do names[i] = f .. i end
@@ -63,17 +67,21 @@ local function long_get(h, f)
   for i = 1, n do if not parts[i] then return false end end
   return table.concat(parts)
 end
-local function long_len(h, f)
+-- the size of f's value, exact when it may exceed limit (a value in parts
+-- is at most LONG_PART bytes a part), and the part count (0: f is whole)
+local function long_len(h, f, limit)
   local size = redis.call('HSTRLEN', h, f)
-  if size > 0 then return size end
+  if size > 0 then return size, 0 end
   local n = tonumber(redis.call('HGET', h, f .. 'n') or '0') or 0
+  if n * LONG_PART <= limit then return 0, n end
   for i = 1, n do size = size + redis.call('HSTRLEN', h, f .. i) end
-  return size
+  return size, n
 end
 -- appends to args (HSET field, value...) and dels (HDEL fields) what
 -- storing v in field f of hash h takes; old_n is the part count stored now
--- (the fn field, read before the first write), exists whether h exists
-local function long_set(args, dels, h, f, v, old_n, exists)
+-- (the fn field, read before the first write), exists whether h exists,
+-- whole whether f is stored whole (nil: unknown)
+local function long_set(args, dels, h, f, v, old_n, exists, whole)
   old_n = tonumber(old_n) or 0
   local n = 0
   if #v > LONG_PART and #v <= LONG_PART * LONG_PARTS then
@@ -83,7 +91,9 @@ local function long_set(args, dels, h, f, v, old_n, exists)
       args[#args + 1] = string.sub(v, (i - 1) * LONG_PART + 1, i * LONG_PART)
     end
     args[#args + 1] = f .. 'n'; args[#args + 1] = n
-    if exists and (old_n == 0 or redis.call('HEXISTS', h, f) == 1) then dels[#dels + 1] = f end
+    -- whole: whether f is stored whole now (nil: unknown, asked here)
+    if whole == nil then whole = exists and (old_n == 0 or redis.call('HEXISTS', h, f) == 1) end
+    if whole then dels[#dels + 1] = f end
   else
     args[#args + 1] = f; args[#args + 1] = v
     if old_n > 0 then dels[#dels + 1] = f .. 'n' end

@@ -76,13 +76,13 @@ if token ~= '' then
     return {pttl, 0, {}, {}, 0, 0, 0}
   end
 end
-local size = long_len(KEYS[1], 'd')
+local size, parts = long_len(KEYS[1], 'd', tonumber(ARGV[5]))
 if size > tonumber(ARGV[5]) then return {0, 0, {}, {}, 0, 1, size} end
 -- read everything before the first write
 local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
 -- only the fields a record needs (the commit id history stays on the server)
 local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf')
-if not fields[1] then fields[1] = long_get(KEYS[1], 'd') end
+if parts > 0 then fields[1] = long_get(KEYS[1], 'd', parts) end
 -- the floors hash has a key's version only once it could vanish silently
 -- (ttl) or was deleted: a live record's own version bounds it too
 floor = math.max(floor, tonumber(fields[2]) or 0)
@@ -151,7 +151,8 @@ local key, cid, token = a[1], a[2], a[5]
 -- the reads below, which fail on a wrong type, and a TYPE check of each
 -- key this call writes unread.
 local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u', 'dn', 'cidn', 'park')
-if not cur[2] and cur[5] then cur[2] = long_get(KEYS[1], 'cid') end
+local cid_whole = cur[2] and true or false
+if not cur[2] and cur[5] then cur[2] = long_get(KEYS[1], 'cid', cur[5]) end
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
 local seen = applied_version(cur[2], cid)
@@ -184,7 +185,8 @@ if a[7] == 1 then
   version = math.max(expected, floor_seen) + 1
   local args, dels = {'v', version, 'm', a[8], 'mv', a[9], 'u', string.format('%.0f', now)}, {}
   long_set(args, dels, KEYS[1], 'd', ARGV[1], cur[4], exists)
-  long_set(args, dels, KEYS[1], 'cid', remember(cur[2], cid, version), cur[5], exists)
+  long_set(args, dels, KEYS[1], 'cid', remember(cur[2], cid, version), cur[5], exists,
+    cid_whole)
   redis.call('HSET', KEYS[1], unpack(args))
   if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
   -- the floor is needed once the record can vanish without a script (ttl);
@@ -204,7 +206,8 @@ if a[7] == 1 then
   exists = true
 elseif exists then
   local args, dels = {}, {}
-  long_set(args, dels, KEYS[1], 'cid', remember(cur[2], cid, version), cur[5], true)
+  long_set(args, dels, KEYS[1], 'cid', remember(cur[2], cid, version), cur[5], true,
+    cid_whole)
   redis.call('HSET', KEYS[1], unpack(args))
   if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
 else
