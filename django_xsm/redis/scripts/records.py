@@ -176,8 +176,8 @@ for _, m in ipairs(marks) do
   if not owned_or_free(KEYS[m[1]], m[2], m[4], now) then return {'claim', actual} end
 end
 local I = {KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
-local r = commit_reads(KEYS, I, a, exists, cur)
-local err = bad_type(commit_unread(KEYS, I, a, exists, cur, r))
+local pre = commit_reads(KEYS, I, a, exists, cur)
+local err = bad_type(commit_unread(KEYS, I, a, exists, cur, pre))
 if err then return err end
 -- every check passed: write
 local version = actual
@@ -197,10 +197,10 @@ if a[7] == 1 then
     redis.call('HDEL', KEYS[1], 'park')
     if redis.call('HEXISTS', KEYS[1], 'tf') == 0 then redis.call('ZREM', I[6], key) end
   end
-  reindex(I, key, a[8], r.states, r.info)
+  reindex(I, key, a[8], pre.states, pre.info)
   if a[11] == '' then
-    if r.due then redis.call('ZREM', I[5], key) end
-  elseif tonumber(r.due) ~= tonumber(a[11]) then
+    if pre.due then redis.call('ZREM', I[5], key) end
+  elseif tonumber(pre.due) ~= tonumber(a[11]) then
     redis.call('ZADD', I[5], a[11], key)
   end
   exists = true
@@ -227,7 +227,7 @@ for _, r in ipairs(releases) do
 end
 local first = 0
 if #entries > 0 then
-  local seq = r.seq
+  local seq = pre.seq
   for _, e in ipairs(entries) do
     seq = seq + 1
     if first == 0 then first = seq end
@@ -244,7 +244,7 @@ if ttl > 0 and exists then
   redis.call('PEXPIRE', KEYS[1], ttl)
   if redis.call('EXISTS', KEYS[11]) == 1 then redis.call('PEXPIRE', KEYS[11], ttl) end
   redis.call('ZADD', I[7], now + ttl, key)
-elseif exists and r.pttl > 0 and redis.call('PERSIST', KEYS[1]) == 1 then
+elseif exists and pre.pttl > 0 and redis.call('PERSIST', KEYS[1]) == 1 then
   -- written before under a ttl_s this store does not have: HSET alone
   -- would keep that expiry running
   redis.call('PERSIST', KEYS[11])
