@@ -59,7 +59,7 @@ def _add(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
 def fill(store: RedisStore, n: int, due: int, now_ms: int, batch: int = 1000) -> None:
     machine = create_machine(CHART, logic=MachineLogic(actions={"add": _add}))
     snapshot = machine.start().snapshot()
-    layout = store.core.state.layout
+    layout = store.driver.run(store.core.state.ensure())  # reads the schema marker
     data = store.core.codec.encode(snapshot, key="x", version=1)
     state_ids = tuple(machine.start().state_ids)
     calls = []

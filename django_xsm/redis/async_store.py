@@ -105,6 +105,9 @@ class AsyncRedisStore(
     async def dead_letter_reasons(self, keys: Sequence[str]) -> dict[str, str]:
         return await self.driver.run(self.core.dead_letter_reasons(keys))
 
+    async def upgrade_layout(self) -> tuple[int, int]:
+        return await self.driver.run(self.core.upgrade_layout())
+
     async def persists_data(self) -> bool | None:
         return await self.driver.run(self.core.persists_data())
 

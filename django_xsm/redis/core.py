@@ -28,7 +28,8 @@ from django_xsm.persistence.unshared import unshared_writes
 
 from . import ops
 from .durability import Durability
-from .namespace import LayoutState, parse_schema
+from .keys import KeyLayout
+from .namespace import UPGRADABLE, LayoutState, parse_schema, upgrade_call
 from .ops import Call, Cmd, b2s
 from .queries import StoreQueries
 from .requests import Many, Op, Request
@@ -296,6 +297,27 @@ class StoreCore(StoreQueries):
             "lock": int(lock),
             "log": int(logged),
         }
+
+    # --- layout -------------------------------------------------------------------
+
+    def upgrade_layout(self) -> Op[tuple[int, int]]:
+        """Move the namespace's schema marker to this layout, one step at a
+        time (every process of an older django-xsm stopped first); returns
+        (layout before, layout after). A namespace that does not exist yet is
+        left alone: ``(0, 0)``."""
+        marker = KeyLayout.schema_key_for(self.state.prefix)
+        found = yield Cmd("HGET", (marker, "layout"))
+        try:
+            before = int(b2s(found)) if found is not None else 0
+        except ValueError:
+            before = -1
+        now = before
+        while now in UPGRADABLE:
+            reply = yield upgrade_call(self.state.prefix, now)
+            now = int(b2s(reply)) if reply is not None else 0
+        if now > 0:
+            yield from self.state.ensure()  # refuses what it cannot read, clearly
+        return before, now
 
 
 def ttl_ms_of(ttl_s: object) -> int:

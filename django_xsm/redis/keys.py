@@ -8,15 +8,19 @@ key                        type    holds
 =========================  ======  ==============================================
 ``{p:b}:s:<key>``          hash    snapshot ``d``, version ``v``, machine ``m``,
                                    machine version ``mv``, updated ``u`` (ms),
-                                   recent commit ids ``cid``, timer failures ``tf``
+                                   recent commit ids ``cid``, timer failures ``tf``;
+                                   ``d``/``cid`` of 65-1536 bytes in 64-byte parts
+                                   ``d1..dn`` / ``cid1..cidn`` (count ``dn``/``cidn``)
 ``{p:b}:l:<key>``          string  the lock token (``SET NX PX``)
 ``{p:b}:log:<key>``        stream  transition log, entry id ``<seq>-0``
-``{p:b}:ver``              hash    key -> highest version ever (no ABA)
+``{p:b}:ver``              hash    key -> highest version ever (no ABA), for
+                                   keys written under ttl_s or deleted/forgotten
 ``{p:b}:ix``               hash    key -> ``machine \\0 state id \\0 ...`` (index
                                    bookkeeping, so pruning finds every member)
 ``{p:b}:idx``              zset    keys (score 0, lexicographic listing)
 ``{p:b}:midx``             zset    ``machine \\0 key``
-``{p:b}:sidx``             zset    ``state id \\0 key`` per active state
+``{p:b}:sidx``             zset    ``state id \\0 key`` per active state (not a
+                                   root state named like the machine: midx has it)
 ``{p:b}:due``              zset    key scored by its next due time (ms)
 ``{p:b}:dead``             zset    keys with dead-lettered timers (parked ms)
 ``{p:b}:exp``              zset    key scored by its idle expiry (``ttl_s``)
@@ -53,14 +57,24 @@ from django_xsm.persistence.base import validate_prefix
 __all__ = [
     "DEFAULT_BUCKETS",
     "LAYOUT_VERSION",
+    "LONG_PART",
+    "LONG_PARTS",
     "MAX_BUCKETS",
     "SEP",
     "KeyLayout",
     "escape_glob",
 ]
 
-#: Version of this layout; a namespace marked with a newer one is refused.
-LAYOUT_VERSION = 1
+#: Version of this layout; a namespace marked with another one is refused
+#: (an older one names the upgrade: :func:`django_xsm.redis.upgrade_layout`).
+#: 2: long snapshot-hash values in parts, floors only under ``ttl_s``, the
+#: root state left out of the state index (docs/redis.md, "Layout versions").
+LAYOUT_VERSION = 2
+#: Long values of the snapshot hash (``d``, ``cid``) longer than LONG_PART
+#: bytes (Redis' default ``hash-max-listpack-value``) and at most
+#: LONG_PART * LONG_PARTS are stored in parts ``<f>1..<f>n``, count ``<f>n``.
+LONG_PART = 64
+LONG_PARTS = 24
 DEFAULT_BUCKETS = 16
 MAX_BUCKETS = 1024
 #: Separator inside index members; keys and scopes never contain it.

@@ -17,7 +17,7 @@ from django_xsm.exceptions import StoreError
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, MAX_BUCKETS, KeyLayout
 from .ops import Call, b2s
 
-__all__ = ["LayoutState", "config_value", "parse_schema"]
+__all__ = ["UPGRADABLE", "LayoutState", "config_value", "parse_schema", "upgrade_call"]
 
 logger = logging.getLogger("django_xsm.redis")
 
@@ -35,6 +35,15 @@ def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) 
             hint=f"inspect the hash {KeyLayout.schema_key_for(prefix)!r}; something "
             "else may use this prefix",
         ) from None
+    if layout < LAYOUT_VERSION:
+        raise StoreError(
+            f"Namespace {prefix!r} uses key layout {layout}; this django-xsm "
+            f"writes layout {LAYOUT_VERSION}",
+            hint="stop every process running the older django-xsm, then run "
+            "`manage.py xsm_namespace --upgrade-layout` (or "
+            "RedisStore.upgrade_layout()); existing records stay readable "
+            "(docs/redis.md, 'Layout versions')",
+        )
     if layout > LAYOUT_VERSION:
         raise StoreError(
             f"Namespace {prefix!r} uses key layout {layout}; this django-xsm "
@@ -98,6 +107,19 @@ class LayoutState:
         if self.layout is None:
             self.layout = layout
         return self.layout
+
+
+#: The layouts ``upgrade_layout`` moves from (each to the next): records of
+#: layout 1 read as layout 2 (docs/redis.md, "Layout versions").
+UPGRADABLE = {1: 2}
+
+
+def upgrade_call(prefix: str, from_layout: int) -> Call:
+    return Call(
+        "UPGRADE_LAYOUT",
+        [KeyLayout.schema_key_for(prefix)],
+        [from_layout, UPGRADABLE[from_layout]],
+    )
 
 
 def config_value(reply: Any, name: str) -> str:

@@ -97,6 +97,23 @@ def check_ttl(value: Any, name: str) -> None:
 # --- records -------------------------------------------------------------------
 
 
+def join_long(h: Mapping[bytes, Any], name: bytes) -> bytes | None:
+    """The value of field ``name`` of a snapshot hash read whole (HGETALL):
+    the field itself, or its parts ``<name>1..<name>n`` (layout 2, see
+    ``PRELUDE_LONG``); ``None`` when it is missing or a part is."""
+    whole = h.get(name)
+    if whole is not None:
+        return whole if isinstance(whole, bytes) else str(whole).encode()
+    try:
+        n = int(h[name + b"n"])
+    except (KeyError, ValueError, TypeError):
+        return None
+    parts = [h.get(name + str(i).encode()) for i in range(1, n + 1)]
+    if n < 1 or any(p is None for p in parts):
+        return None
+    return b"".join(p if isinstance(p, bytes) else str(p).encode() for p in parts)
+
+
 def parse_record(
     key: str,
     fields: Mapping[bytes, Any] | Sequence[Any],
@@ -110,7 +127,9 @@ def parse_record(
     if not h:
         return None
     try:
-        data = h[b"d"]
+        data = join_long(h, b"d")
+        if data is None:
+            raise KeyError("d")
         version = int(h[b"v"])
         updated = int(h.get(b"u") or 0)
         if version < 0 or not 0 <= updated <= records.MAX_EPOCH_MS:

@@ -69,7 +69,8 @@ class StoreQueries:
             for b in range(layout.buckets)
         )
         replies = yield Many(calls)
-        pages = [[b2s(k) for k in r] for r in replies]
+        # a state filter's page comes in two sorted runs (see LIST_PAGE)
+        pages = [sorted({b2s(k) for k in r}) for r in replies]
         merged = list(heapq.merge(*pages))
         page = merged[:limit]
         # Each bucket gave up to limit + 1 of its keys after the cursor, so more

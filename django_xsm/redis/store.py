@@ -249,6 +249,11 @@ class RedisStore(
         """Key -> why it is dead-lettered (one pipelined round trip)."""
         return self.driver.run(self.core.dead_letter_reasons(keys))
 
+    def upgrade_layout(self) -> tuple[int, int]:
+        """Upgrade the namespace's key layout to this version's (see
+        docs/redis.md, "Layout versions"): (layout before, after)."""
+        return self.driver.run(self.core.upgrade_layout())
+
     def persists_data(self) -> bool | None:
         """True when the server writes its data to disk (``appendonly yes``
         or a ``save`` schedule), False when a restart loses everything,

@@ -32,7 +32,8 @@ from django_xsm.backend.readiness import (
     namespace_info,
 )
 from django_xsm.checks import check_deploy, check_settings
-from django_xsm.exceptions import StoreUnavailableError
+from django_xsm.exceptions import StoreError, StoreUnavailableError
+from django_xsm.redis import LAYOUT_VERSION
 
 SENTINEL = {"HOSTS": [("127.0.0.1", 1), ["127.0.0.1", 2]], "SERVICE": "mymaster"}
 
@@ -563,7 +564,7 @@ def test_xsm_namespace_shows_then_creates(backend: Any) -> None:
     assert f"Created namespace {prefix!r} with 32 buckets" in out
     data = json.loads(run("--json")[0])
     assert (data["prefix"], data["exists"], data["buckets"]) == (prefix, True, 32)
-    assert data["layout"] == 1
+    assert data["layout"] == LAYOUT_VERSION
     assert data["cluster"] is False and data["masters"] == [] and data["warning"] is None
     assert data["namespace_id"] and data["store"] == backend.description
     out, _ = run("--create", "--buckets", "32")  # the same count again: nothing to do
@@ -571,6 +572,23 @@ def test_xsm_namespace_shows_then_creates(backend: Any) -> None:
     with pytest.raises(CommandError, match="already exists with 32 buckets, not 16") as info:
         run("--create", "--buckets", "16")
     assert "set a new XSM['PREFIX']" in str(info.value)
+
+
+def test_xsm_namespace_upgrades_a_layout_1_namespace_once(backend: Any) -> None:
+    prefix = backend.store.prefix
+    out, _ = run("--upgrade-layout")  # nothing to upgrade yet: nothing created
+    assert "Upgraded" not in out and "not created yet" in out
+    run("--create")
+    schema = "{" + prefix + "}:schema"
+    backend.client.hset(schema, "layout", 1)
+    with pytest.raises(StoreError, match="--upgrade-layout"):
+        type(backend.store)(backend.client, prefix=prefix).load("order:1")
+    out, _ = run("--upgrade-layout")
+    assert f"Upgraded namespace {prefix!r} from key layout 1 to {LAYOUT_VERSION}" in out
+    assert f"layout      {LAYOUT_VERSION}" in out
+    out, _ = run("--upgrade-layout")
+    assert "Upgraded" not in out
+    assert type(backend.store)(backend.client, prefix=prefix).load("order:1") is None
 
 
 def test_xsm_namespace_create_uses_the_configured_count(backend: Any, xsm: Any) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from django_xsm.exceptions import InvalidConfigError, SnapshotCorruptError, SnapshotTooLargeError
 from django_xsm.persistence import FernetCodec, JsonCodec, PessimisticLock, persisted
+from tests.redis.helpers import stored_value
 from tests.support import BackendFactory, Backends, order_machine
 
 fernet = pytest.importorskip("cryptography.fernet")
@@ -147,7 +148,7 @@ def test_fernet_works_through_the_stores(make: BackendFactory) -> None:
     with persisted(b.store, "o:1", M) as order:
         assert order.context == {"items": 1, "secret": "s3cr3t"}
     if b.client is not None:
-        raw = b.client.hget(b.store.layout.snapshot("o:1"), "d")
+        raw = stored_value(b.client, b.store.layout.snapshot("o:1"), "d")
         assert raw and b"s3cr3t" not in raw
     rotated_store = make(codec=FernetCodec([fernet.Fernet.generate_key()]))
     assert rotated_store.store.load("o:1") is None  # another namespace; nothing shared
@@ -163,7 +164,7 @@ def test_fernet_ciphertext_copied_to_another_instance_or_version_fails_on_redis(
         with persisted(b.store, key, M) as order:
             order.send("ADD")
     snap = b.store.layout.snapshot
-    v1 = b.client.hget(snap("o:1"), "d")
+    v1 = stored_value(b.client, snap("o:1"), "d")
     b.client.hset(snap("o:2"), "d", v1)  # same version, another instance
     with pytest.raises(SnapshotCorruptError):
         b.store.load("o:2")

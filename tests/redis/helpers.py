@@ -131,3 +131,18 @@ def sent(client: Any) -> Iterator[Sent]:
         yield record
     finally:
         patch.undo()
+
+
+def stored_value(client: Any, name: str, field: str) -> bytes | None:
+    """Field ``field`` of the snapshot hash ``name``, whole or in its parts
+    (layout 2 keeps long values as ``<field>1..<field>n``)."""
+    from django_xsm.redis.ops import join_long
+
+    return join_long(client.hgetall(name), field.encode())
+
+
+def drop_value(client: Any, name: str, field: str) -> None:
+    """Remove field ``field`` of the snapshot hash ``name`` in every form."""
+    from django_xsm.redis.keys import LONG_PARTS
+
+    client.hdel(name, field, field + "n", *(f"{field}{i}" for i in range(1, LONG_PARTS + 1)))

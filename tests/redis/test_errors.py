@@ -24,7 +24,7 @@ from django_xsm.exceptions import (
 )
 from django_xsm.persistence.records import ClaimRequest, InboxMark, OpenRequest
 from django_xsm.redis import LAYOUT_VERSION, AsyncRedisStore, RedisInbox, RedisLog, RedisStore
-from tests.redis.helpers import entry, layout_of, namespace_state, snap, unit
+from tests.redis.helpers import drop_value, entry, layout_of, namespace_state, snap, unit
 from tests.redis.servers import free_port
 from tests.support import Backends
 
@@ -84,7 +84,7 @@ def test_a_damaged_snapshot_hash_is_snapshot_corrupt(b: Backends, field: str, va
     b.store.save("order:1", snap(), expected_version=0)
     name = layout_of(b.store).snapshot("order:1")
     if value is None:
-        b.client.hdel(name, field)
+        drop_value(b.client, name, field)
     else:
         b.client.hset(name, field, value)
     with pytest.raises(SnapshotCorruptError) as err:

@@ -12,7 +12,15 @@ import pytest
 from django_xsm.exceptions import ConflictError, InvalidConfigError
 from django_xsm.persistence.records import ClaimRequest, InboxMark
 from django_xsm.redis import ops
-from tests.redis.helpers import entry, layout_of, namespace_state, raw_script, snap, unit
+from tests.redis.helpers import (
+    entry,
+    layout_of,
+    namespace_state,
+    raw_script,
+    snap,
+    stored_value,
+    unit,
+)
 from tests.support import Backends
 
 
@@ -80,7 +88,8 @@ def test_recent_commit_ids_are_remembered_in_a_bounded_history(b: Backends) -> N
         b.store.commit(unit("order:1", v, snap(items=v)))
     with pytest.raises(ConflictError):  # too old to be a client retry
         b.store.commit(first)
-    history = b.client.hget(layout_of(b.store).snapshot("order:1"), "cid")
+    history = stored_value(b.client, layout_of(b.store).snapshot("order:1"), "cid")
+    assert history is not None
     assert len(history.split()) == 8
 
 

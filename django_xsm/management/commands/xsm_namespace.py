@@ -33,8 +33,13 @@ refuses when it exists with another count. Run it before the first request
 would create the namespace with XSM['BUCKETS'] (or 16), and set
 XSM['BUCKETS'] to the same N.
 
+--upgrade-layout moves a namespace of an older key layout to this
+version's (docs/redis.md, "Layout versions"). Stop every process running
+the older django-xsm first: it cannot read records written afterwards.
+
 examples:
   manage.py xsm_namespace
+  manage.py xsm_namespace --upgrade-layout
   manage.py xsm_namespace --json
   manage.py xsm_namespace --create --buckets 48
 """
@@ -46,6 +51,12 @@ examples:
             action="store_true",
             help="Create the namespace if it does not exist (with --buckets, or "
             "XSM['BUCKETS'], or 16).",
+        )
+        parser.add_argument(
+            "--upgrade-layout",
+            action="store_true",
+            help="Upgrade the namespace's key layout to this version's (stop older "
+            "django-xsm processes first).",
         )
         parser.add_argument(
             "--buckets",
@@ -63,6 +74,14 @@ examples:
             assert s.prefix is not None  # get_backend() refused a missing prefix
             info = namespace_info(found.client, s.prefix, s.buckets)
             created = False
+            if options["upgrade_layout"]:
+                before, after = RedisStore(found.client, prefix=s.prefix).upgrade_layout()
+                info = namespace_info(found.client, s.prefix, s.buckets)
+                if before != after:
+                    self.say(
+                        f"Upgraded namespace {s.prefix!r} from key layout {before} to {after}",
+                        style=self.style.SUCCESS,
+                    )
             if options["create"]:
                 wanted = options["buckets"] or s.buckets or info.buckets
                 created = _create(found.client, info, wanted, s.buckets)

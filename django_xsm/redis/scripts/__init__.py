@@ -33,7 +33,16 @@ from .outbox import (
     OUTBOX_STATS,
 )
 from .preludes import COMMIT_HISTORY as COMMIT_HISTORY
-from .records import ACQUIRE_LOCK, COMMIT, DELETE, FORGET, OPEN, RELEASE_LOCK, SCHEMA
+from .records import (
+    ACQUIRE_LOCK,
+    COMMIT,
+    DELETE,
+    FORGET,
+    OPEN,
+    RELEASE_LOCK,
+    SCHEMA,
+    UPGRADE_LAYOUT,
+)
 
 #: The scripts (not the preludes): what the drivers load and call.
 __all__ = [
@@ -66,4 +75,5 @@ __all__ = [
     "RELEASE",
     "RELEASE_LOCK",
     "SCHEMA",
+    "UPGRADE_LAYOUT",
 ]

@@ -47,34 +47,53 @@ return out
 # ARGV[3] lex max, ARGV[4] limit, ARGV[5] member prefix length to strip,
 # ARGV[6] snapshot key prefix, ARGV[7] log key prefix, ARGV[8] '1' to keep
 # only keys of machine ARGV[9] (a state filter combined with a machine filter)
-# returns up to limit live keys in lexicographic order (dead ones pruned)
+# returns up to limit live keys in lexicographic order (dead ones pruned);
+# with a state filter (4), up to limit from sidx then up to limit from midx
+# (the caller sorts and merges them): the root state of a machine named like
+# it is not in sidx (see reindex), so the machine index answers it, keeping
+# the keys whose root state is that state (a layout-1 leftover may come
+# from both)
 LIST_PAGE = (
     PRELUDE_INDEX
     + r"""
 local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
 local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
 if err then return err end
-local index = I[tonumber(ARGV[1])]
 local limit = tonumber(ARGV[4])
 local strip = tonumber(ARGV[5])
-local out, min = {}, ARGV[2]
-while #out < limit do
-  local rows = redis.call('ZRANGEBYLEX', index, min, ARGV[3], 'LIMIT', 0, limit)
-  if #rows == 0 then break end
-  for _, m in ipairs(rows) do
-    local key = string.sub(m, strip + 1)
-    if redis.call('EXISTS', ARGV[6] .. key) == 1 then
-      if #out < limit and (ARGV[8] ~= '1' or machine_of(I, key) == ARGV[9]) then
-        out[#out + 1] = key
-      end
-    else
-      prune(I, key, KEYS[8], ARGV[7])
-      redis.call('ZREM', index, m)
-    end
-  end
-  if #rows < limit then break end
-  min = '(' .. rows[#rows]
+local wanted = string.sub(ARGV[2], 2, 1 + strip - 1)
+local function root_is(key)
+  local info = redis.call('HGET', I[1], key)
+  if not info then return false end
+  local parts = split0(info)
+  return parts[1] == wanted and parts[2] == wanted
 end
+local function collect(index, keep)
+  local out, min = {}, ARGV[2]
+  while #out < limit do
+    local rows = redis.call('ZRANGEBYLEX', index, min, ARGV[3], 'LIMIT', 0, limit)
+    if #rows == 0 then break end
+    for _, m in ipairs(rows) do
+      local key = string.sub(m, strip + 1)
+      if redis.call('EXISTS', ARGV[6] .. key) == 1 then
+        if #out < limit and (ARGV[8] ~= '1' or machine_of(I, key) == ARGV[9])
+            and (not keep or keep(key)) then
+          out[#out + 1] = key
+        end
+      else
+        prune(I, key, KEYS[8], ARGV[7])
+        redis.call('ZREM', index, m)
+      end
+    end
+    if #rows < limit then break end
+    min = '(' .. rows[#rows]
+  end
+  return out
+end
+local n = tonumber(ARGV[1])
+local out = collect(I[n])
+if n ~= 4 or strip < 1 then return out end
+for _, k in ipairs(collect(I[3], root_is)) do out[#out + 1] = k end
 return out
 """
 )

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from django_xsm.persistence.records import COMMIT_HISTORY
+from django_xsm.redis.keys import LONG_PART, LONG_PARTS
 
 __all__ = [
     "COMMIT_HISTORY",
     "PRELUDE_COMMIT_ARGS",
     "PRELUDE_COMMIT_IDS",
+    "PRELUDE_COMMIT_TYPES",
     "PRELUDE_INBOX",
     "PRELUDE_INDEX",
     "PRELUDE_LOG",
+    "PRELUDE_LONG",
     "PRELUDE_TYPES",
 ]
 
@@ -35,10 +38,76 @@ local function index_types(I, spec)
 end
 """
 
+# Long values of the snapshot hash (layout 2). Redis keeps a small hash as a
+# compact listpack only while every value is at most hash-max-listpack-value
+# bytes (64 by default); one longer value turns the whole hash into a hash
+# table, about 270 bytes more per instance. So a value of field f longer
+# than LONG_PART bytes and at most LONG_PART * LONG_PARTS is kept as parts
+# f1..fn with their count in fn (f itself absent); shorter and longer values
+# stay whole in f. A whole f always wins (records of layout 1, and values
+# written by hand). django_xsm.redis.ops.join_long is the Python twin.
+PRELUDE_LONG = (
+    r"""
+local unpack = unpack or table.unpack
+local LONG_PART, LONG_PARTS = """
+    + f"{LONG_PART}, {LONG_PARTS}"
+    + r"""
+-- n: the part count when the caller read it already (then f is not whole)
+local function long_get(h, f, n)
+  if n == nil then
+    local r = redis.call('HMGET', h, f, f .. 'n')
+    if r[1] or not r[2] then return r[1] end
+    n = r[2]
+  end
+  n = tonumber(n) or 0
+  if n < 1 then return false end
+  local names = {}
+  for i = 1, n do names[i] = f .. i end
+  local parts = redis.call('HMGET', h, unpack(names))
+  for i = 1, n do if not parts[i] then return false end end
+  return table.concat(parts)
+end
+-- the size of f's value, exact when it may exceed limit (a value in parts
+-- is at most LONG_PART bytes a part), and the part count (0: f is whole)
+local function long_len(h, f, limit)
+  local size = redis.call('HSTRLEN', h, f)
+  if size > 0 then return size, 0 end
+  local n = tonumber(redis.call('HGET', h, f .. 'n') or '0') or 0
+  if n * LONG_PART <= limit then return 0, n end
+  for i = 1, n do size = size + redis.call('HSTRLEN', h, f .. i) end
+  return size, n
+end
+-- appends to args (HSET field, value...) and dels (HDEL fields) what
+-- storing v in field f of hash h takes; old_n is the part count stored now
+-- (the fn field, read before the first write), exists whether h exists,
+-- whole whether f is stored whole (nil: unknown)
+local function long_set(args, dels, h, f, v, old_n, exists, whole)
+  old_n = tonumber(old_n) or 0
+  local n = 0
+  if #v > LONG_PART and #v <= LONG_PART * LONG_PARTS then
+    n = math.ceil(#v / LONG_PART)
+    for i = 1, n do
+      args[#args + 1] = f .. i
+      args[#args + 1] = string.sub(v, (i - 1) * LONG_PART + 1, i * LONG_PART)
+    end
+    args[#args + 1] = f .. 'n'; args[#args + 1] = n
+    -- whole: whether f is stored whole now (nil: unknown, asked here)
+    if whole == nil then whole = exists and (old_n == 0 or redis.call('HEXISTS', h, f) == 1) end
+    if whole then dels[#dels + 1] = f end
+  else
+    args[#args + 1] = f; args[#args + 1] = v
+    if old_n > 0 then dels[#dels + 1] = f .. 'n' end
+  end
+  for i = n + 1, old_n do dels[#dels + 1] = f .. i end
+end
+"""
+)
+
 # Helpers shared by several scripts. I = {ix, idx, midx, sidx, due, dead, exp}
 # (KeyLayout.index_keys order).
 PRELUDE_INDEX = (
     PRELUDE_TYPES
+    + PRELUDE_LONG
     + r"""
 local function now_ms()
   local t = redis.call('TIME')
@@ -76,17 +145,25 @@ local function machine_of(I, key)
   if i then return string.sub(info, 1, i - 1) end
   return info
 end
-local function reindex(I, key, machine, states)
-  local info = machine
-  if states ~= '' then info = machine .. '\0' .. states end
-  local old = redis.call('HGET', I[1], key)
+local function index_info(machine, states)
+  if states ~= '' then return machine .. '\0' .. states end
+  return machine
+end
+-- old: what HGET ix key gave (read before the first write), nil to read it
+local function reindex(I, key, machine, states, old)
+  local info = index_info(machine, states)
+  if old == nil then old = redis.call('HGET', I[1], key) end
   if old == info then return end
   if old then drop_members(I, key, old) end
   redis.call('HSET', I[1], key, info)
   redis.call('ZADD', I[2], 0, key)
   redis.call('ZADD', I[3], 0, machine .. '\0' .. key)
   if states ~= '' then
-    for _, s in ipairs(split0(states)) do redis.call('ZADD', I[4], 0, s .. '\0' .. key) end
+    -- the root state (first) named like the machine is active in every
+    -- instance of it: the machine index answers it (LIST_PAGE), not sidx
+    for i, s in ipairs(split0(states)) do
+      if i > 1 or s ~= machine then redis.call('ZADD', I[4], 0, s .. '\0' .. key) end
+    end
   end
 end
 """
@@ -237,5 +314,56 @@ local function commit_arg_error(a, nkeys)
   end
   if not arg_ok(a[20], 's') then return '[20] must be ' .. WANTED.s end
   return nil
+end
+"""
+
+# COMMIT's type proofs. A wrong-type key must fail the script before its
+# first write; a read that fails on a wrong type and runs before every write
+# proves its key as well as a TYPE check does, for free when the script
+# needs the value anyway. commit_reads does COMMIT's reads of that kind that
+# the checks before it did not (the snapshot hash's HMGET, the lock's GET,
+# the floors' HGET when creating and the marks' inbox HGETs come first);
+# commit_unread lists, for bad_type, the keys this call will write (or
+# touch: PEXPIRE, PERSIST) that no read proved. Keys the call leaves alone
+# are not checked at all.
+PRELUDE_COMMIT_TYPES = r"""
+local function commit_reads(KEYS, I, a, exists, cur)
+  local r = {pttl = -2}
+  if a[7] == 1 then
+    r.states = table.concat(a[10], '\0')
+    r.info = redis.call('HGET', I[1], a[1])
+    r.due = redis.call('ZSCORE', I[5], a[1])
+  end
+  if exists then r.pttl = redis.call('PTTL', KEYS[1]) end
+  if #a[18] > 0 then r.seq = last_seq(KEYS[11]) end
+  return r
+end
+local function commit_unread(KEYS, I, a, exists, cur, r)
+  local spec, seen = {}, {}
+  local function need(k, t)
+    if not seen[k] then seen[k] = true; spec[#spec + 1] = k; spec[#spec + 1] = t end
+  end
+  local after, ttl = exists or a[7] == 1, a[14]
+  if a[7] == 1 then
+    if ttl > 0 and a[3] ~= 0 then need(KEYS[3], 'hash') end
+    if index_info(a[8], r.states) ~= r.info then
+      need(I[2], 'zset'); need(I[3], 'zset'); need(I[4], 'zset')
+    end
+    if cur[6] then need(I[6], 'zset') end
+  end
+  if a[12] ~= '-' and after then need(I[6], 'zset') end
+  if (ttl > 0 and after) or (ttl <= 0 and exists and r.pttl > 0) then
+    need(I[7], 'zset')
+    if #a[18] == 0 then need(KEYS[11], 'stream') end
+  end
+  if #a[18] > 0 then need(KEYS[12], 'zset') end
+  if #a[16] > 0 or #a[17] > 0 then need(KEYS[13], 'zset') end
+  if #a[19] > 0 then need(KEYS[14], 'stream') end
+  local marked = {}
+  for _, m in ipairs(a[16]) do marked[m[1]] = true end
+  for _, rl in ipairs(a[17]) do
+    if not marked[rl[1]] then need(KEYS[rl[1]], 'hash') end
+  end
+  return spec
 end
 """

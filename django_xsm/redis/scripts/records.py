@@ -5,12 +5,22 @@ from __future__ import annotations
 from .preludes import (
     PRELUDE_COMMIT_ARGS,
     PRELUDE_COMMIT_IDS,
+    PRELUDE_COMMIT_TYPES,
     PRELUDE_INBOX,
     PRELUDE_INDEX,
     PRELUDE_LOG,
 )
 
-__all__ = ["ACQUIRE_LOCK", "COMMIT", "DELETE", "FORGET", "OPEN", "RELEASE_LOCK", "SCHEMA"]
+__all__ = [
+    "ACQUIRE_LOCK",
+    "COMMIT",
+    "DELETE",
+    "FORGET",
+    "OPEN",
+    "RELEASE_LOCK",
+    "SCHEMA",
+    "UPGRADE_LAYOUT",
+]
 
 # KEYS[1] schema marker hash
 # ARGV[1] layout version, ARGV[2] bucket count (used only when creating),
@@ -45,10 +55,14 @@ OPEN = (
     + PRELUDE_INBOX
     + r"""
 local n = tonumber(ARGV[4])
-local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash'}
+-- Type proofs before the first write: the lock's GET (read when a token
+-- asks for it, the only case that writes it), the snapshot's HSTRLEN, the
+-- floors' HGET and each claim's inbox HGET fail on a wrong type; the inbox
+-- expiry indexes are written unread, so they are checked.
+local spec, seen = {}, {}
 for i = 0, n - 1 do
-  spec[#spec + 1] = KEYS[4 + 2 * i]; spec[#spec + 1] = 'hash'
-  spec[#spec + 1] = KEYS[5 + 2 * i]; spec[#spec + 1] = 'zset'
+  local inx = KEYS[5 + 2 * i]
+  if not seen[inx] then seen[inx] = true; spec[#spec + 1] = inx; spec[#spec + 1] = 'zset' end
 end
 local err = bad_type(spec)
 if err then return err end
@@ -62,15 +76,22 @@ if token ~= '' then
     return {pttl, 0, {}, {}, 0, 0, 0}
   end
 end
-local size = redis.call('HSTRLEN', KEYS[1], 'd')
+local size, parts = long_len(KEYS[1], 'd', tonumber(ARGV[5]))
 if size > tonumber(ARGV[5]) then return {0, 0, {}, {}, 0, 1, size} end
 -- read everything before the first write
 local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
 -- only the fields a record needs (the commit id history stays on the server)
-local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf', 'cid')
+local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf', 'cid', 'cid1', 'cid2',
+  'cid3')
 -- the newest commit id only: what a speculative commit names as its base
-local history = table.remove(fields)
-local head = history and string.match(history, '^(%S+)/') or ''
+-- (a history in parts starts in its first three, whatever the id's length)
+local history = fields[7] or table.concat({fields[8] or '', fields[9] or '', fields[10] or ''})
+for _ = 7, 10 do table.remove(fields) end
+local head = string.match(history, '^(%S+)/') or ''
+if parts > 0 then fields[1] = long_get(KEYS[1], 'd', parts) end
+-- the floors hash has a key's version only once it could vanish silently
+-- (ttl) or was deleted: a live record's own version bounds it too
+floor = math.max(floor, tonumber(fields[2]) or 0)
 local exists = redis.call('EXISTS', KEYS[1])
 local replies, all_claimed = {}, true
 for i = 0, n - 1 do
@@ -134,6 +155,7 @@ COMMIT = (
     + PRELUDE_LOG
     + PRELUDE_COMMIT_IDS
     + PRELUDE_COMMIT_ARGS
+    + PRELUDE_COMMIT_TYPES
     + r"""
 local a = cjson.decode(ARGV[2])
 -- Argument types first: a wrong type found by a redis.call half way
@@ -141,13 +163,12 @@ local a = cjson.decode(ARGV[2])
 local arg_err = commit_arg_error(a, #KEYS)
 if arg_err then return redis.error_reply('ERR COMMIT argument ' .. arg_err) end
 local key, cid, token = a[1], a[2], a[5]
-local spec = {KEYS[1], 'hash', KEYS[2], 'string', KEYS[3], 'hash', KEYS[11], 'stream',
-  KEYS[12], 'zset', KEYS[13], 'zset', KEYS[14], 'stream'}
-index_types({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}, spec)
-for j = 15, #KEYS do spec[#spec + 1] = KEYS[j]; spec[#spec + 1] = 'hash' end
-local err = bad_type(spec)
-if err then return err end
-local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u', 'tf')
+-- Key types are proven before the first write (PRELUDE_COMMIT_TYPES): by
+-- the reads below, which fail on a wrong type, and a TYPE check of each
+-- key this call writes unread.
+local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u', 'dn', 'cidn', 'park', 'tf')
+local cid_whole = cur[2] and true or false
+if not cur[2] and cur[5] then cur[2] = long_get(KEYS[1], 'cid', cur[5]) end
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
 local seen = applied_version(cur[2], cid)
@@ -183,28 +204,45 @@ for _, m in ipairs(marks) do
     return {'claim', actual}
   end
 end
--- every check passed: write
 local I = {KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
+local pre = commit_reads(KEYS, I, a, exists, cur)
+local err = bad_type(commit_unread(KEYS, I, a, exists, cur, pre))
+if err then return err end
+-- every check passed: write
 local version = actual
 if a[7] == 1 then
   version = math.max(expected, floor_seen) + 1
-  redis.call('HSET', KEYS[1], 'd', ARGV[1], 'v', version, 'm', a[8],
-    'mv', a[9], 'u', string.format('%.0f', now), 'cid', remember(cur[2], cid, version))
-  redis.call('HSET', KEYS[3], key, version)
+  local args, dels = {'v', version, 'm', a[8], 'mv', a[9], 'u', string.format('%.0f', now)}, {}
+  long_set(args, dels, KEYS[1], 'd', ARGV[1], cur[4], exists)
+  long_set(args, dels, KEYS[1], 'cid', remember(cur[2], cid, version), cur[5], exists,
+    cid_whole)
+  redis.call('HSET', KEYS[1], unpack(args))
+  if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
+  -- the floor is needed once the record can vanish without a script (ttl);
+  -- DELETE and FORGET write it themselves
+  if a[14] > 0 then redis.call('HSET', KEYS[3], key, version) end
   -- a record parked as unreadable (PARK) is readable again
-  if redis.call('HDEL', KEYS[1], 'park') == 1 and redis.call('HEXISTS', KEYS[1], 'tf') == 0 then
-    redis.call('ZREM', I[6], key)
+  if cur[6] then
+    redis.call('HDEL', KEYS[1], 'park')
+    if redis.call('HEXISTS', KEYS[1], 'tf') == 0 then redis.call('ZREM', I[6], key) end
   end
-  reindex(I, key, a[8], table.concat(a[10], '\0'))
-  if a[11] == '' then redis.call('ZREM', I[5], key)
-  else redis.call('ZADD', I[5], a[11], key) end
+  reindex(I, key, a[8], pre.states, pre.info)
+  if a[11] == '' then
+    if pre.due then redis.call('ZREM', I[5], key) end
+  elseif tonumber(pre.due) ~= tonumber(a[11]) then
+    redis.call('ZADD', I[5], a[11], key)
+  end
   exists = true
 elseif exists then
-  redis.call('HSET', KEYS[1], 'cid', remember(cur[2], cid, version))
+  local args, dels = {}, {}
+  long_set(args, dels, KEYS[1], 'cid', remember(cur[2], cid, version), cur[5], true,
+    cid_whole)
+  redis.call('HSET', KEYS[1], unpack(args))
+  if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
 else
   version = 0
 end
-local tf = cur[4]
+local tf = cur[7]
 if a[12] ~= '-' and exists then
   tf = a[12] ~= '' and a[12]
   if a[12] == '' then redis.call('HDEL', KEYS[1], 'tf')
@@ -220,7 +258,7 @@ for _, r in ipairs(releases) do
 end
 local first = 0
 if #entries > 0 then
-  local seq = last_seq(KEYS[11])
+  local seq = pre.seq
   for _, e in ipairs(entries) do
     seq = seq + 1
     if first == 0 then first = seq end
@@ -237,7 +275,7 @@ if ttl > 0 and exists then
   redis.call('PEXPIRE', KEYS[1], ttl)
   if redis.call('EXISTS', KEYS[11]) == 1 then redis.call('PEXPIRE', KEYS[11], ttl) end
   redis.call('ZADD', I[7], now + ttl, key)
-elseif exists and redis.call('PERSIST', KEYS[1]) == 1 then
+elseif exists and pre.pttl > 0 and redis.call('PERSIST', KEYS[1]) == 1 then
   -- written before under a ttl_s this store does not have: HSET alone
   -- would keep that expiry running
   redis.call('PERSIST', KEYS[11])
@@ -308,3 +346,16 @@ redis.call('ZREM', KEYS[12], key)
 return {snap, due, lock, records}
 """
 )
+
+# KEYS[1] schema marker hash; ARGV[1] the layout to upgrade from, ARGV[2] to
+# returns the layout stored afterwards (false when there is no marker or it
+# is not a hash): the marker moves from ARGV[1] to ARGV[2] only, never back
+UPGRADE_LAYOUT = r"""
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' then return false end
+local layout = redis.call('HGET', KEYS[1], 'layout')
+if layout == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'layout', ARGV[2])
+  return ARGV[2]
+end
+return layout
+"""
