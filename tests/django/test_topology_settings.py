@@ -521,7 +521,7 @@ def test_namespace_info_reads_the_marker_without_creating_it(backend: Any) -> No
     assert namespace_info(backend.client, prefix, None).exists is False
     backend.store.health()  # the first use creates it
     info = namespace_info(backend.client, prefix, None)
-    assert (info.exists, info.buckets, info.layout) == (True, 16, 1)
+    assert (info.exists, info.buckets, info.layout) == (True, 16, LAYOUT_VERSION)
     assert info.namespace_id and bucket_problem(info) is None
 
 
