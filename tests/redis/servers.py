@@ -1,6 +1,7 @@
 """Own ``redis-server`` processes for fault tests.
 
-Each :class:`RedisServer` runs ``/usr/bin/redis-server`` on a free loopback
+Each :class:`RedisServer` runs ``/usr/bin/redis-server`` (or the binary
+``XSM_REDIS_SERVER`` names: the Redis 6.2 CI leg) on a free loopback
 port with its own data directory, is stopped by pid (terminate, then kill)
 and never touches the shared server at 127.0.0.1:6379. Waiting is a poll
 with a deadline, never a bare sleep.
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-REDIS_SERVER = "/usr/bin/redis-server"
+REDIS_SERVER = os.environ.get("XSM_REDIS_SERVER") or "/usr/bin/redis-server"
 
 needs_redis_server = pytest.mark.skipif(
     not os.access(REDIS_SERVER, os.X_OK), reason=f"{REDIS_SERVER} is not installed"
