@@ -155,3 +155,18 @@ xsm_ensure_graphviz() {
     echo "==> installing graphviz (Debian package) for the diagram tests" >&2
     xsm_apt_install graphviz || echo "Graphviz diagram tests will be skipped (no dot)" >&2
 }
+
+xsm_find_python() {  # xsm_find_python 3.12 -> the path of a CPython 3.12, or 1
+    # For the support-matrix legs (scripts/ci_matrix): PATH, pyenv's builds,
+    # then Debian's and /usr/local's, each checked by what it says it is.
+    local want="$1" c
+    for c in "python$want" /root/.pyenv/versions/"$want".*/bin/python"$want" \
+             "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$want".*/bin/python"$want" \
+             /usr/bin/python"$want" /usr/local/bin/python"$want"; do
+        if "$c" -c 'import sys; sys.exit(f"{sys.version_info[0]}.{sys.version_info[1]}" != sys.argv[1])' \
+            "$want" >/dev/null 2>&1; then
+            command -v "$c"; return 0
+        fi
+    done
+    return 1
+}

@@ -21,6 +21,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 
 from django_xsm import backend, operations
 from django_xsm.engine import Machine
+from django_xsm.engine.run.context import DataTooDeep, copy_data
 from django_xsm.exceptions import (
     ConflictError,
     LockTimeoutError,
@@ -67,6 +68,14 @@ def parse_payload(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
     except RecursionError:  # "[[[[..." nested deeper than the parser's stack
+        raise forms.ValidationError("The payload is nested too deeply.") from None
+    # Python 3.13's json parser is no longer bound by the interpreter's
+    # recursion limit and reads a 5000-deep payload that 3.11 and 3.12 refuse:
+    # the depth is capped here too, on every version, at the engine's limit
+    # (MAX_DATA_DEPTH, which the transition log's redaction enforces anyway).
+    try:
+        copy_data(data)
+    except DataTooDeep:
         raise forms.ValidationError("The payload is nested too deeply.") from None
     if not isinstance(data, dict):
         raise forms.ValidationError("The payload must be a JSON object ({...}).")

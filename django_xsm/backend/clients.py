@@ -27,6 +27,7 @@ __all__ = [
     "ClusterConnectionFactory",
     "NotAClusterNode",
     "aclose",
+    "aclose_sentinels",
     "async_twin",
     "cache_client",
     "embedded_client",
@@ -276,7 +277,22 @@ async def aclose(client: Any) -> None:
     pool = getattr(client, "connection_pool", None)
     manager = getattr(pool, "sentinel_manager", None)
     if manager is not None:
-        await manager.aclose()
+        await aclose_sentinels(manager)
+
+
+async def aclose_sentinels(manager: Any) -> None:
+    """Close an asyncio ``Sentinel``'s clients of its sentinels.
+
+    ``Sentinel.aclose()`` is redis-py 8's; redis-py 5.0.1 to 7.x have none
+    (calling it raised AttributeError inside the loop-end finaliser, and the
+    sentinel connections leaked), so there each sentinel's client is closed
+    here, as ``Sentinel.aclose()`` does."""
+    close = getattr(manager, "aclose", None)
+    if close is not None:
+        await close()
+        return
+    for sentinel in manager.sentinels:
+        await sentinel.aclose()
 
 
 async def _close_at_loop_end(client: Any) -> AsyncGenerator[None, None]:

@@ -8,6 +8,7 @@ responses and health checks. The original stays chained for tracebacks.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 
 import redis.exceptions as rex
@@ -63,11 +64,31 @@ _UNAVAILABLE_CLASSES: tuple[type[BaseException], ...] = tuple(
 )
 
 
+# Redis 6.2 wraps an error reply met inside a script (a redis.call() that
+# failed) in its own: "Error running script (call to f_<sha>): @user_script:12:
+# @user_script: 12: -OOM command not allowed ...". Redis 7 passes the reply on
+# as it is ("OOM command not allowed ..."), which redis-py then maps to its class.
+_SCRIPT_ERROR = re.compile(
+    r"Error running script \(call to f_[0-9a-f]+\): @user_script:\d+: "
+    r"(?:@user_script: \d+: )?-?(\S+)"
+)
+
+
+def _reply_code(exc: BaseException) -> str:
+    """The error reply's code (``OOM``, ``READONLY``, ...), unwrapped from a
+    Redis 6.2 script error."""
+    text = str(exc)
+    wrapped = _SCRIPT_ERROR.match(text)
+    if wrapped is not None:
+        return wrapped.group(1).upper()
+    return text.split(" ", 1)[0].upper()
+
+
 def auth_reason(exc: BaseException) -> str | None:
     """The reason ``exc`` means bad credentials or a missing ACL permission
     (a reply or class name), else None."""
     # redis-py's AuthenticationError is a ConnectionError: test it first.
-    head = str(exc).split(" ", 1)[0].upper()
+    head = _reply_code(exc)
     if isinstance(exc, rex.ResponseError | rex.ConnectionError) and head in AUTH_REPLIES:
         return head
     for cls in (rex.AuthenticationError, getattr(rex, "NoPermissionError", None)):
@@ -81,7 +102,7 @@ def unavailable_reason(exc: BaseException) -> str | None:
     if isinstance(exc, (rex.ConnectionError, rex.TimeoutError, *_UNAVAILABLE_CLASSES)):
         return type(exc).__name__
     if isinstance(exc, rex.ResponseError):
-        head = str(exc).split(" ", 1)[0].upper()
+        head = _reply_code(exc)
         if head in UNAVAILABLE_REPLIES:
             return head
     return None
@@ -97,7 +118,7 @@ def cluster_reply(exc: BaseException) -> str | None:
     if isinstance(exc, rex.AskError):  # MovedError is an AskError
         return "MOVED" if isinstance(exc, rex.MovedError) else "ASK"
     if isinstance(exc, rex.ResponseError):
-        head = str(exc).split(" ", 1)[0].upper()
+        head = _reply_code(exc)
         if head in _CLUSTER_REPLIES:
             return head
     return None

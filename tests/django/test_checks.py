@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -323,12 +324,10 @@ def test_deploy_check_skips_the_persistence_question_when_redis_is_down(xsm: Any
 @pytest.fixture
 def wrong_password(xsm: Any) -> Any:
     """XSM points at a private redis-server with the wrong password."""
-    import shutil
+    from tests.redis.servers import REDIS_SERVER, RedisServer, wait_until
 
-    from tests.redis.servers import RedisServer, wait_until
-
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server")
+    if not os.access(REDIS_SERVER, os.X_OK):
+        pytest.skip(f"{REDIS_SERVER} is not installed")
     server = RedisServer(extra=["--requirepass", "right-one"]).start(wait=False)
     try:
         wait_until(server.client(password="right-one").ping, timeout=10, what="the server")

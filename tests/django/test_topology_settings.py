@@ -661,3 +661,43 @@ def test_min_replicas_is_refused_on_the_embedded_store(xsm: Any) -> None:
         stores.get_backend()
     xsm(DURABILITY={"MIN_REPLICAS": 1}, SENTINEL=SENTINEL, EMBEDDED=None)
     assert conf.get_settings().durability.min_replicas == 1
+
+
+class _Closes:
+    """Records its own aclose() in a shared log."""
+
+    def __init__(self, log: list[str], name: str, **attrs: Any) -> None:
+        self.log, self.name = log, name
+        self.__dict__.update(attrs)
+
+    async def aclose(self) -> None:
+        self.log.append(self.name)
+
+
+def test_aclose_closes_the_sentinels_whether_or_not_sentinel_has_aclose() -> None:
+    """redis-py 8's asyncio ``Sentinel`` has ``aclose()``; 5.0.1 to 7.x have
+    none (it raised AttributeError at the loop's end and leaked the sentinel
+    connections): there each sentinel's client is closed."""
+    log: list[str] = []
+    old = type("OldSentinel", (), {"sentinels": [_Closes(log, "s1"), _Closes(log, "s2")]})()
+    new = _Closes(log, "Sentinel.aclose", sentinels=[_Closes(log, "unused")])
+    cases = [(old, ["primary", "s1", "s2"]), (new, ["primary", "Sentinel.aclose"])]
+    for manager, expected in cases:
+        log.clear()
+        pool = type("Pool", (), {"sentinel_manager": manager})()
+        asyncio.run(clients.aclose(_Closes(log, "primary", connection_pool=pool)))
+        assert log == expected
+
+
+def test_aclose_sentinels_works_on_the_installed_redis_py() -> None:
+    """The real asyncio ``Sentinel`` of whatever redis-py is installed (the
+    redis-py5 CI leg runs 5.0.1): its sentinels' clients end up closed."""
+    manager = redis.asyncio.sentinel.Sentinel([("127.0.0.1", 1), ("127.0.0.1", 2)])
+
+    async def run() -> None:
+        await clients.aclose_sentinels(manager)
+
+    asyncio.run(run())
+    for sentinel in manager.sentinels:
+        pool = sentinel.connection_pool
+        assert not pool._in_use_connections and not pool._available_connections

@@ -1,6 +1,7 @@
 """Own ``redis-server`` processes for fault tests.
 
-Each :class:`RedisServer` runs ``/usr/bin/redis-server`` on a free loopback
+Each :class:`RedisServer` runs ``/usr/bin/redis-server`` (or the binary
+``XSM_REDIS_SERVER`` names: the Redis 6.2 CI leg) on a free loopback
 port with its own data directory, is stopped by pid (terminate, then kill)
 and never touches the shared server at 127.0.0.1:6379. Waiting is a poll
 with a deadline, never a bare sleep.
@@ -9,7 +10,9 @@ with a deadline, never a bare sleep.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,17 +25,39 @@ from typing import Any
 
 import pytest
 
-REDIS_SERVER = "/usr/bin/redis-server"
+REDIS_SERVER = os.environ.get("XSM_REDIS_SERVER") or "/usr/bin/redis-server"
 
 needs_redis_server = pytest.mark.skipif(
     not os.access(REDIS_SERVER, os.X_OK), reason=f"{REDIS_SERVER} is not installed"
 )
 
 
+@functools.cache
+def server_version() -> tuple[int, int]:
+    """(major, minor) of :data:`REDIS_SERVER`; (0, 0) when it does not run."""
+    try:
+        out = subprocess.run(
+            [REDIS_SERVER, "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except OSError:
+        return (0, 0)
+    found = re.search(r"v=(\d+)\.(\d+)", out)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str) -> Any:
@@ -77,14 +102,15 @@ class RedisServer:
         return self.proc.pid
 
     def argv(self) -> list[str]:
+        # No snapshots unless asked: Redis 6.2 drops a later --save after --save "".
+        save = [] if "--save" in self.extra else ["--save", ""]
         argv = [
             REDIS_SERVER,
             "--port",
             str(self.port),
             "--bind",
             "127.0.0.1",
-            "--save",
-            "",
+            *save,
             "--appendonly",
             "yes" if self.appendonly else "no",
             "--dir",

@@ -18,7 +18,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_xsm.exceptions import (
+    InvalidConfigError,
     SnapshotCorruptError,
+    StoreAuthenticationError,
     StoreError,
     StoreUnavailableError,
 )
@@ -212,6 +214,39 @@ def test_other_refusals_are_store_error_naming_the_reply_code_only() -> None:
         with pytest.raises(StoreUnavailableError) as unavailable, translate_errors("k"):
             raise ResponseError(reply)
         assert unavailable.value.cause == reason
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "cause"),
+    [
+        ("-OOM command not allowed when used memory > 'maxmemory'.", StoreUnavailableError, "OOM"),
+        (
+            "-READONLY You can't write against a read only replica.",
+            StoreUnavailableError,
+            "READONLY",
+        ),
+        ("-NOPERM this user has no permissions", StoreAuthenticationError, "NOPERM"),
+        ("-MOVED 3999 127.0.0.1:6381", InvalidConfigError, None),
+        ("-ERR unknown command 'hgetdel'", StoreError, None),
+    ],
+)
+def test_redis_6_2_script_errors_are_read_by_their_reply_code(
+    reply: str, error: type[Exception], cause: str | None
+) -> None:
+    """Redis 6.2 wraps an error met inside a script in its own; Redis 7 passes
+    it on as it is. Both mean the same (the Redis 6.2 CI leg meets the first)."""
+    from redis.exceptions import ResponseError
+
+    from django_xsm.redis.errors import translate_errors
+
+    sha = "5bd8c43263237478356f674505239877d4539789"
+    wrapped = f"Error running script (call to f_{sha}): @user_script:234: @user_script: 234: "
+    for text in (wrapped + reply, reply.removeprefix("-")):
+        with pytest.raises(error) as err, translate_errors("k"):
+            raise ResponseError(text)
+        assert type(err.value) is error
+        if cause is not None:
+            assert err.value.cause == cause  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,8 @@ def fast_client(port: int, *, timeout: float = 0.5, retries: int = 0) -> redis.R
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), retries),
+        # redis-py before 6 retries a timeout only when told to; 6+ always does
+        retry_on_error=[redis.exceptions.TimeoutError] if retries else None,
     )
 
 

@@ -17,7 +17,8 @@ import redis
 
 from tests.redis.servers import REDIS_SERVER, RedisServer
 
-REDIS_CLI = "/usr/bin/redis-cli"
+# XSM_REDIS_CLI: the redis-cli of the server that XSM_REDIS_SERVER names.
+REDIS_CLI = os.environ.get("XSM_REDIS_CLI") or "/usr/bin/redis-cli"
 HOST = "127.0.0.1"
 SLOTS = 16384
 TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}

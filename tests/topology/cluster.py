@@ -11,7 +11,7 @@ from typing import Any
 import redis.asyncio.cluster
 import redis.cluster
 
-from tests.redis.servers import RedisServer, free_port, wait_until
+from tests.redis.servers import RedisServer, free_port, port_is_free, server_version, wait_until
 from tests.topology.base import HOST, REDIS_CLI, SLOTS, TIMEOUTS, Topology
 
 
@@ -52,9 +52,6 @@ class ClusterServer(RedisServer):
 
     def __init__(self, *, directory: Path, node_timeout_ms: int, taken: set[int]) -> None:
         super().__init__(directory=directory)
-        self.bus_port = free_port()
-        while self.bus_port in taken | {self.port}:
-            self.bus_port = free_port()
         self.extra += [
             "--cluster-enabled",
             "yes",
@@ -62,9 +59,22 @@ class ClusterServer(RedisServer):
             str(directory / "nodes.conf"),
             "--cluster-node-timeout",
             str(node_timeout_ms),
-            "--cluster-port",
-            str(self.bus_port),
         ]
+        if server_version() < (7, 0):
+            # --cluster-port is Redis 7's: before it the bus is port + 10000,
+            # so pick a port whose bus port is free too.
+            while (
+                self.port + 10000 > 65535
+                or {self.port, self.port + 10000} & taken
+                or not port_is_free(self.port + 10000)
+            ):
+                self.port = free_port()
+            self.bus_port = self.port + 10000
+            return
+        self.bus_port = free_port()
+        while self.bus_port in taken | {self.port}:
+            self.bus_port = free_port()
+        self.extra += ["--cluster-port", str(self.bus_port)]
 
 
 class RedisCluster3(Topology):

@@ -10,7 +10,12 @@ import pytest
 import redis.cluster
 import redis.sentinel
 
-from tests.topology.servers import RedisCluster3, SentinelSet, topology_available
+from tests.topology.servers import (
+    RedisCluster3,
+    SentinelSet,
+    close_sentinels,
+    topology_available,
+)
 
 
 def _require_binaries() -> None:
@@ -56,4 +61,4 @@ def sentinel(sentinel_set: SentinelSet) -> Iterator[redis.sentinel.Sentinel]:
     try:
         yield client
     finally:
-        client.close()
+        close_sentinels(client)

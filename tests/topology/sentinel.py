@@ -13,6 +13,17 @@ from tests.redis.servers import REDIS_SERVER, RedisServer, wait_until
 from tests.topology.base import HOST, TIMEOUTS, Topology
 
 
+def close_sentinels(manager: redis.sentinel.Sentinel) -> None:
+    """``Sentinel.close()``, which redis-py has only since 8.0: before it, the
+    client of each sentinel is closed one by one (what ``close()`` does)."""
+    close = getattr(manager, "close", None)
+    if close is not None:
+        close()
+        return
+    for client in manager.sentinels:
+        client.close()
+
+
 class SentinelServer(RedisServer):
     """``redis-server <conf> --sentinel``: the config (which Sentinel rewrites) comes first."""
 

@@ -19,7 +19,7 @@ from tests.topology.base import (
     topology_available,
 )
 from tests.topology.cluster import RedisCluster3, parse_cluster_nodes
-from tests.topology.sentinel import SentinelServer, SentinelSet
+from tests.topology.sentinel import SentinelServer, SentinelSet, close_sentinels
 
 __all__ = [
     "HOST",
@@ -30,6 +30,7 @@ __all__ = [
     "SentinelSet",
     "Topology",
     "admin",
+    "close_sentinels",
     "info",
     "needs_topology",
     "parse_cluster_nodes",

@@ -29,7 +29,7 @@ from django_xsm.exceptions import (
 from django_xsm.redis import KeyLayout
 from django_xsm.registry import machines
 from tests.topology import django_steps
-from tests.topology.servers import SentinelSet, admin, needs_topology
+from tests.topology.servers import SentinelSet, admin, close_sentinels, needs_topology
 
 pytestmark = [needs_topology, pytest.mark.fault]
 
@@ -63,7 +63,7 @@ def xsm_settings(value: dict[str, Any], **django: Any) -> Iterator[None]:
             found = stores.build._backend
             if found is not None:
                 found.client.close()
-                found.client.connection_pool.sentinel_manager.close()
+                close_sentinels(found.client.connection_pool.sentinel_manager)
 
 
 @pytest.fixture

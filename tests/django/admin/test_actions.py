@@ -263,3 +263,18 @@ def test_actions_refuse_a_finished_instance_with_a_message(
     assert not LogEntry.objects.exists()
     if url == SEND:  # the form itself is not offered either
         assert operator.get(order_url).status_code == 302
+
+
+@pytest.mark.parametrize("depth", [120, 5000])
+def test_parse_payload_refuses_deep_nesting_on_every_python(depth: int) -> None:
+    """3.13's json parser reads what 3.11 and 3.12 refuse with RecursionError:
+    the form caps the depth itself (the engine's MAX_DATA_DEPTH)."""
+    from django import forms
+
+    from django_xsm.admin.actions import parse_payload
+
+    text = '{"a": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(forms.ValidationError, match="nested too deeply"):
+        parse_payload(text)
+    shallow = parse_payload('{"a": ' + "[" * 50 + "]" * 50 + "}")  # within the cap
+    assert list(shallow) == ["a"]
