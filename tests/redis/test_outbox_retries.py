@@ -160,7 +160,8 @@ def test_dead_letters_page_oldest_first_across_buckets(b: Backends, ob: RedisOut
     order = [(*map(int, d.stream_id.split("-")), d.bucket) for d in everything]
     assert order == sorted(order)
     # dead_ms is the dt field, stamped in the script that wrote the stream id
-    assert all(abs(d.dead_ms - int(d.stream_id.split("-")[0])) <= 2 for d in everything)
+    # (the same script call: equal up to the call's own duration, long on a loaded machine)
+    assert all(abs(d.dead_ms - int(d.stream_id.split("-")[0])) <= 250 for d in everything)
     first, second = everything[:2]
     assert [(d.stream_id, d.bucket) for d in (first, second)] == [("5-0", 0), ("5-0", 1)]
     assert second.entry.last_error == "e" and second.dead_ms == 5
