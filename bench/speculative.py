@@ -7,7 +7,8 @@ them alike, wall and client-CPU µs per request of:
 - one and two plain ``GET`` round trips on one connection (the floors of
   a one- and a two-round-trip request);
 - a ``persisted()`` block with the idempotency key at open, audit on, one
-  ADD (what ``@stateful_view`` does): two round trips;
+  ADD (what ``@stateful_view`` does): two round trips, on a new key each
+  time and on one key (the like-for-like of the next line);
 - the same block with ``speculative=True`` on a key this store committed
   last (every request to the same key): one round trip.
 
@@ -68,6 +69,9 @@ def main() -> None:
                 "keyed request (key at open)": lambda i, o=offset: at_open(
                     f"k:{o + i}", "ADD", idempotency_key=f"i{o + i}"
                 ),
+                "keyed request (key at open), one key": lambda i, o=offset: at_open(
+                    "hot", "ADD", idempotency_key=f"h{o + i}"
+                ),
                 "keyed request, speculative, warm key": lambda i, o=offset: warm(
                     "hot", "ADD", idempotency_key=f"s{o + i}"
                 ),
@@ -92,6 +96,10 @@ def main() -> None:
         else:
             print(f"{name:40s} {wall:7.0f} µs wall  {cpu:6.0f} µs client CPU")
     spec = medians["keyed request, speculative, warm key"]
+    same = medians["keyed request (key at open), one key"]
+    print(
+        f"speculative / key at open {spec[0] / same[0]:5.2f}x wall  {spec[1] / same[1]:5.2f}x CPU"
+    )
     two = medians["two GETs"]
     one = medians["one GET"]
     print(f"speculative / two GETs {spec[0] / two[0]:5.2f}x wall  {spec[1] / two[1]:5.2f}x CPU")
