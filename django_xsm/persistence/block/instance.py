@@ -272,7 +272,7 @@ class PersistedInstance(BlockState):
         a partial commit is a commit, and its claims stay leased.
 
         A warm block proves its base before its outcome counts: its commit
-        does (version and stamp, claim folded in), and a warm block with
+        does (version and base commit id, claim folded in), and a warm block with
         nothing to write, or whose body failed with a ``recoverable``
         exception, reads the record again (``_prove_warm_op``). Returns
         True when that found the block's idempotency key finished
