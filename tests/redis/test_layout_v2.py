@@ -69,7 +69,8 @@ def test_a_small_record_stays_a_listpack_on_a_real_server(b: Backends) -> None:
     for i in range(10):  # 10 commit ids of 24 hex digits, a 200-byte snapshot
         version = b.store.commit(unit("order:1", version, sized(120 + i))).version
     name = layout_of(b.store).snapshot("order:1")
-    assert b.client.object("encoding", name) == b"listpack"
+    # the compact encoding is "listpack" from Redis 7.0, "ziplist" before
+    assert b.client.object("encoding", name) in (b"listpack", b"ziplist")
 
 
 def test_a_whole_value_written_by_hand_wins_and_the_next_commit_replaces_it(b: Backends) -> None:
