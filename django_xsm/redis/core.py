@@ -127,10 +127,7 @@ class StoreCore(StoreQueries):
         assert self.warm is not None
         record = result.record
         if request.speculative and record is not None:
-            fields = {
-                n: v for n, v in zip(ops.RECORD_FIELDS, reply[3], strict=True) if v is not None
-            }
-            self.warm.put(request.key, fields, result.floor, result.commit_id)
+            self.warm.put(request.key, ops.open_fields(reply), result.floor, result.commit_id)
             return
         hit = self.warm.get(request.key)
         if hit is not None and (record is None or hit[2] != result.commit_id):

@@ -228,18 +228,21 @@ def _outcome(request: records.ClaimRequest, reply: Sequence[Any]) -> records.Cla
 RECORD_FIELDS = (b"d", b"v", b"mv", b"m", b"u", b"tf")
 
 
+def open_fields(reply: Sequence[Any]) -> dict[bytes, Any]:
+    """The snapshot hash fields an OPEN reply carries (absent ones left out)."""
+    return {n: v for n, v in zip(RECORD_FIELDS, reply[3], strict=True) if v is not None}
+
+
 def parse_open(
     request: records.OpenRequest, reply: Sequence[Any], codec: Codec, limit: int
 ) -> records.OpenResult:
-    busy, floor, claims, values, locked, exists, size = reply[:7]
+    busy, floor, claims, _values, locked, exists, size = reply[:7]
     if int(busy):
         return records.OpenResult(record=None, lock_busy_ms=int(busy))
     if int(size):
         # OPEN took nothing for us (no lock, no claim) and sent no bytes
         raise SnapshotTooLargeError(request.key, size=int(size), limit=limit)
-    fields = {
-        name: value for name, value in zip(RECORD_FIELDS, values, strict=True) if value is not None
-    }
+    fields = open_fields(reply)
     if int(exists) and not fields:
         # a hash holding none of a record's fields: damaged, not absent
         fields = {b"?": b""}
