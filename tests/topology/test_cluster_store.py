@@ -28,7 +28,6 @@ from django_xsm.redis import AsyncRedisStore, RedisInbox, RedisLog, RedisStore
 from django_xsm.redis.client import same_server
 from django_xsm.redis.inbox import AsyncRedisInbox
 from django_xsm.redis.log import AsyncRedisLog
-from tests.redis.servers import server_version
 from tests.support import order_machine, timer_machine, unique_prefix
 from tests.topology.servers import RedisCluster3, needs_topology
 
@@ -225,12 +224,12 @@ def test_a_slot_migration_under_a_write_loop_loses_nothing(cluster: RedisCluster
         add(store, plugins, key, f"{key}-after")
         acknowledged[key] += 1
     assert not errors, errors
-    if server_version() >= (7, 0):
-        assert retried == []  # redis-py followed ASK and TRYAGAIN: no error surfaced
-    else:
-        # Redis 6.2 answers TRYAGAIN for longer while the slot is split: a few
-        # writes outlast redis-py's redirections and surface as a 503 to retry
-        assert all("(ClusterError)" in r for r in retried), retried
+    # redis-py follows ASK and TRYAGAIN itself, within a budget of redirections
+    # and short sleeps. While the slot is split a multi-key script is answered
+    # TRYAGAIN; when the MIGRATE batches outlast that budget (Redis 6.2, an older
+    # redis-py, a loaded machine) the write surfaces as a 503 to retry, never as
+    # a conflict or another error, and the retry is applied once (counted below)
+    assert all("(ClusterError)" in r for r in retried), retried
     assert overlapped  # writes really met the split slot
     assert cluster.node_for_slot(slot) == target
     for key in keys:
