@@ -180,14 +180,18 @@ class StoreLock:
 
     def acquire(self) -> str:
         deadline = time.monotonic() + self.timeout
+        wait = getattr(self.store, "wait_unlocked", None)
         while True:
             busy_ms = self.store.acquire_lock(self.key, self.token, self.ttl_ms)
             if not busy_ms:
                 return self.token
-            time.sleep(self._pause(busy_ms, deadline))
+            if wait is None:  # a store without the queueing lock: poll
+                time.sleep(self._pause(busy_ms, deadline))
+            else:
+                wait(self.key, self._wait_limit(busy_ms, deadline))
 
-    def _pause(self, busy_ms: int, deadline: float) -> float:
-        """Seconds to wait before the next try (jittered, never past the
+    def _wait_limit(self, busy_ms: int, deadline: float) -> float:
+        """Seconds a waiter may block before trying again (never past the
         deadline nor the holder's remaining lease); LockTimeoutError when
         the deadline has passed."""
         remaining = deadline - time.monotonic()
@@ -195,7 +199,11 @@ class StoreLock:
             raise LockTimeoutError(
                 self.key, timeout=self.timeout, retry_after_s=retry_after_seconds(busy_ms)
             )
-        return min(self.poll_s * random.uniform(1, 2), remaining, busy_ms / 1000)
+        return min(remaining, busy_ms / 1000)
+
+    def _pause(self, busy_ms: int, deadline: float) -> float:
+        """The poll's sleep: ``poll_s`` jittered, within :meth:`_wait_limit`."""
+        return min(self.poll_s * random.uniform(1, 2), self._wait_limit(busy_ms, deadline))
 
     def release(self) -> bool:
         return bool(self.store.release_lock(self.key, self.token))
@@ -216,11 +224,15 @@ class AsyncStoreLock(StoreLock):
         import asyncio  # deferred: asyncio costs ~20 ms to import
 
         deadline = time.monotonic() + self.timeout
+        wait = getattr(self.store, "wait_unlocked", None)
         while True:
             busy_ms = await self.store.acquire_lock(self.key, self.token, self.ttl_ms)
             if not busy_ms:
                 return self.token
-            await asyncio.sleep(self._pause(busy_ms, deadline))
+            if wait is None:  # a store without the queueing lock: poll
+                await asyncio.sleep(self._pause(busy_ms, deadline))
+            else:
+                await wait(self.key, self._wait_limit(busy_ms, deadline))
 
     async def release_async(self) -> bool:
         return bool(await self.store.release_lock(self.key, self.token))

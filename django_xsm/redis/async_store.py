@@ -56,6 +56,10 @@ class AsyncRedisStore(
     async def release_lock(self, key: str, token: str) -> bool:
         return await self.driver.run(self.core.release_lock(key, token), key)
 
+    async def wait_unlocked(self, key: str, seconds: float) -> bool:
+        """The asyncio twin of :meth:`RedisStore.wait_unlocked`."""
+        return await self.driver.run(self.core.wait_unlocked(key, seconds), key)
+
     def lock(self, key: str, *, timeout: float = 1.0, ttl_ms: int | None = None) -> AsyncStoreLock:
         """``async with store.lock(key) as token:`` (see AsyncStoreLock)."""
         return AsyncStoreLock(self, key, timeout=timeout, ttl_ms=ttl_ms)

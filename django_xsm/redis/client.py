@@ -43,6 +43,7 @@ __all__ = [
     "resolve_async_client",
     "resolve_client",
     "same_server",
+    "socket_timeout_of",
 ]
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -78,6 +79,13 @@ def _connection_kwargs(client: Any) -> dict[str, Any]:
     if is_cluster(client):
         return dict(client.get_connection_kwargs())
     return dict(getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}))
+
+
+def socket_timeout_of(client: object) -> float | None:
+    """The read timeout (s) of ``client``'s connections, None when it has none
+    (a blocking command must return before it, or the read fails)."""
+    value = _connection_kwargs(client).get("socket_timeout")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def _checked_client(client: Any, *, want_async: bool) -> Any:

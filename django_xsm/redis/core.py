@@ -35,9 +35,25 @@ from .queries import StoreQueries
 from .requests import Many, Op, Request
 from .warm import WarmRecords, validate_warm_size
 
-__all__ = ["Cmd", "LayoutState", "Many", "Op", "Request", "StoreCore", "parse_schema", "ttl_ms_of"]
+__all__ = [
+    "LOCK_WAIT_SLICE_S",
+    "Cmd",
+    "LayoutState",
+    "Many",
+    "Op",
+    "Request",
+    "StoreCore",
+    "parse_schema",
+    "ttl_ms_of",
+]
 
 T = TypeVar("T")
+
+#: The longest single BLPOP of a lock waiter (s). A wake-up that never comes
+#: (a holder that died and let its lease run out, FORGET) costs a waiter at
+#: most this before it tries again; it stays far below LOCK_WAKE_MS, the
+#: lifetime of the waiters flag it renews on each try.
+LOCK_WAIT_SLICE_S = 0.25
 
 
 class StoreCore(StoreQueries):
@@ -69,6 +85,9 @@ class StoreCore(StoreQueries):
         #: on the first one, so other stores keep nothing.
         self.warm_size = validate_warm_size(warm_records)
         self.warm: WarmRecords | None = None
+        #: The longest BLPOP of wait_unlocked (s): LOCK_WAIT_SLICE_S, or half
+        #: the client's socket timeout when that is shorter.
+        self.wait_slice_s = LOCK_WAIT_SLICE_S
 
     # --- records -----------------------------------------------------------
 
@@ -250,13 +269,29 @@ class StoreCore(StoreQueries):
         validate_key(key)
         ops.check_ttl(ttl_ms, "ttl_ms")
         layout = yield from self.state.ensure()
-        return int((yield Call("ACQUIRE_LOCK", [layout.lock(key)], [token, ttl_ms])))
+        keys = [layout.lock(key), layout.lock_waiters(key)]
+        return int((yield Call("ACQUIRE_LOCK", keys, [token, ttl_ms])))
 
     def release_lock(self, key: str, token: str) -> Op[bool]:
         validate_key(key)
         validate_text(token, "token")
         layout = yield from self.state.ensure()
-        return bool(int((yield Call("RELEASE_LOCK", [layout.lock(key)], [token]))))
+        return bool(int((yield Call("RELEASE_LOCK", layout.lock_keys(key), [token]))))
+
+    def wait_unlocked(self, key: str, seconds: float) -> Op[bool]:
+        """Block on the lock's wake list (BLPOP) for at most ``seconds``
+        (and at most ``wait_slice_s``); True when a release woke us."""
+        validate_key(key)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise InvalidConfigError(
+                f"seconds must be a number, got {type(seconds).__name__}", path="seconds"
+            )
+        seconds = min(seconds, self.wait_slice_s)
+        if not seconds >= 0.001:  # BLPOP 0 blocks forever (and NaN is no time)
+            return False
+        layout = yield from self.state.ensure()
+        reply = yield Cmd("BLPOP", (layout.lock_wake(key), f"{seconds:.3f}"))
+        return reply is not None
 
     def lock_holder(self, key: str) -> Op[str | None]:
         validate_key(key)

@@ -12,6 +12,11 @@ key                        type    holds
                                    ``d``/``cid`` of 65-1536 bytes in 64-byte parts
                                    ``d1..dn`` / ``cid1..cidn`` (count ``dn``/``cidn``)
 ``{p:b}:l:<key>``          string  the lock token (``SET NX PX``)
+``{p:b}:lq:<key>``         string  "someone waits for the lock": set by a busy
+                                   OPEN or ACQUIRE_LOCK, expires in 2 s
+``{p:b}:lw:<key>``         list    the wake-up a lock release pushes when
+                                   ``lq`` exists (one element, expires in 2 s);
+                                   waiters ``BLPOP`` it
 ``{p:b}:log:<key>``        stream  transition log, entry id ``<seq>-0``
 ``{p:b}:ver``              hash    key -> highest version ever (no ABA), for
                                    keys written under ttl_s or deleted/forgotten
@@ -57,6 +62,7 @@ from django_xsm.persistence.base import validate_prefix
 __all__ = [
     "DEFAULT_BUCKETS",
     "LAYOUT_VERSION",
+    "LOCK_WAKE_MS",
     "LONG_PART",
     "LONG_PARTS",
     "MAX_BUCKETS",
@@ -75,6 +81,10 @@ LAYOUT_VERSION = 2
 #: LONG_PART * LONG_PARTS are stored in parts ``<f>1..<f>n``, count ``<f>n``.
 LONG_PART = 64
 LONG_PARTS = 24
+#: Lifetime (ms) of a lock's waiters flag and of its wake-up: waiters block
+#: for at most 250 ms at a time and flag again on every try, so both outlive
+#: any live waiter's gap between tries.
+LOCK_WAKE_MS = 2000
 DEFAULT_BUCKETS = 16
 MAX_BUCKETS = 1024
 #: Separator inside index members; keys and scopes never contain it.
@@ -153,6 +163,18 @@ class KeyLayout:
 
     def lock(self, key: str) -> str:
         return f"{self.tag_of(key)}:l:{key}"
+
+    def lock_waiters(self, key: str) -> str:
+        """Flag: a busy open or acquire saw the lock held and waits."""
+        return f"{self.tag_of(key)}:lq:{key}"
+
+    def lock_wake(self, key: str) -> str:
+        """List a release pushes to (when waiters are flagged); waiters BLPOP it."""
+        return f"{self.tag_of(key)}:lw:{key}"
+
+    def lock_keys(self, key: str) -> list[str]:
+        """The lock, its waiters flag and its wake list, in script KEYS order."""
+        return [self.lock(key), self.lock_waiters(key), self.lock_wake(key)]
 
     def log(self, key: str) -> str:
         return f"{self.tag_of(key)}:log:{key}"

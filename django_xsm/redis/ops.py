@@ -204,7 +204,12 @@ def open_call(layout: KeyLayout, request: records.OpenRequest, limit: int) -> Ca
     """The OPEN call; a stored snapshot over ``limit`` bytes comes back as
     its size, never as its bytes."""
     key = request.key
-    keys = [layout.snapshot(key), layout.lock(key), layout.floors(layout.bucket(key))]
+    keys = [
+        layout.snapshot(key),
+        layout.lock(key),
+        layout.floors(layout.bucket(key)),
+        layout.lock_waiters(key),
+    ]
     args: list[Any] = [key, request.lock_token, request.lock_ttl_ms, len(request.claims), limit]
     for claim in request.claims:
         ck, ca = _claim_args(layout, same_instance(key, claim))
@@ -304,6 +309,8 @@ def commit_call(
         layout.log_index(b),
         layout.inbox_expiry(b),
         layout.outbox(b),
+        layout.lock_waiters(key),
+        layout.lock_wake(key),
     ]
     inbox_slot: dict[str, int] = {}
 

@@ -27,7 +27,7 @@ from django_xsm.persistence.base import (
 from django_xsm.persistence.keywords import StoreKeywords
 from django_xsm.persistence.locks import StoreLock
 
-from .client import SyncSide, is_cluster, same_server
+from .client import SyncSide, is_cluster, same_server, socket_timeout_of
 from .core import Op, StoreCore, ttl_ms_of
 from .keys import KeyLayout
 
@@ -106,6 +106,9 @@ class _StoreBase:
             warm_records=warm_records,
         )
         self.core.per_bucket_health = is_cluster(self.client)
+        timeout = socket_timeout_of(self.client)
+        if timeout is not None:
+            self.core.wait_slice_s = min(self.core.wait_slice_s, timeout / 2)
         self.codec = self.core.codec
         self._ttl_s = ttl_s
         self.clock = system_clock_ms
@@ -207,6 +210,12 @@ class RedisStore(
 
     def release_lock(self, key: str, token: str) -> bool:
         return self.driver.run(self.core.release_lock(key, token), key)
+
+    def wait_unlocked(self, key: str, seconds: float) -> bool:
+        """Wait until a release of ``key``'s lock wakes us, at most ``seconds``
+        (in slices of at most 250 ms); True when woken. Waiters are woken
+        one per release, longest waiting first."""
+        return self.driver.run(self.core.wait_unlocked(key, seconds), key)
 
     def lock(self, key: str, *, timeout: float = 1.0, ttl_ms: int | None = None) -> StoreLock:
         """``with store.lock(key) as token:`` (see StoreLock)."""

@@ -22,7 +22,7 @@ from django_xsm.persistence.records import (
     TimerFailure,
 )
 from django_xsm.redis import LAYOUT_VERSION, ops
-from django_xsm.redis.keys import SEP
+from django_xsm.redis.keys import LOCK_WAKE_MS, SEP
 from tests.redis.helpers import (
     entry,
     layout_of,
@@ -80,6 +80,8 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         layout.log_index(bk),
         layout.inbox_expiry(bk),
         layout.outbox(bk),
+        layout.lock_waiters("order:1"),
+        layout.lock_wake("order:1"),
         layout.inbox("acct", "order:1"),
     ]
     data, header = call.args
@@ -103,9 +105,9 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         7,
     ]
     field = layout.inbox_field("order:1", "k1")
-    # KEYS[15] is the inbox; the last 0: the mark's claim was taken, not folded
-    assert h[15] == [[15, field, "fp", "o1", '{"ok":1}', 60_000, 0]]
-    assert h[16] == [[15, layout.inbox_field("order:1", "k2"), "o1"]]
+    # KEYS[17] is the inbox; the last 0: the mark's claim was taken, not folded
+    assert h[15] == [[17, field, "fp", "o1", '{"ok":1}', 60_000, 0]]
+    assert h[16] == [[17, layout.inbox_field("order:1", "k2"), "o1"]]
     assert [e[0] for e in h[17]] == ["ADD", "PAY"]
     assert h[18] == [["cid-0", '{"type":"order.paid","amount":1}']]
     assert h[19] == "" and len(h) == 20  # no base commit: not a speculative block
@@ -153,14 +155,23 @@ def test_schema_creates_the_marker_once_and_returns_what_is_stored(b: Backends) 
 
 
 def test_acquire_and_release_lock_replies(b: Backends) -> None:
-    lock = layout_of(b.store).lock("k")
+    keys = layout_of(b.store).lock_keys("k")
+    lock, waiters, wake = keys
     acquire, release = raw_script(b.client, "ACQUIRE_LOCK"), raw_script(b.client, "RELEASE_LOCK")
-    assert acquire(keys=[lock], args=["a", 5_000]) == 0
-    assert acquire(keys=[lock], args=["a", 5_000]) == 0  # re-entrant, renews
-    assert 0 < acquire(keys=[lock], args=["b", 5_000]) <= 5_000
-    assert release(keys=[lock], args=["b"]) == 0
-    assert release(keys=[lock], args=["a"]) == 1
+    assert acquire(keys=keys[:2], args=["a", 5_000]) == 0
+    assert acquire(keys=keys[:2], args=["a", 5_000]) == 0  # re-entrant, renews
+    assert b.client.exists(waiters) == 0  # nobody waited yet
+    assert release(keys=keys, args=["a"]) == 1
+    assert b.client.exists(wake) == 0  # a release with no waiter pushes nothing
+    assert acquire(keys=keys[:2], args=["a", 5_000]) == 0
+    assert 0 < acquire(keys=keys[:2], args=["b", 5_000]) <= 5_000
+    assert 0 < b.client.pttl(waiters) <= LOCK_WAKE_MS  # b flagged that it waits
+    assert release(keys=keys, args=["b"]) == 0
+    assert b.client.exists(wake) == 0  # not a release: no wake-up
+    assert release(keys=keys, args=["a"]) == 1
     assert b.client.exists(lock) == 0
+    assert b.client.lrange(wake, 0, -1) == [b"1"]  # one wake-up for the waiter
+    assert 0 < b.client.pttl(wake) <= LOCK_WAKE_MS
 
 
 # --- inbox scripts -------------------------------------------------------------------
@@ -212,7 +223,12 @@ def test_purge_inbox_and_forget_scope_replies(b: Backends) -> None:
 
 def _open_keys(b: Backends, key: str = "order:1") -> list[str]:
     layout = layout_of(b.store)
-    return [layout.snapshot(key), layout.lock(key), layout.floors(layout.bucket(key))]
+    return [
+        layout.snapshot(key),
+        layout.lock(key),
+        layout.floors(layout.bucket(key)),
+        layout.lock_waiters(key),
+    ]
 
 
 def test_open_replies(b: Backends) -> None:
@@ -233,8 +249,9 @@ def test_open_replies(b: Backends) -> None:
     assert (v, mv, m, tf) == (b"1", b"", b"order", None) and d.startswith(b"{") and int(u) > 0
     busy_reply = open_(keys=_open_keys(b), args=["order:1", "other", 5_000, 0, 2**20])
     assert busy_reply[0] > 0 and busy_reply[1:] == [0, [], [], 0, 0, 0]
+    assert b.client.exists(_open_keys(b)[3]) == 1  # "other" waits: flagged
     release_lock = raw_script(b.client, "RELEASE_LOCK")
-    release_lock(keys=[_open_keys(b)[1]], args=["tok"])
+    release_lock(keys=layout_of(b.store).lock_keys("order:1"), args=["tok"])
     # a snapshot over the limit comes back as its size, not its bytes
     big = open_(keys=_open_keys(b), args=["order:1", "", 0, 0, 3])
     stored = stored_value(b.client, _open_keys(b)[0], "d")
@@ -248,7 +265,11 @@ def test_open_with_a_busy_lock_or_a_claim_in_flight_writes_nothing(b: Backends) 
     before = namespace_state(b.client, b.store.prefix)
     res = b.store.open(OpenRequest("order:1", "tok", 5_000, (claim_req(),)), inbox=b.inbox)
     assert res.lock_busy_ms > 0
-    assert namespace_state(b.client, b.store.prefix) == before
+    # only the waiters flag, so that the holder's release wakes this caller
+    after = namespace_state(b.client, b.store.prefix)
+    flag = layout_of(b.store).lock_waiters("order:1").encode()
+    assert after.pop(flag)[:2] == ("string", b"1")
+    assert after == before
     b.store.release_lock("order:1", "holder")
     before = namespace_state(b.client, b.store.prefix)
     res = b.store.open(

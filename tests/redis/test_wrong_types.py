@@ -4,7 +4,7 @@ another type (Redis does not roll back a script that fails half way).
 For each scenario — one script call through the public API on a namespace
 prepared with something in every kind of key — a clean run records the
 call's KEYS and which keys it changed. Then, for every one of those KEYS in
-turn, the same scenario runs on a fresh copy with a list (a type no script
+turn, the same scenario runs on a fresh copy with a set (a type no script
 uses) planted at that key: either the call is refused with WRONGTYPE and the
 namespace is byte-identical, or the call succeeds and leaves the planted key
 untouched — and a key the clean run changed must be refused. The scripts'
@@ -48,10 +48,18 @@ def reset(b: Backends) -> None:
     b.store.ttl_s = None
 
 
-def prepare(b: Backends, *, lock: bool = False, ttl: bool = False, dead: bool = False) -> None:
+def prepare(
+    b: Backends,
+    *,
+    lock: bool = False,
+    ttl: bool = False,
+    dead: bool = False,
+    waiter: bool = False,
+) -> None:
     """order:1 at version 1 with deadlines, a log, inbox rows and (when
     asked) its lock held by 'tok' and a ttl; claims k1, k2 owned by o1;
-    with ``dead``, a key whose snapshot vanished (what scans prune)."""
+    with ``dead``, a key whose snapshot vanished (what scans prune); with
+    ``waiter``, a waiter for the held lock flagged (its release wakes it)."""
     reset(b)
     if dead:
         b.store.ttl_s = 60.0
@@ -78,8 +86,10 @@ def prepare(b: Backends, *, lock: bool = False, ttl: bool = False, dead: bool = 
     )
     b.inbox.claim(claim("k1"))
     b.inbox.claim(claim("k2"))
-    if lock:
+    if lock or waiter:
         b.store.acquire_lock(KEY, "tok", 60_000)
+    if waiter:
+        assert b.store.acquire_lock(KEY, "queued", 60_000) > 0
     b.store.ttl_s = None
 
 
@@ -193,6 +203,22 @@ SCENARIOS: dict[str, Scenario] = {
         lambda b: b.store.prune_expired(limit=10),
     ),
     "acquire-lock": (prepare, lambda b: b.store.acquire_lock(KEY, "t", 5_000)),
+    "acquire-busy-lock": (
+        lambda b: prepare(b, lock=True),
+        lambda b: b.store.acquire_lock(KEY, "t", 5_000),
+    ),
+    "open-busy-lock": (
+        lambda b: prepare(b, lock=True),
+        lambda b: b.store.open(OpenRequest(KEY, "tok2", 5_000)),
+    ),
+    "commit-waking-a-waiter": (
+        lambda b: prepare(b, waiter=True),
+        lambda b: _commit(b, full_unit(lock_token="tok", release_lock=True)),
+    ),
+    "release-lock-waking-a-waiter": (
+        lambda b: prepare(b, waiter=True),
+        lambda b: b.store.release_lock(KEY, "tok"),
+    ),
     "claim": (prepare, lambda b: b.inbox.claim(claim("k7"))),
     "mark": (prepare, lambda b: b.inbox.mark(InboxMark(claim("k1"), {}, 60_000))),
     "release": (prepare, lambda b: b.inbox.release(InboxRelease(claim("k2")))),
@@ -251,7 +277,7 @@ def test_a_wrong_type_at_any_key_fails_the_script_before_its_first_write(
         mine = {k.encode() for keys in per_call if key in keys for k in keys}
         setup(b)
         b.client.delete(key)
-        b.client.rpush(key, "foreign")
+        b.client.sadd(key, "foreign")
         planted = key_state(b.client, key)
         before = namespace_state(b.client, b.store.prefix)
         try:

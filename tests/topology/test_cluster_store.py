@@ -23,7 +23,13 @@ from django_xsm.exceptions import (
     NotDurableError,
     StoreUnavailableError,
 )
-from django_xsm.persistence import AuditPlugin, DueTimerScanner, IdempotencyPlugin, persisted
+from django_xsm.persistence import (
+    AuditPlugin,
+    DueTimerScanner,
+    IdempotencyPlugin,
+    PessimisticLock,
+    persisted,
+)
 from django_xsm.redis import AsyncRedisStore, RedisInbox, RedisLog, RedisStore
 from django_xsm.redis.client import same_server
 from django_xsm.redis.inbox import AsyncRedisInbox
@@ -63,6 +69,42 @@ def test_the_quick_start_with_idempotency_and_audit(cluster: RedisCluster3):
     assert [r.idempotency_key for r in plugins[1].log.read("order:1")] == ["k1", "k2"]
     keys, _ = store.list_page("order:")
     assert keys == ["order:1"]
+
+
+def test_pessimistic_waiters_are_woken_on_the_key_s_node(cluster: RedisCluster3):
+    # BLPOP on the wake list goes to the node of the key's slot, where the
+    # releasing COMMIT pushes: waiters on a hot key take turns, none times out
+    client = cluster.client()
+    store, plugins = parts(client, unique_prefix())
+    add(store, plugins, "order:hot")
+    woken: list[bool] = []
+    wait = store.wait_unlocked
+
+    def spied(key: str, seconds: float) -> bool:
+        woken.append(wait(key, seconds))
+        return woken[-1]
+
+    store.wait_unlocked = spied  # type: ignore[method-assign]
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        for _ in range(5):
+            try:
+                lock = PessimisticLock(timeout=20)
+                with persisted(store, "order:hot", order_machine(), lock=lock) as inst:
+                    inst.send("ADD")
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    record = store.load("order:hot")
+    assert record is not None and record.snapshot["context"]["items"] == 21
+    assert True in woken  # some waits were ended by a release, not by their time
 
 
 def test_two_clients_of_one_cluster_commit_in_one_script(cluster: RedisCluster3):

@@ -32,7 +32,7 @@ from django_xsm.persistence.runner import Apply, adrive, drive
 
 from .instance import PersistedInstance
 from .options import BlockOptions
-from .requests import BlockOp, Claim, Commit, Open, Release, ReleaseLock, Request, Sleep
+from .requests import BlockOp, Claim, Commit, Open, Release, ReleaseLock, Request, WaitUnlocked
 
 __all__ = ["apersisted", "persisted"]
 
@@ -50,7 +50,7 @@ class _Backends:
         self.log = log
 
     def call(self, request: Request) -> Apply:
-        """The backend method that executes ``request`` (not a Sleep)."""
+        """The backend method that executes ``request`` (not a WaitUnlocked)."""
         if isinstance(request, Open):
             if request.with_inbox:
                 return Apply(self.store.open, (request.request,), {"inbox": self.inbox})
@@ -76,9 +76,12 @@ class _SyncIO(_Backends):
         return self.run(op)
 
     def _execute(self, request: Request) -> Any:
-        if isinstance(request, Sleep):
-            time.sleep(request.seconds)
-            return None
+        if isinstance(request, WaitUnlocked):
+            wait = getattr(self.store, "wait_unlocked", None)
+            if wait is None:  # a store without the queueing lock: poll
+                time.sleep(request.poll_s)
+                return False
+            return wait(request.key, request.seconds)
         return self.call(request)()
 
 
@@ -102,11 +105,14 @@ class _AsyncIO(_Backends):
         return await adrive(op, self._execute)
 
     async def _execute(self, request: Request) -> Any:
-        if isinstance(request, Sleep):
-            import asyncio  # deferred: asyncio costs ~20 ms to import
+        if isinstance(request, WaitUnlocked):
+            wait = getattr(self.store, "wait_unlocked", None)
+            if wait is None:  # a store without the queueing lock: poll
+                import asyncio  # deferred: asyncio costs ~20 ms to import
 
-            await asyncio.sleep(request.seconds)
-            return None
+                await asyncio.sleep(request.poll_s)
+                return False
+            return await wait(request.key, request.seconds)
         return await self.call(request)()
 
 

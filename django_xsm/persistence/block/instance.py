@@ -49,7 +49,7 @@ from django_xsm.persistence.records import (
 
 from .claims import SendClaim
 from .options import BlockOptions, SendOptions
-from .requests import BlockIO, BlockOp, Claim, Commit, Open, Release, ReleaseLock, Sleep
+from .requests import BlockIO, BlockOp, Claim, Commit, Open, Release, ReleaseLock, WaitUnlocked
 from .state import BlockState
 
 logger = logging.getLogger("django_xsm.persistence")
@@ -262,7 +262,15 @@ class PersistedInstance(BlockState):
                     timeout=lock.timeout,
                     retry_after_s=retry_after_seconds(result.lock_busy_ms),
                 )
-            yield Sleep(min(lock.poll_s * 2, max(deadline - time.monotonic(), 0)))
+            # Block until the holder's release wakes us (never past our
+            # deadline nor its lease), then open again: the release wakes
+            # the longest waiter, so a hot key's waiters take turns
+            remaining = max(deadline - time.monotonic(), 0)
+            yield WaitUnlocked(
+                self.key,
+                min(remaining, result.lock_busy_ms / 1000),
+                poll_s=min(lock.poll_s * 2, remaining),
+            )
 
     # --- close ---------------------------------------------------------------
 

@@ -14,7 +14,16 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 
 from django_xsm.persistence.records import ClaimRequest, CommitUnit, InboxRelease, OpenRequest
 
-__all__ = ["BlockIO", "BlockOp", "Claim", "Commit", "Open", "Release", "ReleaseLock", "Sleep"]
+__all__ = [
+    "BlockIO",
+    "BlockOp",
+    "Claim",
+    "Commit",
+    "Open",
+    "Release",
+    "ReleaseLock",
+    "WaitUnlocked",
+]
 
 T = TypeVar("T")
 
@@ -57,13 +66,18 @@ class ReleaseLock:
 
 
 @dataclass(frozen=True, slots=True)
-class Sleep:
-    """Wait ``seconds`` before polling a busy lock again."""
+class WaitUnlocked:
+    """Wait for ``key``'s busy lock to be released, at most ``seconds``,
+    before opening again: ``store.wait_unlocked(key, seconds)``, woken by
+    the release (the queueing lock). A store without that method is polled:
+    the runner sleeps ``poll_s`` instead."""
 
+    key: str
     seconds: float
+    poll_s: float
 
 
-Request: TypeAlias = Open | Claim | Commit | Release | ReleaseLock | Sleep
+Request: TypeAlias = Open | Claim | Commit | Release | ReleaseLock | WaitUnlocked
 BlockOp: TypeAlias = Generator[Request, Any, T]
 
 

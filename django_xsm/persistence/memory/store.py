@@ -77,6 +77,8 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
         #: nothing: the outbox workers run on Redis; tests read it here).
         self.outbox: list[OutboxEntry] = []
         self._lock = threading.RLock()
+        #: Notified whenever a lock is released: its waiters open again.
+        self._unlocked = threading.Condition(self._lock)
         self._rows: dict[str, _Row] = {}
         self._floors: dict[str, int] = {}
         self._locks: dict[str, tuple[str, int]] = {}
@@ -354,8 +356,25 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
         held = self._locks.get(key)
         if held is not None and held[0] == token:
             del self._locks[key]
+            self._unlocked.notify_all()
             return held[1] > self.clock()
         return False
+
+    def wait_unlocked(self, key: str, seconds: float) -> bool:
+        """Block until a lock is released, at most ``seconds``; True when
+        woken (or when ``key`` is not locked). Like Redis' wake list, it
+        may wake early: callers try again."""
+        validate_key(key)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise InvalidConfigError(
+                f"seconds must be a number, got {type(seconds).__name__}", path="seconds"
+            )
+        with self._unlocked:
+            if not self._lock_busy(key, "", self.clock()):
+                return True
+            if not seconds > 0:  # no time (or NaN): do not wait
+                return False
+            return self._unlocked.wait(min(seconds, 60.0))
 
     def release_lock(self, key: str, token: str) -> bool:
         validate_key(key)
@@ -394,6 +413,8 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
                 "log": log.forget(key) if log is not None else 0,
             }
             self._drop(key)
+            if counts["lock"]:
+                self._unlocked.notify_all()
             return counts
 
     def _sorted_live(self, machine: str | None, state: str | None) -> list[str]:
@@ -497,6 +518,7 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
             self._rows.clear()
             self._floors.clear()
             self._locks.clear()
+            self._unlocked.notify_all()
             self._due.clear()
             self._dead.clear()
             self._parked.clear()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django_xsm.persistence.records import COMMIT_HISTORY
-from django_xsm.redis.keys import LONG_PART, LONG_PARTS
+from django_xsm.redis.keys import LOCK_WAKE_MS, LONG_PART, LONG_PARTS
 
 __all__ = [
     "COMMIT_HISTORY",
@@ -12,6 +12,7 @@ __all__ = [
     "PRELUDE_COMMIT_TYPES",
     "PRELUDE_INBOX",
     "PRELUDE_INDEX",
+    "PRELUDE_LOCK_WAKE",
     "PRELUDE_LOG",
     "PRELUDE_LONG",
     "PRELUDE_TYPES",
@@ -307,7 +308,7 @@ local function commit_arg_error(a, nkeys)
         end
       end
       -- marks and releases name their inbox hash by its KEYS index
-      if i < 18 and (row[1] < 15 or row[1] > nkeys) then
+      if i < 18 and (row[1] < 17 or row[1] > nkeys) then
         return '[' .. i .. '][' .. j .. '][1] is not an inbox KEYS index'
       end
     end
@@ -359,6 +360,10 @@ local function commit_unread(KEYS, I, a, exists, cur, r)
   if #a[18] > 0 then need(KEYS[12], 'zset') end
   if #a[16] > 0 or #a[17] > 0 then need(KEYS[13], 'zset') end
   if #a[19] > 0 then need(KEYS[14], 'stream') end
+  -- the lock's release wakes a flagged waiter (PRELUDE_LOCK_WAKE)
+  if a[6] == 1 and a[5] ~= '' and redis.call('EXISTS', KEYS[15]) == 1 then
+    need(KEYS[16], 'list')
+  end
   local marked = {}
   for _, m in ipairs(a[16]) do marked[m[1]] = true end
   for _, rl in ipairs(a[17]) do
@@ -367,3 +372,38 @@ local function commit_unread(KEYS, I, a, exists, cur, r)
   return spec
 end
 """
+
+# The queueing lock. A caller that finds the lock held flags that it waits
+# (lq) and blocks on the wake list (lw, BLPOP); a release pushes one wake-up
+# there only when a waiter is flagged, so an uncontended lock costs one
+# EXISTS. Redis serves blocked clients first come, first served: each
+# release hands the lock to the longest waiter instead of whoever polls
+# first. A wake-up pushed before its waiter blocks stays in the list (no
+# lost wake-up); a stale one only wakes a waiter early, to try again.
+# Needs PRELUDE_TYPES. Both keys are type-checked before they are written,
+# like every other key (COMMIT checks lw in commit_unread).
+PRELUDE_LOCK_WAKE = (
+    "\nlocal LOCK_WAKE_MS = "
+    + str(LOCK_WAKE_MS)
+    + r"""
+-- flags a waiter; the WRONGTYPE error (nothing written) when lq holds another type
+local function flag_waiter(lq)
+  local err = bad_type({lq, 'string'})
+  if err then return err end
+  redis.call('SET', lq, '1', 'PX', LOCK_WAKE_MS)
+  return nil
+end
+-- what wake_waiter will write, for bad_type: lw when a waiter is flagged
+local function wake_types(lq, lw)
+  if redis.call('EXISTS', lq) == 1 then return {lw, 'list'} end
+  return {}
+end
+local function wake_waiter(lq, lw)
+  if redis.call('EXISTS', lq) == 1 then
+    redis.call('LPUSH', lw, '1')
+    redis.call('LTRIM', lw, 0, 0)
+    redis.call('PEXPIRE', lw, LOCK_WAKE_MS)
+  end
+end
+"""
+)

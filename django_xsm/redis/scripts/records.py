@@ -8,7 +8,9 @@ from .preludes import (
     PRELUDE_COMMIT_TYPES,
     PRELUDE_INBOX,
     PRELUDE_INDEX,
+    PRELUDE_LOCK_WAKE,
     PRELUDE_LOG,
+    PRELUDE_TYPES,
 )
 
 __all__ = [
@@ -39,8 +41,9 @@ if ARGV[3] and ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'id', ARGV[3]) e
 return redis.call('HMGET', KEYS[1], 'layout', 'buckets', 'id')
 """
 
-# KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors hash,
-# then per claim i (0-based): KEYS[4+2i] inbox hash, KEYS[5+2i] inbox expiry
+# KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors hash, KEYS[4] lock
+# waiters flag, then per claim i (0-based): KEYS[5+2i] inbox hash,
+# KEYS[6+2i] inbox expiry
 # ARGV[1] instance key, ARGV[2] lock token ('' = no lock), ARGV[3] lock ttl ms,
 # ARGV[4] claim count N, ARGV[5] max snapshot bytes,
 # then per claim: field, fingerprint, owner, lease ms
@@ -49,10 +52,12 @@ return redis.call('HMGET', KEYS[1], 'layout', 'buckets', 'id')
 #          exists 0/1, 0, latest commit id or ''}
 #       | {0, 0, {}, {}, 0, 1, size} when the stored snapshot is over the
 #         limit (nothing taken, its bytes not sent)
-# A busy lock claims nothing; the lock is taken only if every claim is ours.
+# A busy lock claims nothing (it flags a waiter: the release wakes one);
+# the lock is taken only if every claim is ours.
 OPEN = (
     PRELUDE_INDEX
     + PRELUDE_INBOX
+    + PRELUDE_LOCK_WAKE
     + r"""
 local n = tonumber(ARGV[4])
 -- Type proofs before the first write: the lock's GET (read when a token
@@ -61,7 +66,7 @@ local n = tonumber(ARGV[4])
 -- expiry indexes are written unread, so they are checked.
 local spec, seen = {}, {}
 for i = 0, n - 1 do
-  local inx = KEYS[5 + 2 * i]
+  local inx = KEYS[6 + 2 * i]
   if not seen[inx] then seen[inx] = true; spec[#spec + 1] = inx; spec[#spec + 1] = 'zset' end
 end
 local err = bad_type(spec)
@@ -73,6 +78,8 @@ if token ~= '' then
   if holder and holder ~= token then
     local pttl = redis.call('PTTL', KEYS[2])
     if pttl < 1 then pttl = 1 end
+    local flag_err = flag_waiter(KEYS[4])
+    if flag_err then return flag_err end
     return {pttl, 0, {}, {}, 0, 0, 0}
   end
 end
@@ -96,14 +103,14 @@ local exists = redis.call('EXISTS', KEYS[1])
 local replies, all_claimed = {}, true
 for i = 0, n - 1 do
   local b = 6 + 4 * i
-  local st, receipt, retry = claim_check(KEYS[4 + 2 * i], ARGV[b], ARGV[b + 1], ARGV[b + 2], now)
+  local st, receipt, retry = claim_check(KEYS[5 + 2 * i], ARGV[b], ARGV[b + 1], ARGV[b + 2], now)
   replies[#replies + 1] = {st, receipt, retry}
   if st ~= 'claimed' then all_claimed = false end
 end
 if all_claimed then
   for i = 0, n - 1 do
     local b = 6 + 4 * i
-    put_row(KEYS[4 + 2 * i], KEYS[5 + 2 * i], ARGV[b],
+    put_row(KEYS[5 + 2 * i], KEYS[6 + 2 * i], ARGV[b],
       {s = 'f', fp = ARGV[b + 1], o = ARGV[b + 2]}, now + tonumber(ARGV[b + 3]))
   end
   if token ~= '' then redis.call('SET', KEYS[2], token, 'PX', ARGV[3]) end
@@ -116,8 +123,8 @@ return {0, floor, replies, fields, locked, exists, 0, head}
 
 # KEYS[1] snapshot hash, KEYS[2] lock, KEYS[3] floors, KEYS[4..10] index keys
 # (ix idx midx sidx due dead exp), KEYS[11] log stream, KEYS[12] log index,
-# KEYS[13] inbox expiry, KEYS[14] outbox stream,
-# KEYS[15..] inbox hashes referenced by marks/releases
+# KEYS[13] inbox expiry, KEYS[14] outbox stream, KEYS[15] lock waiters flag,
+# KEYS[16] lock wake list, KEYS[17..] inbox hashes referenced by marks/releases
 # ARGV[1] encoded snapshot ('' when none is written; may be binary),
 # ARGV[2] the rest as one JSON array (one argument instead of dozens: packing
 # each one costs the client more than the script's cjson.decode):
@@ -156,6 +163,7 @@ COMMIT = (
     + PRELUDE_COMMIT_IDS
     + PRELUDE_COMMIT_ARGS
     + PRELUDE_COMMIT_TYPES
+    + PRELUDE_LOCK_WAKE
     + r"""
 local a = cjson.decode(ARGV[2])
 -- Argument types first: a wrong type found by a redis.call half way
@@ -281,28 +289,47 @@ elseif exists and pre.pttl > 0 and redis.call('PERSIST', KEYS[1]) == 1 then
   redis.call('PERSIST', KEYS[11])
   redis.call('ZREM', I[7], key)
 end
-if a[6] == 1 and token ~= '' then redis.call('DEL', KEYS[2]) end
+if a[6] == 1 and token ~= '' then
+  redis.call('DEL', KEYS[2])
+  wake_waiter(KEYS[15], KEYS[16])
+end
 if not exists then tf = false end
 return {'ok', version, first, now, tf}
 """
 )
 
-# KEYS[1] lock; ARGV[1] token, ARGV[2] ttl ms
+# KEYS[1] lock, KEYS[2] lock waiters flag; ARGV[1] token, ARGV[2] ttl ms
 # returns 0 when the caller holds the lock now, else the holder's PTTL (>= 1)
-ACQUIRE_LOCK = r"""
+# (and flags a waiter: the release wakes one)
+ACQUIRE_LOCK = (
+    PRELUDE_TYPES
+    + PRELUDE_LOCK_WAKE
+    + r"""
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]); return 0 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+local err = flag_waiter(KEYS[2])
+if err then return err end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 1 then return 1 end
 return pttl
 """
+)
 
-# KEYS[1] lock; ARGV[1] token; returns 1 when released, 0 when not ours
-RELEASE_LOCK = r"""
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+# KEYS[1] lock, KEYS[2] lock waiters flag, KEYS[3] lock wake list; ARGV[1] token
+# returns 1 when released (waking the longest waiter, if any), 0 when not ours
+RELEASE_LOCK = (
+    PRELUDE_TYPES
+    + PRELUDE_LOCK_WAKE
+    + r"""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local err = bad_type(wake_types(KEYS[2], KEYS[3]))
+if err then return err end
+redis.call('DEL', KEYS[1])
+wake_waiter(KEYS[2], KEYS[3])
+return 1
 """
+)
 
 # KEYS[1] snapshot hash, KEYS[2] floors, KEYS[3..9] index keys
 # ARGV[1] instance key; returns 1 when a record was deleted (lock and log stay)
