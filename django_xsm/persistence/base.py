@@ -269,6 +269,11 @@ class StateStore(Protocol):
       undecodable records raise ``SnapshotCorruptError``; an unreachable
       backend raises ``StoreUnavailableError``.
     * ``health()`` never raises.
+
+    Optional: ``wait_unlocked(key, seconds) -> bool`` blocks until a release
+    of ``key``'s lock may have happened (True when one woke it), at most
+    ``seconds``, and may wake early; pessimistic waiters and
+    ``StoreLock`` call it between tries. A store without it is polled.
     """
 
     max_snapshot_bytes: int
