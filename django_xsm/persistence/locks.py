@@ -61,7 +61,10 @@ class PessimisticLock(LockStrategy):
     (kept short on purpose: contention fails fast). ``ttl_ms``: lease of the
     lock (default: the store's ``lock_ttl_ms``); a holder that outlives it
     loses its commit with ``ConflictError`` rather than overwriting a newer
-    holder.
+    holder. Waiters queue: each blocks in ``store.wait_unlocked()`` until
+    the holder's release wakes it (Redis wakes the longest waiter first);
+    ``poll_s`` is the sleep between tries only on a store without that
+    method.
     """
 
     pessimistic = True
