@@ -337,6 +337,8 @@ local function commit_reads(KEYS, I, a, exists, cur)
   end
   if exists then r.pttl = redis.call('PTTL', KEYS[1]) end
   if #a[18] > 0 then r.seq = last_seq(KEYS[11]) end
+  -- a release wakes a flagged waiter (PRELUDE_LOCK_WAKE): read once, here
+  r.waiters = a[6] == 1 and a[5] ~= '' and waiter_flagged(KEYS[15])
   return r
 end
 local function commit_unread(KEYS, I, a, exists, cur, r)
@@ -360,10 +362,7 @@ local function commit_unread(KEYS, I, a, exists, cur, r)
   if #a[18] > 0 then need(KEYS[12], 'zset') end
   if #a[16] > 0 or #a[17] > 0 then need(KEYS[13], 'zset') end
   if #a[19] > 0 then need(KEYS[14], 'stream') end
-  -- the lock's release wakes a flagged waiter (PRELUDE_LOCK_WAKE)
-  if a[6] == 1 and a[5] ~= '' and redis.call('EXISTS', KEYS[15]) == 1 then
-    need(KEYS[16], 'list')
-  end
+  if r.waiters then need(KEYS[16], 'list') end
   local marked = {}
   for _, m in ipairs(a[16]) do marked[m[1]] = true end
   for _, rl in ipairs(a[17]) do
@@ -381,7 +380,8 @@ end
 # first. A wake-up pushed before its waiter blocks stays in the list (no
 # lost wake-up); a stale one only wakes a waiter early, to try again.
 # Needs PRELUDE_TYPES. Both keys are type-checked before they are written,
-# like every other key (COMMIT checks lw in commit_unread).
+# like every other key (COMMIT reads the flag in commit_reads and checks lw
+# in commit_unread). The flag is read once per release.
 PRELUDE_LOCK_WAKE = (
     "\nlocal LOCK_WAKE_MS = "
     + str(LOCK_WAKE_MS)
@@ -393,17 +393,14 @@ local function flag_waiter(lq)
   redis.call('SET', lq, '1', 'PX', LOCK_WAKE_MS)
   return nil
 end
--- what wake_waiter will write, for bad_type: lw when a waiter is flagged
-local function wake_types(lq, lw)
-  if redis.call('EXISTS', lq) == 1 then return {lw, 'list'} end
-  return {}
+local function waiter_flagged(lq)
+  return redis.call('EXISTS', lq) == 1
 end
-local function wake_waiter(lq, lw)
-  if redis.call('EXISTS', lq) == 1 then
-    redis.call('LPUSH', lw, '1')
-    redis.call('LTRIM', lw, 0, 0)
-    redis.call('PEXPIRE', lw, LOCK_WAKE_MS)
-  end
+-- only when waiter_flagged, and after bad_type proved lw a list (or absent)
+local function wake_waiter(lw)
+  redis.call('LPUSH', lw, '1')
+  redis.call('LTRIM', lw, 0, 0)
+  redis.call('PEXPIRE', lw, LOCK_WAKE_MS)
 end
 """
 )

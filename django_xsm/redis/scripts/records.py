@@ -162,8 +162,8 @@ COMMIT = (
     + PRELUDE_LOG
     + PRELUDE_COMMIT_IDS
     + PRELUDE_COMMIT_ARGS
+    + PRELUDE_LOCK_WAKE  # before PRELUDE_COMMIT_TYPES: commit_reads calls it
     + PRELUDE_COMMIT_TYPES
-    + PRELUDE_LOCK_WAKE
     + r"""
 local a = cjson.decode(ARGV[2])
 -- Argument types first: a wrong type found by a redis.call half way
@@ -291,7 +291,7 @@ elseif exists and pre.pttl > 0 and redis.call('PERSIST', KEYS[1]) == 1 then
 end
 if a[6] == 1 and token ~= '' then
   redis.call('DEL', KEYS[2])
-  wake_waiter(KEYS[15], KEYS[16])
+  if pre.waiters then wake_waiter(KEYS[16]) end
 end
 if not exists then tf = false end
 return {'ok', version, first, now, tf}
@@ -323,10 +323,13 @@ RELEASE_LOCK = (
     + PRELUDE_LOCK_WAKE
     + r"""
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local err = bad_type(wake_types(KEYS[2], KEYS[3]))
-if err then return err end
+local waiters = waiter_flagged(KEYS[2])
+if waiters then
+  local err = bad_type({KEYS[3], 'list'})
+  if err then return err end
+end
 redis.call('DEL', KEYS[1])
-wake_waiter(KEYS[2], KEYS[3])
+if waiters then wake_waiter(KEYS[3]) end
 return 1
 """
 )
