@@ -10,11 +10,11 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from django_xsm.exceptions import InvalidConfigError, XsmError
-from django_xsm.persistence import AuditPlugin, MemoryStore, persisted
+from django_xsm.persistence import AuditPlugin, MemoryStore, persisted, redact
 from django_xsm.persistence.base import validate_key
 from tests.support import Backends, order_machine
 
@@ -64,6 +64,8 @@ def _refused_cleanly(exc: BaseException) -> bool:
     context=st.dictionaries(text, jsonish, max_size=4),
     payload=st.dictionaries(text, jsonish, max_size=3),
 )
+# found by hypothesis: an int-keyed dict under a redacted field never reaches the log
+@example(context={}, payload={"PASSWD": {0: None}})
 def test_random_contexts_and_payloads_commit_and_read_back_or_are_refused(
     b: Backends, context: dict[str, Any], payload: dict[str, Any]
 ) -> None:
@@ -79,7 +81,9 @@ def test_random_contexts_and_payloads_commit_and_read_back_or_are_refused(
         assert _refused_cleanly(exc), repr(exc)
         assert b.store.load(key) is None and b.log.read(key) == []
         return
-    assert _clean(context) and _clean(payload)
+    # the log stores the payload redacted (a "passwd" field's value is
+    # replaced), so only what survives redaction must be storable
+    assert _clean(context) and _clean(redact(payload))
     assert dict(b.store.load(key).snapshot["context"]) == wanted
 
 
