@@ -40,6 +40,7 @@ __all__ = [
     "validate_limit",
     "validate_positive_int",
     "validate_prefix",
+    "validate_seconds",
     "validate_text",
     "validate_ttl_s",
     "wall_to_ms",
@@ -145,6 +146,14 @@ def validate_positive_int(value: object, name: str) -> int:
     """``value`` if it is an int >= 1 (not a bool), else InvalidConfigError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidConfigError(f"{name} must be a positive int, got {value!r}", path=name)
+    return value
+
+
+def validate_seconds(value: object, name: str = "seconds") -> float:
+    """``value`` if it is a number (not a bool; NaN and negatives pass: a
+    wait treats them as no time), else InvalidConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidConfigError(f"{name} must be a number, got {type(value).__name__}", path=name)
     return value
 
 

@@ -20,6 +20,7 @@ from django_xsm.persistence.base import (
     Codec,
     validate_key,
     validate_positive_int,
+    validate_seconds,
     validate_text,
     validate_ttl_s,
 )
@@ -282,11 +283,7 @@ class StoreCore(StoreQueries):
         """Block on the lock's wake list (BLPOP) for at most ``seconds``
         (and at most ``wait_slice_s``); True when a release woke us."""
         validate_key(key)
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise InvalidConfigError(
-                f"seconds must be a number, got {type(seconds).__name__}", path="seconds"
-            )
-        seconds = min(seconds, self.wait_slice_s)
+        seconds = min(validate_seconds(seconds), self.wait_slice_s)
         if not seconds >= 0.001:  # BLPOP 0 blocks forever (and NaN is no time)
             return False
         layout = yield from self.state.ensure()

@@ -22,6 +22,7 @@ from django_xsm.persistence.base import (
     validate_key,
     validate_limit,
     validate_positive_int,
+    validate_seconds,
     validate_text,
     validate_ttl_s,
 )
@@ -365,10 +366,7 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
         woken (or when ``key`` is not locked). Like Redis' wake list, it
         may wake early: callers try again."""
         validate_key(key)
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise InvalidConfigError(
-                f"seconds must be a number, got {type(seconds).__name__}", path="seconds"
-            )
+        validate_seconds(seconds)
         with self._unlocked:
             if not self._lock_busy(key, "", self.clock()):
                 return True
