@@ -42,7 +42,7 @@ from django.utils.module_loading import import_string
 
 from django_xsm import backend, conf
 from django_xsm.engine import Machine, MachineLogic, create_machine
-from django_xsm.exceptions import UnknownMachineError, XsmError
+from django_xsm.exceptions import UnknownMachineError, XsmError, brief_error
 
 from .managers import InstanceDoesNotExist, InstanceManager, InstanceView
 
@@ -112,34 +112,17 @@ class _Problem(Exception):
         self.hint = hint
 
 
-#: The longest reason quoted from an exception raised by the user's code.
-_MAX_REASON = 300
-
-
-def _reason(exc: Exception) -> str:
-    """Why importing or calling the user's code failed, bounded: the
-    message of an ``ImportError``, ``"<Class>: <message>"`` of anything
-    else (a ``NameError`` or ``SyntaxError`` in the machine's module)."""
-    try:
-        text = str(exc)
-    except Exception:  # a broken __str__ must not hide the real problem
-        text = ""
-    if not isinstance(exc, ImportError):
-        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
-
-
 def _import(path: str, what: str) -> Any:
     try:
         return import_string(path)
     except ImportError as exc:
         raise _Problem(
-            f"cannot import {what} {path!r}: {_reason(exc)}",
+            f"cannot import {what} {path!r}: {brief_error(exc)}",
             "give a dotted path 'package.module.attribute' to an importable object",
         ) from exc
     except Exception as exc:  # the module itself is broken: start-up goes on
         raise _Problem(
-            f"importing {what} {path!r} raised {_reason(exc)}",
+            f"importing {what} {path!r} raised {brief_error(exc)}",
             f'fix the module; `python -c "import {path.rpartition(".")[0] or path}"` '
             "shows the traceback",
         ) from exc
@@ -179,7 +162,7 @@ def _resolve(ref: Any, what: str) -> Any:
         except XsmError as exc:
             raise _Problem(exc.message, exc.hint) from exc
         except Exception as exc:
-            raise _Problem(f"calling the {what} factory {ref!r} raised {_reason(exc)}") from exc
+            raise _Problem(f"calling the {what} factory {ref!r} raised {brief_error(exc)}") from exc
     return found
 
 
