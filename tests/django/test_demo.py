@@ -71,8 +71,9 @@ def test_the_curl_of_docs_django_md_creates_an_order(client: Any, backend: Any):
     assert block is not None
     argv = shlex.split(block.group(1).replace("\\\n", " "))  # line continuations
     assert argv[:4] == ["curl", "-X", "POST", "localhost:8000/api/orders"]
-    options = dict(zip(argv[4::2], argv[5::2], strict=True))
-    headers = dict(h.split(": ", 1) for k, h in zip(argv[4::2], argv[5::2]) if k == "-H")
+    pairs = list(zip(argv[4::2], argv[5::2], strict=True))
+    options = dict(pairs)
+    headers = dict(value.split(": ", 1) for option, value in pairs if option == "-H")
     response = client.post(
         "/api/orders",
         options["-d"],

@@ -292,7 +292,8 @@ def test_a_guarded_refusal_names_the_guard_as_the_api_does() -> None:
     snapshot = ticket.start().snapshot()  # count 0: guard "bumped" says no to CLOSE
     effect = preview_effect(ticket, snapshot, "CLOSE", {})
     assert not effect["accepted"]
-    assert effect["refusal"] == "Event 'CLOSE' was not accepted in state 'open': guard 'bumped' said no"
+    said = "Event 'CLOSE' was not accepted in state 'open': guard 'bumped' said no"
+    assert effect["refusal"] == said
     with pytest.raises(EventNotAcceptedError) as raised:
         ticket.start().send("CLOSE", strict=True)
     assert raised.value.message == effect["refusal"]
