@@ -31,8 +31,12 @@ Deploy (``--deploy``)
   or a cluster client to a server without cluster mode
   ``xsm.W013`` (``--deploy``) the namespace has fewer than 8 buckets per
   cluster master
+  ``xsm.E015`` (``--deploy``) stored instances of a machine cannot be loaded
+  by this code: its chart changed without a version bump, or no migration
+  leads from their version (a sample of ``CHANGE_SAMPLE`` instances per
+  machine)
 
-The ``--deploy`` questions to the server (W012, E011, E012, W013) are asked
+The ``--deploy`` questions to the server (W012, E011, E012, W013, E015) are asked
 only when it answers, each bounded by the client's socket timeout; an
 unreachable server is the readiness probe's to report.
 
@@ -58,7 +62,9 @@ from django.utils.module_loading import import_string
 from django_xsm import backend, conf
 from django_xsm.backend.clients import NotAClusterNode
 from django_xsm.backend.readiness import (
+    CHANGE_SAMPLE,
     bucket_problem,
+    changed_machines,
     cluster_node_problem,
     connection_problems,
     namespace_info,
@@ -265,7 +271,7 @@ def _persistence() -> list[CheckMessage]:
                 id="xsm.W012",
             )
         )
-    return out + _topology(conf.get_settings(), backend.get_backend().client)
+    return out + _topology(conf.get_settings(), backend.get_backend().client) + _changed_charts()
 
 
 def _topology(s: conf.XsmSettings, client: Any) -> list[CheckMessage]:
@@ -282,6 +288,28 @@ def _topology(s: conf.XsmSettings, client: Any) -> list[CheckMessage]:
         return []
     spread = bucket_problem(info)
     return [] if spread is None else [Warning(spread.message, hint=spread.hint, id=spread.id)]
+
+
+def _changed_charts() -> list[CheckMessage]:
+    """``xsm.E015``: stored instances this code cannot load (see
+    :func:`~django_xsm.backend.readiness.changed_machines`); at most
+    ``CHANGE_SAMPLE`` instances read per registered machine."""
+    try:
+        found = changed_machines(backend.get_store(), [e.machine for e in machines.values()])
+    except (XsmError, ImproperlyConfigured):
+        return []  # Redis stopped answering: the readiness probe's to report
+    return [
+        Error(
+            f"Machine {machines.name_for_machine_id(c.machine_id, c.machine_id)!r} "
+            f"(version {c.version!r}): {c.failed} of the {c.sampled} stored instance(s) "
+            f"sampled cannot be loaded by this code, e.g. {c.key!r}: {c.reason}",
+            hint=f"{c.hint + '; ' if c.hint else ''}see 'Changing a chart' in docs/models.md. "
+            "Until then every request on these instances answers 500 machine-changed and "
+            f"their timers fail (at most {CHANGE_SAMPLE} instances per machine are read)",
+            id="xsm.E015",
+        )
+        for c in found
+    ]
 
 
 def _plaintext_sentinel(cfg: conf.Sentinel) -> list[CheckMessage]:
@@ -340,4 +368,5 @@ def check_deploy(
                 id="xsm.W011",
             )
         )
+        out.extend(_changed_charts())
     return out

@@ -44,6 +44,7 @@ __all__ = [
     "UnstorableValueError",
     "XsmError",
     "brief",
+    "brief_error",
 ]
 
 
@@ -600,3 +601,15 @@ def brief(value: object) -> str:
         return _BRIEF.repr(value)
     except Exception:
         return f"<{type(value).__name__} object>"
+
+
+def brief_error(exc: BaseException, limit: int = 300) -> str:
+    """``"<Class>: <message>"`` of an exception raised by the caller's code
+    (a machine module, a migration), at most ``limit`` characters, never an
+    exception (a ``__str__`` that raises gives the class alone)."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -16,6 +16,7 @@ instance required but absent               404     ``not-found``
 store unavailable                          503     ``Retry-After``, ``unavailable``
 a value the store cannot keep exactly      422     ``unstorable-value``
 store refused the credentials / ACL        500     ``store-misconfigured``
+stored instance this chart cannot load     500     ``machine-changed``
 any other XsmError (DEBUG=False)           500     ``internal``
 =========================================  ======  ===========================
 
@@ -49,6 +50,7 @@ from django_xsm.exceptions import (
     IdempotencyMismatchError,
     InstanceNotFoundError,
     LockTimeoutError,
+    MigrationError,
     NotDurableError,
     StoreAuthenticationError,
     StoreUnavailableError,
@@ -108,6 +110,12 @@ PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
     "store-misconfigured": (500, "The state store refused our credentials",
         "The server's Redis credentials or permissions are wrong. Nothing was written; "
         "retrying will not help until an operator fixes the configuration."),
+    "machine-changed": (500, "The instance was stored by another version of its chart",
+        "The instance was written by a chart that differs from the one the server runs "
+        "now (a state renamed or removed without a new machine version, or a version "
+        "with no migration from the stored one), so it cannot be loaded. Nothing was "
+        "written; retrying will not help until an operator deploys a version bump with a "
+        "migration (or the previous chart)."),
     "not-durable": (503, "The change is not yet safe on enough replicas",
         "The change reached the primary, but fewer replicas than required "
         "acknowledged it in time, so a failover could still lose it. Retry with the "
@@ -154,6 +162,7 @@ _PROBLEM_OF_ERROR: tuple[tuple[type[XsmError], str, bool], ...] = (
     (StoreUnavailableError, "unavailable", True),
     (UnstorableValueError, "unstorable-value", False),
     (StoreAuthenticationError, "store-misconfigured", False),
+    (MigrationError, "machine-changed", False),
 )
 
 
@@ -230,6 +239,14 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
     if isinstance(exc, StoreAuthenticationError):
         # an operator must act: one clear line (no password, no host)
         logger.error("Redis refused django-xsm's credentials: %s", exc.message)
+    elif isinstance(exc, MigrationError):
+        # a deployment error, not the client's: one line saying what to do
+        logger.error(
+            "A stored instance of machine %r cannot be loaded by this code: %s; see "
+            "'Changing a chart' in docs/models.md (manage.py check --deploy: xsm.E015)",
+            exc.machine_id,
+            exc,
+        )
     retry = int(getattr(exc, "retry_after_s", 1) or 1) if row.retry else None
     extra: dict[str, Any] = {}
     if isinstance(exc, EventNotAcceptedError):

@@ -42,7 +42,7 @@ from django.utils.module_loading import import_string
 
 from django_xsm import backend, conf
 from django_xsm.engine import Machine, MachineLogic, create_machine
-from django_xsm.exceptions import UnknownMachineError, XsmError
+from django_xsm.exceptions import UnknownMachineError, XsmError, brief_error
 
 from .managers import InstanceDoesNotExist, InstanceManager, InstanceView
 
@@ -117,8 +117,14 @@ def _import(path: str, what: str) -> Any:
         return import_string(path)
     except ImportError as exc:
         raise _Problem(
-            f"cannot import {what} {path!r}: {exc}",
+            f"cannot import {what} {path!r}: {brief_error(exc)}",
             "give a dotted path 'package.module.attribute' to an importable object",
+        ) from exc
+    except Exception as exc:  # the module itself is broken: start-up goes on
+        raise _Problem(
+            f"importing {what} {path!r} raised {brief_error(exc)}",
+            f'fix the module; `python -c "import {path.rpartition(".")[0] or path}"` '
+            "shows the traceback",
         ) from exc
 
 
@@ -151,7 +157,12 @@ def _resolve(ref: Any, what: str) -> Any:
         raise _Problem(f"expected a dotted path or a .json path, got {ref!r}")
     found = _read_json(ref) if ref.endswith(".json") else _import(ref, what)
     if not isinstance(found, Machine | Mapping | MachineLogic) and callable(found):
-        found = found()
+        try:
+            found = found()
+        except XsmError as exc:
+            raise _Problem(exc.message, exc.hint) from exc
+        except Exception as exc:
+            raise _Problem(f"calling the {what} factory {ref!r} raised {brief_error(exc)}") from exc
     return found
 
 

@@ -40,3 +40,41 @@ def test_every_page_the_readme_links_exists() -> None:
     links = re.findall(r"\]\((docs/[\w.\-]+\.md)\)", (ROOT / "README.md").read_text())
     assert links
     assert [link for link in links if not (ROOT / link).exists()] == []
+
+
+def _code_blocks(*languages: str) -> list[tuple[str, str]]:
+    """(file name, body) of every fenced block in these languages in the
+    docs and the README."""
+    fence = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+    return [
+        (doc.name, body)
+        for doc in [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
+        for language, body in fence.findall(doc.read_text(encoding="utf-8"))
+        if language in languages
+    ]
+
+
+def test_shell_blocks_paste_into_a_terminal() -> None:
+    """ASCII only: a typographic ellipsis, dash or quote in a command or a
+    header value breaks it when pasted (curl sends the bytes verbatim)."""
+    blocks = _code_blocks("bash", "sh", "shell", "console")
+    assert len(blocks) > 10
+    bad = [
+        f"{name}: {line.strip()}"
+        for name, body in blocks
+        for line in body.splitlines()
+        if not line.isascii()
+    ]
+    assert bad == []
+
+
+def test_python_blocks_import_the_modules_they_use() -> None:
+    """A settings snippet that reads ``os.environ`` imports ``os``."""
+    blocks = _code_blocks("python")
+    missing = [
+        f"{name}: {body.splitlines()[0]}"
+        for name, body in blocks
+        if re.search(r"\bos\.(environ|getenv|path)\b", body)
+        and not re.search(r"^import os$", body, re.M)
+    ]
+    assert missing == []

@@ -27,3 +27,18 @@ def test_the_readme_names_the_two_setup_commands() -> None:
     for command in ("scripts/demo", "scripts/test"):
         assert command in text
         assert (README.parent / command).exists()
+
+
+def test_the_readme_installs_from_the_projects_repository() -> None:
+    """No package index has django-xsm: the README installs it from source,
+    from the repository pyproject.toml names (its Documentation URL)."""
+    import tomllib
+
+    project = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
+    docs_url = project["urls"]["Documentation"]
+    repository = docs_url.split("/tree/", 1)[0]
+    assert repository.startswith("https://github.com/")
+    text = README.read_text()
+    assert f'pip install "django-xsm[hiredis] @ git+{repository}"' in text
+    assert 'pip install ".[hiredis]"' in text
+    assert "\npip install django-xsm\n" not in text  # finds nothing on an index

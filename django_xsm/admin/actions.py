@@ -24,6 +24,7 @@ from django_xsm.engine import Machine
 from django_xsm.engine.run.context import DataTooDeep, copy_data
 from django_xsm.exceptions import (
     ConflictError,
+    EventNotAcceptedError,
     LockTimeoutError,
     StoreUnavailableError,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "SendEventForm",
     "parse_payload",
     "preview_effect",
+    "refusal",
 ]
 
 logger = logging.getLogger("django_xsm.admin")
@@ -86,20 +88,31 @@ def parse_payload(text: str) -> dict[str, Any]:
     return data
 
 
+def refusal(machine: Machine, snapshot: Mapping[str, Any], event: str) -> str:
+    """Why ``event`` is not accepted in ``snapshot``, in the API's words
+    (``EventNotAcceptedError``'s message: no transition for it, or which
+    guards said no). Reads the chart only: no guard runs."""
+    reason, guards = machine.restore(snapshot).refusal(event)
+    value = snapshot.get("value")
+    return EventNotAcceptedError(event, value=value, reason=reason, guards=guards).message
+
+
 def preview_effect(
     machine: Machine, snapshot: Mapping[str, Any], event: str, payload: dict[str, Any]
 ) -> dict[str, Any]:
     """What sending ``event`` with ``payload`` to ``snapshot`` would do, for
     the confirmation pages (``admin/django_xsm/_effect.html``): computed
     with the pure ``machine.transition()``, so nothing runs and nothing is
-    written. Raises whatever evaluating the event raises (a guard that
-    needs a payload field, an invalid event)."""
+    written; ``refusal`` says why when it is not accepted. Raises whatever
+    evaluating the event raises (a guard that needs a payload field, an
+    invalid event)."""
     now_ms = time.time_ns() // 1_000_000
     result = machine.transition(snapshot, {**payload, "type": event}, now=now_ms)
     after = result.snapshot
     return {
         "event": event,
         "accepted": result.accepted,
+        "refusal": "" if result.accepted else refusal(machine, snapshot, event),
         "changed": result.changed,
         "before": display_value(snapshot.get("value")),
         "after": display_value(after.get("value")),
@@ -276,13 +289,17 @@ class ActionViews(PageMixin):
             ) as block:
                 if block.version == int(version):
                     before = display_value(block.value)
-                    receipt = block.send({**payload, "type": event}, reason=reason)
+                    # strict: a refusal raises (the block writes nothing) and
+                    # says why, as the API does
+                    receipt = block.send({**payload, "type": event}, reason=reason, strict=True)
         except InstanceDoesNotExist:
             return self.missing(request, entry, key)
         except (ConflictError, LockTimeoutError):
             receipt = None
         except StoreUnavailableError:
             raise
+        except EventNotAcceptedError as exc:
+            return refuse(f"Refused: {exc.message}. Nothing changed.", 409)
         except Exception as exc:  # an action raised: the block rolled back
             logger.exception("admin send of %s to %r failed", event, key)
             return refuse(f"{event} failed and nothing was saved: {type(exc).__name__}: {exc}", 500)
@@ -290,12 +307,6 @@ class ActionViews(PageMixin):
             return refuse(
                 "The instance changed since the preview (or is locked); nothing was sent. "
                 "Review the new state and preview again.",
-                409,
-            )
-        if not receipt.accepted:
-            return refuse(
-                f"Refused: {event} is not accepted in state {before} "
-                "(no transition for it, or a guard said no). Nothing changed.",
                 409,
             )
         after = display_value(receipt.value)

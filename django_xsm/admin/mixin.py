@@ -276,6 +276,11 @@ class StatechartAdminMixin(_ModelAdmin):
                     f"{event} cannot be evaluated with this payload: {type(exc).__name__}: {exc}"
                 )
                 status = 400 if form.is_bound else status
+            if not form.is_bound and (error or not effect["accepted"]):
+                # The page opens with the empty payload previewed: shown when
+                # it is accepted (an event that needs no data); a refusal or
+                # an error waits for the user's own payload and preview.
+                effect, error = {}, ""
         opts, obj = self.opts, target.obj
         send_url = self.statechart_url("send", obj, target.field.name)
         context = {
@@ -336,24 +341,19 @@ class StatechartAdminMixin(_ModelAdmin):
                 actor=actor_of(request),
                 reason=REASON,
                 correlation_id=get_request_info(request).correlation_id,
+                strict=True,  # a refusal says why, as the API does
             )
         except StoreUnavailableError:
             raise
         except (ConflictError, LockTimeoutError):
             messages.error(request, f"{target.obj} is busy (locked or changing); nothing was sent.")
             return HttpResponseRedirect(target.back)
-        except EventNotAcceptedError:
-            receipt = None
+        except EventNotAcceptedError as exc:
+            messages.error(request, f"Refused: {exc.message}. Nothing changed.")
+            return HttpResponseRedirect(target.back)
         except Exception as exc:  # an action raised: the block rolled back
             logger.exception("admin send of %s to %s.%s failed", event, target.obj, name)
             messages.error(request, f"{event} failed and nothing was saved: {exc!r}")
-            return HttpResponseRedirect(target.back)
-        if receipt is None or not receipt.accepted:
-            messages.error(
-                request,
-                f"Refused: {event} is not accepted in state {before} "
-                "(no transition for it, or a guard said no). Nothing changed.",
-            )
             return HttpResponseRedirect(target.back)
         text = f"Sent {event} to {name}: {before} → {display_value(receipt.value)}"
         self.log_change(request, target.obj, text)

@@ -24,14 +24,16 @@ one or two commands on the configured client, bounded by its socket
 timeout): is a plain client talking to a cluster node (``xsm.E012``), and
 how are the namespace's buckets spread over the cluster's masters
 (``xsm.W013``)? Node addresses appear there as ``host:port``, never with
-credentials.
+credentials. And can this code load the instances stored in the namespace
+(``xsm.E015``, :func:`changed_machines`: a chart changed without a version
+bump, or a version without a migration from the stored one)?
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,7 +41,14 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from django_xsm.conf import XsmSettings
-from django_xsm.exceptions import StoreError, StoreUnavailableError
+from django_xsm.engine import Machine
+from django_xsm.exceptions import (
+    MigrationError,
+    StoreError,
+    StoreUnavailableError,
+    XsmError,
+    brief_error,
+)
 from django_xsm.persistence.base import validate_prefix
 from django_xsm.redis import DEFAULT_BUCKETS, KeyLayout
 
@@ -47,10 +56,13 @@ from .clients import is_cluster
 
 __all__ = [
     "BUCKETS_PER_MASTER",
+    "CHANGE_SAMPLE",
+    "ChangedMachine",
     "ConnectionProblem",
     "NamespaceInfo",
     "bucket_problem",
     "cache_alias_problem",
+    "changed_machines",
     "cluster_node_problem",
     "connection_problems",
     "namespace_info",
@@ -362,3 +374,63 @@ def bucket_problem(info: NamespaceInfo) -> ConnectionProblem | None:
         f"per master ({wanted}) even them out",
         fix,
     )
+
+
+#: How many stored instances of each machine :func:`changed_machines` reads.
+CHANGE_SAMPLE = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedMachine:
+    """Stored instances of ``machine_id`` that this code cannot load:
+    ``failed`` of the ``sampled`` ones, e.g. ``key``, for ``reason`` (the
+    ``MigrationError``'s message; ``hint`` says what to do)."""
+
+    machine_id: str
+    version: str
+    sampled: int
+    failed: int
+    key: str
+    reason: str
+    hint: str
+
+
+def changed_machines(
+    store: Any, machines: Iterable[Machine], *, sample: int = CHANGE_SAMPLE
+) -> list[ChangedMachine]:
+    """The machines some of whose stored instances this code cannot load
+    (``xsm.E015``): each is restored exactly as a request would, so a
+    ``MigrationError`` here is one there. Per machine, at most ``sample``
+    instances, the first in key order (``store.list_page(machine=...)``:
+    one round trip, a ``LIST_PAGE`` call per bucket), each read with
+    ``store.load`` (one round trip, nothing written); restoring is pure.
+    Raises ``StoreUnavailableError`` when Redis does not answer."""
+    out: list[ChangedMachine] = []
+    for machine in {m.id: m for m in machines}.values():
+        keys, _ = store.list_page(machine=machine.id, limit=sample)
+        sampled, failed = 0, []
+        for key in keys:
+            try:
+                record = store.load(key)
+            except StoreUnavailableError:
+                raise
+            except XsmError:
+                continue  # unreadable (corrupt, oversized): not a chart change
+            if record is None:
+                continue  # erased since the listing
+            sampled += 1
+            try:
+                machine.restore(record.snapshot)
+            except MigrationError as exc:
+                failed.append((key, exc.message, exc.hint))
+            except XsmError:
+                continue  # a corrupt snapshot: not a chart change
+            except Exception as exc:  # a migration of the user's that raises
+                reason = f"a migration of {machine.id!r} raised {brief_error(exc)}"
+                failed.append((key, reason, "fix the migration so it returns the snapshot"))
+        if failed:
+            key, reason, hint = failed[0]
+            out.append(
+                ChangedMachine(machine.id, machine.version, sampled, len(failed), key, reason, hint)
+            )
+    return out

@@ -142,9 +142,7 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
     if user is None:
         user = {}
     if not isinstance(user, Mapping):
-        raise ImproperlyConfigured(
-            f"settings.XSM must be a dict, got {type(user).__name__}",
-        )
+        raise InvalidSettings([f"settings.XSM must be a dict, got {type(user).__name__}"])
     p = Problems()
     check_keys(user, DEFAULTS, into=p)
     m = _merged(user, p)

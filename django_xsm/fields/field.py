@@ -23,11 +23,14 @@ from typing import Any
 
 from django.apps import apps as global_apps
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 from django.db.models.query_utils import DeferredAttribute
 from django.db.models.signals import post_delete
 
+from django_xsm import conf
 from django_xsm.exceptions import StateAssignmentError
+from django_xsm.registry import machines
 
 from .bound import BoundStatechart, initial_column
 from .lifecycle import forget_on_delete
@@ -263,16 +266,16 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
     # --- system checks -----------------------------------------------------------
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        return [
-            *super().check(**kwargs),
-            *self._check_machine(),
-            *self._check_key_template(),
-            *self._check_length(),
-        ]
+        found = [*super().check(**kwargs), *self._check_key_template()]
+        try:
+            conf.get_settings()
+        except ImproperlyConfigured:
+            # The machines cannot be loaded from invalid settings; check
+            # (xsm.E001) lists every settings problem, once, not per field.
+            return found
+        return [*found, *self._check_machine(), *self._check_length()]
 
     def _check_length(self) -> list[checks.CheckMessage]:
-        from django_xsm.registry import machines
-
         entry = machines.get(self.machine_name)
         if entry is None or self.max_length is None:
             return []
@@ -294,10 +297,21 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
         return f"{self.model._meta.label}.{self.name}"
 
     def _check_machine(self) -> list[checks.CheckMessage]:
-        from django_xsm.registry import machines
-
         if self.machine_name in machines:
             return []
+        failed = next((p for p in machines.problems if p.name == self.machine_name), None)
+        if failed is not None:
+            # Registered, but it did not load: say why (xsm.E007 says it too,
+            # without naming the fields that need it).
+            return [
+                checks.Error(
+                    f"{self._where()} names machine {self.machine_name!r}, which failed to "
+                    f"load: {failed.message}",
+                    hint=failed.hint or f"see xsm.E007 for XSM['MACHINES'][{self.machine_name!r}]",
+                    obj=self,
+                    id="xsm.E101",
+                )
+            ]
         known = ", ".join(sorted(machines.names())) or "none"
         return [
             checks.Error(

@@ -10,17 +10,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
+from django_xsm import conf
 from django_xsm.exceptions import StoreUnavailableError, XsmError
 
 from .durations import MAX_DURATION, parse_duration
 
-__all__ = ["XsmCommand", "command_errors", "duration_type", "int_type"]
+__all__ = ["XsmCommand", "command_errors", "duration_type", "int_type", "settings_problems"]
 
 
 class _HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -61,12 +62,24 @@ def int_type(option: str, *, minimum: int, maximum: int) -> Callable[[str], int]
     return parse
 
 
+def settings_problems(problems: Sequence[str]) -> str:
+    """The message of a command refused by invalid ``XSM`` settings: every
+    problem on its own line, with the id ``manage.py check`` gives it."""
+    lines = "".join(f"\n  (xsm.E001) {problem}" for problem in problems)
+    return (
+        f"XSM is invalid ({len(problems)} problem(s); see docs/settings.md and "
+        f"`manage.py check`):{lines}"
+    )
+
+
 @contextlib.contextmanager
 def command_errors() -> Iterator[None]:
     """Turn what the library raises on purpose into ``CommandError`` (a
     message on stderr and a non-zero exit, no traceback)."""
     try:
         yield
+    except conf.InvalidSettings as exc:
+        raise CommandError(settings_problems(exc.problems)) from exc
     except StoreUnavailableError as exc:
         raise CommandError(
             f"{exc.message}; check that the server is up and that XSM['REDIS_URL'] "
@@ -88,6 +101,13 @@ class XsmCommand(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> Any:
         self.verbosity = int(options.get("verbosity", 1))
+        if options.get("skip_checks"):
+            # Without the system checks (call_command(), --skip-checks) the
+            # settings are still validated before any work: every problem at
+            # once, as a CommandError (exit 1, no traceback). With the checks,
+            # Django has already refused them as xsm.E001.
+            with command_errors():
+                conf.get_settings()
         return super().execute(*args, **options)
 
     def say(self, text: str, level: int = 1, style: Callable[[str], str] | None = None) -> None:

@@ -3,12 +3,20 @@
 The translated message names the exception class, never its text: redis-py
 puts ``host:port`` into connection errors, and these messages reach HTTP
 responses and health checks. The original stays chained for tracebacks.
+
+An outage is logged once (:data:`outages`): one WARNING on the
+``django_xsm.redis`` logger when calls start failing as unavailable,
+naming the cause (the class or reply code), and one INFO when a call is
+answered again; not one line per failed call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
+import threading
+import time
 from collections.abc import Iterator
 
 import redis.exceptions as rex
@@ -24,11 +32,15 @@ from django_xsm.exceptions import (
 __all__ = [
     "AUTH_REPLIES",
     "UNAVAILABLE_REPLIES",
+    "Outages",
     "auth_reason",
     "cluster_reply",
+    "outages",
     "translate_errors",
     "unavailable_reason",
 ]
+
+logger = logging.getLogger("django_xsm.redis")
 
 #: Error replies that mean "these credentials or permissions are wrong":
 #: no retry fixes them.
@@ -124,11 +136,61 @@ def cluster_reply(exc: BaseException) -> str | None:
     return None
 
 
+class Outages:
+    """This process's view of whether Redis answers, for one log line per
+    outage: :meth:`failed` on every call that failed as unavailable (the
+    first one after a success logs a WARNING naming the cause), and
+    :meth:`answered` on every call Redis answered (the first one after an
+    outage logs an INFO with its length). Thread-safe; a call that finds
+    Redis answering costs one attribute read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.down_since: float | None = None  # time.monotonic() of the first failure
+        self.failures = 0
+
+    def failed(self, reason: str) -> None:
+        with self._lock:
+            self.failures += 1
+            if self.down_since is not None:
+                return
+            self.down_since = time.monotonic()
+        logger.warning(
+            "Redis is unavailable (%s): django-xsm calls fail with StoreUnavailableError "
+            "(HTTP 503) until it answers again (logged once per outage)",
+            reason,
+        )
+
+    def answered(self) -> None:
+        if self.down_since is None:
+            return
+        with self._lock:
+            since, failures = self.down_since, self.failures
+            if since is None:
+                return
+            self.down_since, self.failures = None, 0
+        logger.info(
+            "Redis answers again after %.1f s unavailable (%d failed call(s))",
+            time.monotonic() - since,
+            failures,
+        )
+
+
+#: The process's outage log (every driver reports to it).
+outages = Outages()
+
+
+def _unavailable(message: str, key: str | None, reason: str) -> StoreUnavailableError:
+    outages.failed(reason)
+    return StoreUnavailableError(message, key=key, cause=reason)
+
+
 @contextlib.contextmanager
 def translate_errors(key: str | None = None, *, cluster: bool = False) -> Iterator[None]:
     """Re-raise redis-py errors as StoreUnavailableError / SnapshotCorruptError
     / StoreError; a cluster reply to a non-cluster client (``cluster``
-    False) as InvalidConfigError."""
+    False) as InvalidConfigError. Unavailability and the first answer after
+    it are reported to :data:`outages`."""
     try:
         yield
     except rex.RedisClusterException as exc:
@@ -136,9 +198,7 @@ def translate_errors(key: str | None = None, *, cluster: bool = False) -> Iterat
         # node covers (unavailable) or a request it cannot route.
         reason = unavailable_reason(exc)
         if reason is not None:
-            raise StoreUnavailableError(
-                f"Redis Cluster is unavailable ({reason})", key=key, cause=reason
-            ) from exc
+            raise _unavailable(f"Redis Cluster is unavailable ({reason})", key, reason) from exc
         raise StoreError(
             f"Redis Cluster refused the request ({type(exc).__name__})",
             key=key,
@@ -156,10 +216,8 @@ def translate_errors(key: str | None = None, *, cluster: bool = False) -> Iterat
         if redirected is not None:
             # redis-py follows redirections itself; one that still escapes
             # means slots are moving right now: retry shortly.
-            raise StoreUnavailableError(
-                f"Redis Cluster is moving this key's slot ({redirected})",
-                key=key,
-                cause=redirected,
+            raise _unavailable(
+                f"Redis Cluster is moving this key's slot ({redirected})", key, redirected
             ) from exc
         denied = auth_reason(exc)
         if denied is not None:
@@ -170,9 +228,7 @@ def translate_errors(key: str | None = None, *, cluster: bool = False) -> Iterat
             ) from exc
         reason = unavailable_reason(exc)
         if reason is not None:
-            raise StoreUnavailableError(
-                f"Redis is unavailable ({reason})", key=key, cause=reason
-            ) from exc
+            raise _unavailable(f"Redis is unavailable ({reason})", key, reason) from exc
         text = str(exc)
         if "WRONGTYPE" in text:
             raise SnapshotCorruptError(
@@ -190,3 +246,5 @@ def translate_errors(key: str | None = None, *, cluster: bool = False) -> Iterat
             if old_server
             else "see the chained exception",
         ) from exc
+    else:
+        outages.answered()

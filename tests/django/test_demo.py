@@ -60,6 +60,30 @@ def test_create_is_idempotent_and_locates_the_order(client: Any, backend: Any):
     assert post(client, "/api/orders", WIDGETS).status_code == 400  # no key
 
 
+def test_the_curl_of_docs_django_md_creates_an_order(client: Any, backend: Any):
+    """The command as a user pastes it (shlex splits it as a shell does),
+    sent through the test client: its key is a valid Idempotency-Key."""
+    import re
+    import shlex
+
+    text = (ROOT / "docs" / "django.md").read_text(encoding="utf-8")
+    block = re.search(r"```bash\n(curl -X POST localhost:8000/api/orders .*?)```", text, re.S)
+    assert block is not None
+    argv = shlex.split(block.group(1).replace("\\\n", " "))  # line continuations
+    assert argv[:4] == ["curl", "-X", "POST", "localhost:8000/api/orders"]
+    pairs = list(zip(argv[4::2], argv[5::2], strict=True))
+    options = dict(pairs)
+    headers = dict(value.split(": ", 1) for option, value in pairs if option == "-H")
+    response = client.post(
+        "/api/orders",
+        options["-d"],
+        content_type=headers["Content-Type"],
+        HTTP_IDEMPOTENCY_KEY=headers["Idempotency-Key"],
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["total_cents"] == 2500
+
+
 def test_full_lifecycle_with_webhook_and_async_ship(client: Any, backend: Any):
     order_id = create(client)
     added = post(

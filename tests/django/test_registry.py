@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import sys
 from typing import Any
 
 import pytest
@@ -87,6 +88,37 @@ def test_load_problems(xsm: Any, spec: Any, fragment: str):
     assert problem.name == "bad"
     assert fragment in str(problem)
     assert machines["ticket"].machine.id == "ticket"  # the others still load
+    with pytest.raises(ImproperlyConfigured, match="XSM\\['MACHINES'\\]\\['bad'\\]"):
+        machines["bad"]
+
+
+@pytest.mark.parametrize(
+    ("source", "spec", "fragment"),
+    [
+        ("machine = undefined\n", "chart_raises.machine", "raised NameError: name 'undefined'"),
+        ("def machine(:\n", "chart_raises.machine", "raised SyntaxError"),
+        ("raise RuntimeError('x' * 10_000)\n", "chart_raises.machine", "raised RuntimeError: xxx"),
+        (
+            "def machine():\n    raise ValueError('no chart today')\n",
+            "chart_raises.machine",
+            "calling the machine factory 'chart_raises.machine' raised ValueError: no chart today",
+        ),
+    ],
+)
+def test_a_machine_module_that_raises_is_a_bounded_load_problem(
+    xsm: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, source: str, spec: str, fragment: str
+):
+    """Start-up goes on: the error is kept (xsm.E007, and E101 for the
+    fields using it), its message bounded, as ImportError's already was."""
+    (tmp_path / "chart_raises.py").write_text(source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "chart_raises", raising=False)
+    xsm(MACHINES={"bad": spec, "ticket": "tests.django.machines.ticket"})
+    [problem] = machines.problems
+    assert problem.name == "bad" and fragment in problem.message
+    assert len(problem.message) < 450
+    assert machines["ticket"].machine.id == "ticket"
+    apps.get_app_config("django_xsm").ready()  # no exception
     with pytest.raises(ImproperlyConfigured, match="XSM\\['MACHINES'\\]\\['bad'\\]"):
         machines["bad"]
 

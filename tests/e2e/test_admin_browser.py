@@ -120,7 +120,7 @@ def test_operator_lists_opens_and_sends_an_event(
     page.fill("#id_event", "CLOSE")
     page.click("#xsm-preview")
     expect(page.locator("#xsm-refused")).to_be_visible()
-    assert "Refused: CLOSE is not accepted" in page.locator("#xsm-refused").inner_text()
+    assert "Refused: Event 'CLOSE' was not accepted" in page.locator("#xsm-refused").inner_text()
     assert page.locator("#xsm-apply").count() == 0
     shot("06-refused")
 

@@ -14,6 +14,15 @@ from __future__ import annotations
 
 import importlib.util
 
+from django_xsm.contrib import missing_extra
+
+try:
+    import rest_framework  # noqa: F401  (what the extra installs)
+except ImportError as exc:
+    missing_extra(
+        exc, "drf", extra="drf", module="rest_framework", distribution="djangorestframework"
+    )
+
 from .mixins import StatechartEventsMixin
 from .problems import ProblemResponse
 from .serializers import (

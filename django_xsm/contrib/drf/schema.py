@@ -64,8 +64,9 @@ ERROR_STATUSES: dict[int, str] = {
     "locked (locked), or a request with this key is in flight (in-flight).",
     422: "The key was used for another request (idempotency-mismatch), or a value cannot "
     "be stored exactly (unstorable-value).",
-    500: "The store refused the server's credentials (store-misconfigured), or another "
-    "server error (internal).",
+    500: "The store refused the server's credentials (store-misconfigured), the instance "
+    "was stored by another version of its chart (machine-changed), or another server error "
+    "(internal).",
     503: "With Retry-After: the store is unavailable (unavailable), or the commit is not "
     "yet on enough replicas (not-durable).",
 }

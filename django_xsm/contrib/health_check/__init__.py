@@ -21,6 +21,21 @@ never name a host, port or password.
 
 from __future__ import annotations
 
+import importlib
+
+from django_xsm.contrib import missing_extra
+
+try:
+    importlib.import_module("health_check")  # what the extra installs (untyped)
+except ImportError as exc:
+    missing_extra(
+        exc,
+        "health_check",
+        extra="health-check",
+        module="health_check",
+        distribution="django-health-check",
+    )
+
 from .checks import XsmHealthCheck
 
 __all__ = ["XsmHealthCheck"]

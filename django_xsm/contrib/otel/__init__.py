@@ -24,7 +24,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from opentelemetry import metrics, trace
+from django_xsm.contrib import missing_extra
+
+try:
+    from opentelemetry import metrics, trace
+except ImportError as exc:
+    missing_extra(
+        exc, "otel", extra="otel", module="opentelemetry.trace", distribution="opentelemetry-api"
+    )
 
 from . import bridge
 from . import outbox as _outbox

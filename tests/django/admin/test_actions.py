@@ -110,11 +110,15 @@ def test_a_refused_event_shows_a_clear_message(seeded: Any, operator: Any) -> No
     before = state()
     preview = post_with_csrf(operator, SEND, {"event": "REOPEN", "step": "preview"})
     html = preview.content.decode()
-    assert 'id="xsm-refused"' in html and "Refused: REOPEN is not accepted" in html
+    assert 'id="xsm-refused"' in html
+    assert "Refused: Event &#x27;REOPEN&#x27; was not accepted in state &#x27;open&#x27;" in html
+    assert "the current state has no transition for it" in html
     assert 'id="xsm-apply"' not in html
     applied = post_with_csrf(operator, SEND, {"event": "REOPEN", "step": "apply", "version": "1"})
     assert applied.status_code == 409
-    assert b"Refused: REOPEN is not accepted in state open" in applied.content
+    assert b"Refused: Event &#x27;REOPEN&#x27; was not accepted in state &#x27;open&#x27;" in (
+        applied.content
+    )
     assert state() == before
     assert not LogEntry.objects.exists()
 
@@ -278,3 +282,18 @@ def test_parse_payload_refuses_deep_nesting_on_every_python(depth: int) -> None:
         parse_payload(text)
     shallow = parse_payload('{"a": ' + "[" * 50 + "]" * 50 + "}")  # within the cap
     assert list(shallow) == ["a"]
+
+
+def test_a_guarded_refusal_names_the_guard_as_the_api_does() -> None:
+    from django_xsm.admin.actions import preview_effect
+    from django_xsm.exceptions import EventNotAcceptedError
+    from tests.django.machines import ticket
+
+    snapshot = ticket.start().snapshot()  # count 0: guard "bumped" says no to CLOSE
+    effect = preview_effect(ticket, snapshot, "CLOSE", {})
+    assert not effect["accepted"]
+    said = "Event 'CLOSE' was not accepted in state 'open': guard 'bumped' said no"
+    assert effect["refusal"] == said
+    with pytest.raises(EventNotAcceptedError) as raised:
+        ticket.start().send("CLOSE", strict=True)
+    assert raised.value.message == effect["refusal"]

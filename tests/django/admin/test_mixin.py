@@ -246,10 +246,20 @@ def test_a_post_sends_moves_the_row_and_is_recorded(backend: Any, staff: Any) ->
 def test_a_conditional_event_takes_a_payload(backend: Any, root: Client) -> None:
     order = order_in("cart")
     html = root.get(send_url(order, "PAY")).content.decode()
-    assert "PAY cannot be evaluated with this payload" in html and 'id="xsm-apply"' not in html
+    # the page opens on the payload form: no refusal, no error before a preview
+    assert 'id="xsm-payload-form"' in html and 'id="xsm-apply"' not in html
+    assert 'id="xsm-refused"' not in html and "errornote" not in html
     url = send_url(order, "PAY")
+    empty = post_with_csrf(root, url, {"step": "preview", "payload": "{}"})
+    assert empty.status_code == 400
+    assert "PAY cannot be evaluated with this payload" in empty.content.decode()
     low = post_with_csrf(root, url, {"step": "preview", "payload": '{"amount": 5}'})
-    assert 'id="xsm-refused"' in low.content.decode()
+    refused = low.content.decode()
+    assert 'id="xsm-refused"' in refused and 'id="xsm-apply"' not in refused
+    # the guard is named, in the API's words
+    assert "was not accepted in state &#x27;cart&#x27;: guard &#x27;paysEnough&#x27; said no" in (
+        refused
+    )
     assert apply(root, order, "PAY", {"amount": 20}).status_code == 302
     assert Order.objects.get(pk=order.pk).status == "paid"
     assert Order.objects.get(pk=order.pk).status.history()[-1].payload == {"amount": 20}
@@ -267,11 +277,14 @@ def test_a_refused_event_is_an_admin_message(backend: Any, root: Client) -> None
     order = order_in("cart")
     url = send_url(order, "SHIP")
     html = root.get(url).content.decode()
-    assert 'id="xsm-refused"' in html and 'id="xsm-apply"' not in html
+    assert 'id="xsm-refused"' not in html and 'id="xsm-apply"' not in html
+    preview = post_with_csrf(root, url, {"step": "preview", "payload": "{}"}).content.decode()
+    assert 'id="xsm-refused"' in preview and 'id="xsm-apply"' not in preview
+    assert "the current state has no transition for it" in preview
     response = post_with_csrf(root, url, {"step": "apply", "version": "0", "payload": "{}"})
     assert response.status_code == 302
     page = root.get(response["Location"]).content.decode()
-    assert "Refused: SHIP is not accepted in state cart" in page
+    assert "Refused: Event &#x27;SHIP&#x27; was not accepted" in page
     assert Order.objects.get(pk=order.pk).status.version == 0
     assert not LogEntry.objects.exists()
 

@@ -475,6 +475,22 @@ def test_any_other_error_is_a_500_problem(api: Any, backend: Any, alias: str) ->
     assert "corrupt" not in body["detail"]  # internals stay in the log
 
 
+def test_an_instance_of_a_chart_changed_without_a_version_bump_is_machine_changed(
+    api: Any, backend: Any, alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fieldapp import machines as charts
+
+    row = order(alias)
+    assert send(api, row.pk, {"type": "ADD"}).status_code == 200
+    monkeypatch.setattr(charts, "SHOP_ORDER", charts.SHOP_ORDER_RENAMED)
+    machines.reset()  # the deploy: same machine id and version, a state renamed
+    response = send(api, row.pk, {"type": "ADD"}, key="k2")
+    assert response.status_code == 500 and "Retry-After" not in response
+    body = problem(response, "machine-changed")
+    assert "another chart structure" in body["detail"]
+    assert row_in_db(Order, row.pk, alias) == ("cart", 1)  # nothing written
+
+
 def test_with_debug_an_unmapped_error_reaches_the_debug_page(
     api: Any, backend: Any, alias: str, settings: Any
 ) -> None:

@@ -18,7 +18,7 @@ from django_xsm.fields import StatechartField
 from django_xsm.registry import machines
 from tests.django.fields.conftest import DB_ALIASES
 from tests.django.fields.test_field import row_in_db
-from tests.fieldapp.models import Order
+from tests.fieldapp.models import Order, TinyParcel
 
 pytestmark = pytest.mark.django_db(databases=DB_ALIASES, transaction=True)
 
@@ -117,6 +117,25 @@ def test_an_unknown_machine_is_a_check_error_naming_model_and_field() -> None:
     assert error.id == "xsm.E101"
     assert "fieldapp.Ghost.status names machine 'nope'" in error.msg
     assert "shop" in error.hint
+
+
+def test_a_machine_that_failed_to_load_is_a_check_error_saying_why(xsm: Any) -> None:
+    xsm(MACHINES={"shop": "tests.fieldapp.nowhere.machine"})
+    field = Order._meta.get_field("status")
+    [error] = [e for e in field.check() if e.id == "xsm.E101"]
+    assert "fieldapp.Order.status names machine 'shop', which failed to load" in error.msg
+    assert "No module named 'tests.fieldapp.nowhere'" in error.msg
+    assert "not registered" not in error.msg
+    assert "dotted path" in error.hint
+
+
+def test_field_checks_step_aside_when_the_settings_are_invalid(xsm: Any) -> None:
+    """xsm.E001 lists the settings problems once; the field's checks must
+    neither raise (every command would crash) nor repeat them."""
+    xsm(LOCK_TIMEOUT_S="nope")
+    assert Order._meta.get_field("status").check() == []
+    xsm(LOCK_TIMEOUT_S=1, MACHINES="nope")
+    assert TinyParcel._meta.get_field("state").check() == []
 
 
 @pytest.mark.parametrize(
