@@ -108,21 +108,19 @@ class Slot:
 
     def anchor(self, key: str) -> float:
         """Where chain ``key`` joins this slot, from its left."""
-        return self.port(key, Rect(0, 0, self.w, 0))[0]
+        if self.kid is None:
+            return DOT_R if self.kind == "dot" else self.w if self.flip else 0.0
+        return self.port(key, Rect(0, 0, self.kid.box_w, self.kid.h))[0]
 
     def port(self, key: str, box: Rect) -> Point:
-        """Where chain ``key`` joins this slot drawn at ``box``: a
-        container's border crossing, else spread along the side of a leaf
-        (ordered by where the chains go, so they do not cross there)."""
+        """Where chain ``key`` joins this child drawn at ``box``: where it
+        crosses a container's border, else spread along the side of a
+        leaf (in the order of where the chains go, so they do not cross)."""
         kid = self.kid
-        if kid is None:
-            dx = DOT_R if self.kind == "dot" else self.w if self.flip else 0.0
-            return (box.x + dx, box.y)
+        assert kid is not None
         side, f = self.spots.get(key, (TOP, 0.5))
         if key in kid.ports:
             return (box.x + kid.ports[key], box.bottom if side == BOTTOM else box.y)
-        if box.h == 0:  # the row's view: a leaf's box
-            box = Rect(box.x, box.y, kid.box_w, kid.h)
         return spread(box, side, f, circle=kid.circle)
 
 
@@ -161,11 +159,10 @@ class Stack:
         self.box_of: dict[str, Slot] = {}
         self.border_of: dict[str, Slot] = {}
         self.paths: dict[str, list[Slot]] = {}
-        self.row_of: dict[int, Row] = {}
+        self.row_of: dict[Slot, Row] = {}
         for kid in kids:
             self.add(kid.level, Slot("box", kid.w, kid=kid, fixed=parallel), kid.id)
-        tops = [(k, s) for k, s in borders if s in (TOP, DOT)]
-        if any(s == TOP for _, s in tops):
+        if any(side == TOP for _, side in borders):  # keeps arrows off the title
             self.add(0, Slot("title", title_w, fixed=True))
         for key, side in dict.fromkeys(borders):
             slot = Slot("dot" if side == DOT else "border", 2 * DOT_R if side == DOT else 0.0, key)
@@ -182,7 +179,7 @@ class Stack:
     def add(self, level: float, slot: Slot, kid: str | None = None) -> None:
         row = self.rows.setdefault(level, Row(level))
         row.slots.append(slot)
-        self.row_of[id(slot)] = row
+        self.row_of[slot] = row
         if kid is not None:
             self.box_of[kid] = slot
 
@@ -244,7 +241,7 @@ class Stack:
             path.append(self.slot(c.end, c.key))
             self.paths[c.key] = path
             for p, q in itertools.pairwise(path):
-                down = 1 if self.row_of[id(q)].level > self.row_of[id(p)].level else -1
+                down = 1 if self.row_of[q].level > self.row_of[p].level else -1
                 p.links.append((q, c.key, down))
                 q.links.append((p, c.key, -down))
 
@@ -256,14 +253,14 @@ class Stack:
     def crossings(self, rows: list[Row]) -> int:
         total = 0
         for upper in rows:
-            pos = {id(s): i for i, s in enumerate(upper.slots)}
+            pos = {s: i for i, s in enumerate(upper.slots)}
             links = []
             for s in upper.slots:
                 for other, _, down in s.links:
                     if down > 0:
-                        links.append((pos[id(s)], other))
+                        links.append((pos[s], other))
             for (a1, s1), (a2, s2) in itertools.combinations(links, 2):
-                r1, r2 = self.row_of[id(s1)], self.row_of[id(s2)]
+                r1, r2 = self.row_of[s1], self.row_of[s2]
                 if r1 is not r2:
                     continue
                 b1, b2 = r1.slots.index(s1), r2.slots.index(s2)
@@ -293,7 +290,7 @@ class Stack:
             i, s = item
             if s.fixed:
                 return i - 1e6 if s.kind == "title" else float(i)
-            found = [self.row_of[id(o)].slots.index(o) for o, _, d in s.links if d == -towards]
+            found = [self.row_of[o].slots.index(o) for o, _, d in s.links if d == -towards]
             return sum(found) / len(found) if found else float(i)
 
         if all(s.fixed for s in row.slots):
@@ -308,7 +305,7 @@ class Stack:
             path = self.paths[c.key]
             for end, nxt in ((c.start, path[1]), (c.end, path[-2])):
                 if end.node is not None:
-                    place = self.row_of[id(nxt)].slots.index(nxt)
+                    place = self.row_of[nxt].slots.index(nxt)
                     users.setdefault((end.node, end.side), []).append((place, c.key))
         for (node, side), found in users.items():
             found.sort()
@@ -379,7 +376,7 @@ class Stack:
         self.left = (self.width - inner) / 2
         bottom = rows[-1].level == self.bottom_level
         self.height = y if bottom else y + PAD
-        self.at = {kid: (self.left + s.x, self.row_of[id(s)].y) for kid, s in self.box_of.items()}
+        self.at = {kid: (self.left + s.x, self.row_of[s].y) for kid, s in self.box_of.items()}
         self.ports = {key: self.left + s.x for key, s in self.border_of.items()}
 
     def spacing(self, upper: Row, lower: Row) -> float:
@@ -410,13 +407,13 @@ class Stack:
             path = self.paths[c.key]
             points: list[Point] = []
             for i, s in enumerate(path):
-                row = self.row_of[id(s)]
+                row = self.row_of[s]
                 top, low = box.y + row.y, box.y + row.y + row.h
                 x = ox + s.x + s.anchor(c.key)
                 going_down = (
-                    self.row_of[id(path[i + 1])].level > row.level
+                    self.row_of[path[i + 1]].level > row.level
                     if i + 1 < len(path)
-                    else self.row_of[id(path[i - 1])].level < row.level
+                    else self.row_of[path[i - 1]].level < row.level
                 )
                 if s.kid is not None:
                     end = c.start if i == 0 else c.end
@@ -434,7 +431,7 @@ class Stack:
                         points += [(x, low if row.level == 0 else edge_y), (x, edge_y)]
                 elif s.kind == "dot":
                     points.append((x, top + DOT_R))
-                elif self.row_of[id(path[i - 1])] is self.row_of[id(path[i + 1])]:
+                elif self.row_of[path[i - 1]] is self.row_of[path[i + 1]]:
                     points.append((x, top))  # a turn within a row: its lowest point
                 else:
                     points += [(x, top), (x, low)] if going_down else [(x, low), (x, top)]
@@ -450,8 +447,8 @@ class Stack:
         regions = [s for s in self.rows.get(1, Row(1)).slots if s.kid is not None]
         for a, b in itertools.pairwise(regions):
             x = box.x + self.left + (a.x + a.w + b.x) / 2
-            y = box.y + self.row_of[id(a)].y
-            out.append((x, y, y + self.row_of[id(a)].h))
+            y = box.y + self.row_of[a].y
+            out.append((x, y, y + self.row_of[a].h))
         return out
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,3 +216,28 @@ def test_made_up_charts_keep_both_rules(made: tuple[dict[str, Any], int]) -> Non
     chart, seed = made
     machine = create_machine(chart, logic=LOGIC)
     check(with_steps(chart_graph(machine), seed))
+
+
+def test_the_layout_does_not_depend_on_hash_seeds() -> None:
+    """The same chart, the same drawing: in processes with different
+    string hashing (nothing is ordered by a set or a hash)."""
+    code = (
+        "from tests.diagram import charts; from django_xsm.diagram import chart_graph, "
+        "render_builtin; print(hash('x')); "
+        "print(*(render_builtin(chart_graph(c)) for c in (charts.crossing, charts.history)))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    runs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)}
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        runs.append(done.stdout.split("\n", 1))
+    assert runs[0][0] != runs[1][0]  # the seeds did change string hashing
+    assert runs[0][1] == runs[1][1]
