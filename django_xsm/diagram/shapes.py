@@ -4,30 +4,31 @@ decisions in :mod:`.layout`)."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
 from .graph import Edge
 
 __all__ = [
+    "HEAD",
     "LABEL_H",
     "LW",
+    "PAD",
+    "PADX",
     "Layout",
     "Point",
     "Rect",
     "Route",
-    "along",
-    "along_side",
     "badge_text",
     "label_size",
-    "mean",
-    "overlap",
-    "sides",
+    "spread",
 ]
 
 LW = 6.65  # advance of an 11px monospace character
 LABEL_H = 15.0
+HEAD = 26.0  # a container's title strip
+PAD = 14.0  # between a container's border and what it holds
+PADX = 12.0  # before a state's name
 
 Point = tuple[float, float]
 
@@ -79,7 +80,7 @@ class Layout:
     width: float
     height: float
     boxes: dict[str, Rect]
-    initials: list[tuple[str, Point, Point]] = field(default_factory=list)
+    initials: list[tuple[str, list[Point]]] = field(default_factory=list)
     separators: list[tuple[str, float, float, float]] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
 
@@ -100,36 +101,12 @@ def label_size(edge: Edge) -> tuple[float, float]:
     return text_w + badge_w + (3 if badge and text_w else 0), badge_w
 
 
-def overlap(a: Rect, b: Rect, gap: float = 2.0) -> float:
-    dx = min(a.right + gap, b.right + gap) - max(a.x, b.x)
-    dy = min(a.bottom + gap, b.bottom + gap) - max(a.y, b.y)
-    return dx * dy if dx > 0 and dy > 0 else 0.0
-
-
-def sides(s: Rect, t: Rect) -> tuple[str, str]:
-    """Which sides of the source and the target box an arrow joins."""
-    if t.y >= s.bottom - 1:
-        return "bottom", "top"
-    if t.bottom <= s.y + 1:
-        return "top", "bottom"
-    return ("right", "left") if t.cx >= s.cx else ("left", "right")
-
-
-def along_side(other: Rect, side: str) -> float:
-    return other.cx if side in ("top", "bottom") else other.cy
-
-
-def mean(values: list[float], default: float) -> float:
-    return sum(values) / len(values) if values else default
-
-
-def along(points: list[Point], t: float) -> Point:
-    """The point at fraction ``t`` of the polyline's length."""
-    lengths = [math.dist(a, b) for a, b in itertools.pairwise(points)]
-    goal = sum(lengths) * t
-    for (a, b), length in zip(itertools.pairwise(points), lengths, strict=True):
-        if goal <= length and length:
-            f = goal / length
-            return (a[0] + (b[0] - a[0]) * f, a[1] + (b[1] - a[1]) * f)
-        goal -= length
-    return points[-1]
+def spread(box: Rect, side: str, f: float, *, circle: bool = False) -> Point:
+    """The point at fraction ``f`` of the ``top`` or ``bottom`` side of a
+    box (within its middle 70%), or of a circle's outline around it."""
+    if circle:
+        a = (-math.pi / 2 if side == "top" else math.pi / 2) + (f - 0.5) * 1.2 * (
+            1 if side == "bottom" else -1
+        )
+        return (box.cx + math.cos(a) * box.w / 2, box.cy + math.sin(a) * box.h / 2)
+    return (box.x + box.w * (0.15 + 0.7 * f), box.y if side == "top" else box.bottom)

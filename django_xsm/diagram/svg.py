@@ -18,8 +18,8 @@ from html import escape
 
 from .dot import ACTIVE, PLAIN, TAKEN
 from .graph import Edge, Graph, Node
-from .layout import HEAD, PADX, layout
-from .shapes import LABEL_H, Layout, Point, Route, badge_text, label_size
+from .layout import layout
+from .shapes import HEAD, LABEL_H, PADX, Layout, Point, Route, badge_text, label_size
 
 __all__ = ["badge_text", "edge_attrs", "node_attrs", "render_builtin", "svg_open"]
 
@@ -145,13 +145,14 @@ class _Drawer:
                     f'x2="{x:.1f}" y2="{y2:.1f}" stroke="#8a949e" stroke-width="1.2" '
                     f'stroke-dasharray="6 4"/>'
                 )
-        for init_of, dot, end in self.lay.initials:
+        for init_of, points in self.lay.initials:
             if init_of == node.id:
+                dot, end = points[0], points[-1]
+                pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
                 self.out.append(
                     f'<g class="xsm-initial"><circle cx="{dot[0]:.1f}" cy="{dot[1]:.1f}" r="5" '
-                    f'fill="#333333"/><line x1="{dot[0]:.1f}" y1="{dot[1]:.1f}" '
-                    f'x2="{end[0]:.1f}" y2="{end[1] - 2:.1f}" stroke="#333333" '
-                    f'stroke-width="1.3"/>{_arrowhead(end, dot, "#333333", 7)}</g>'
+                    f'fill="#333333"/><polyline points="{pts}" fill="none" stroke="#333333" '
+                    f'stroke-width="1.3"/>{_arrowhead(end, points[-2], "#333333", 7)}</g>'
                 )
         for child in node.children:
             self.node(self.g.nodes[child], node.kind == "parallel")

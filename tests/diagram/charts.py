@@ -105,6 +105,75 @@ HISTORY: dict[str, Any] = {
 }
 
 
+#: The chart a new user drew: a guarded event from two states, a timer,
+#: a final state reached from three.
+TICKET: dict[str, Any] = {
+    "id": "ticket",
+    "initial": "open",
+    "states": {
+        "open": {
+            "on": {
+                "ASSIGN": {"target": "assigned", "guard": "hasAssignee"},
+                "CLOSE": "closed",
+            },
+            "after": {"5000": "escalated"},
+        },
+        "escalated": {
+            "on": {"ASSIGN": {"target": "assigned", "guard": "hasAssignee"}, "CLOSE": "closed"}
+        },
+        "assigned": {"on": {"RESOLVE": "resolved", "UNASSIGN": "open", "CLOSE": "closed"}},
+        "resolved": {"on": {"REOPEN": "open", "ARCHIVE": "closed"}},
+        "closed": {"type": "final"},
+    },
+}
+
+#: Self-loops and targetless transitions, several on one state, on a leaf
+#: inside a compound state and on the compound state itself.
+LOOPS: dict[str, Any] = {
+    "id": "counter",
+    "initial": "idle",
+    "states": {
+        "idle": {
+            "on": {
+                "TICK": {"target": "idle", "reenter": True},
+                "PING": {"actions": "add"},
+                "NOTE_A_LONGER_EVENT": {"actions": "add"},
+                "GO": "busy",
+            }
+        },
+        "busy": {
+            "initial": "working",
+            "on": {"PAUSE": {"actions": "add"}, "STOP": "idle"},
+            "states": {
+                "working": {"on": {"STEP": "working", "DONE": "finished", "RETRY": "working"}},
+                "finished": {"type": "final"},
+            },
+        },
+    },
+}
+
+
+def _crossing_chart(size: int = 15) -> dict[str, Any]:
+    """``size`` states in a ring, each with an arrow to the next, to the
+    one three ahead and to the one seven ahead: long arrows cross each
+    other and the rows between their ends."""
+    names = [f"s{i:02d}" for i in range(size)]
+    states: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        states[name] = {
+            "on": {
+                f"NEXT_{i}": names[(i + 1) % size],
+                f"JUMP_{i}": names[(i + 3) % size],
+                f"FAR_{i}": {"target": names[(i + 7) % size], "guard": "far"},
+            }
+        }
+    return {"id": "crossing", "initial": names[0], "states": states}
+
+
+#: 15 states and 45 transitions that cross.
+CROSSING: dict[str, Any] = _crossing_chart()
+
+
 def _yes(context: dict[str, Any], event: Any) -> bool:
     return True
 
@@ -121,6 +190,9 @@ LOGIC = MachineLogic(
 compound = create_machine(COMPOUND, logic=LOGIC)
 parallel = create_machine(PARALLEL)
 history = create_machine(HISTORY)
+ticket = create_machine(TICKET, logic=MachineLogic(guards={"hasAssignee": _yes}))
+loops = create_machine(LOOPS, logic=LOGIC)
+crossing = create_machine(CROSSING, logic=MachineLogic(guards={"far": _no}))
 
 #: Chart strings that would be markup, DOT or Mermaid syntax if they were
 #: not escaped.
