@@ -130,7 +130,7 @@ def compensate(entry: OutboxEntry, error: str, attempts: int) -> Compensation:
             correlation_id=trace_id(entry.event),
         ) as block:
             reason = f"outbox delivery {entry.delivery_id} dead-lettered"
-            return block.send(FAILED_EVENT, reason=reason, **payload)
+            return block.send_reserved(FAILED_EVENT, reason=reason, **payload)
 
     try:
         receipt = retry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
