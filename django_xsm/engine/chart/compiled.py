@@ -82,15 +82,21 @@ class Chart(Frozen):
 
     def close_event_types(self, event_type: str, limit: int = 3) -> tuple[str, ...]:
         """Up to ``limit`` of :attr:`event_types` closest to ``event_type``
-        (difflib, case-insensitive), closest first: the suggestions for a
-        typo. ``difflib`` is imported only here."""
+        (difflib's similarity of at least 0.6, ignoring case), closest
+        first, ties in document order: the suggestions for a typo.
+        ``difflib`` is imported only here."""
         import difflib
 
-        by_folded: dict[str, str] = {}
-        for name in self.event_types:
-            by_folded.setdefault(name.casefold(), name)
-        close = difflib.get_close_matches(event_type.casefold(), by_folded, n=limit, cutoff=0.6)
-        return tuple(by_folded[c] for c in close)
+        matcher = difflib.SequenceMatcher()
+        matcher.set_seq2(event_type.casefold())
+        scored: list[tuple[float, int, str]] = []
+        for index, name in enumerate(self.event_types):
+            matcher.set_seq1(name.casefold())
+            if matcher.real_quick_ratio() >= 0.6 and matcher.quick_ratio() >= 0.6:
+                ratio = matcher.ratio()
+                if ratio >= 0.6:
+                    scored.append((-ratio, index, name))
+        return tuple(name for _, _, name in sorted(scored)[:limit])
 
     @property
     def structure_hash(self) -> str:
