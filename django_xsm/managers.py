@@ -280,9 +280,12 @@ class InstanceManager:
         """Open ``key``, send one event, commit; returns the receipt (a
         ``ReplayedReceipt`` for a finished ``idempotency_key``). Version
         conflicts are retried ``CONFLICT_RETRIES`` times (the event runs
-        again on a fresh load each time)."""
+        again on a fresh load each time). A reserved (``xstate.*``,
+        ``xsm.*``) or unknown event type is refused before any I/O
+        (``Machine.check_sendable``)."""
         normalised = to_event(event, payload)
         etype, data = normalised.type, normalised.data
+        self.entry.machine.check_sendable(etype)
         fingerprint = event_fingerprint(etype, data) if idempotency_key else ""
 
         def attempt() -> Any:
