@@ -124,6 +124,8 @@ def test_a_crafted_send_url_or_post_is_404_and_sends_nothing(
 
 def test_a_known_type_still_reaches_the_send_page(backend: Any, root: Client) -> None:  # noqa: F811
     order = order_in("cart")
-    response = root.get(send_url(order, "SHIP"))  # the chart's, not the cart's
-    assert response.status_code == 200  # previewed as refused, not 404
-    assert 'id="xsm-refused"' in response.content.decode()
+    url = send_url(order, "SHIP")  # the chart's, not the cart's
+    assert root.get(url).status_code == 200  # the send page, not 404
+    preview = post_with_csrf(root, url, {"step": "preview", "payload": "{}"})
+    assert preview.status_code == 200
+    assert 'id="xsm-refused"' in preview.content.decode()  # refused by the state
