@@ -151,6 +151,8 @@ def _binding(
 #: send() keywords a view may not pass: the request decides who acts and
 #: under which id, so a payload splatted into send() cannot forge them.
 _REQUEST_OWNED = ("actor", "correlation_id")
+#: What django-xsm's own workers send with (reserved events): not for views.
+_WORKERS_ONLY = ("send_reserved", "asend_reserved")
 
 
 class ViewInstance:
@@ -159,7 +161,9 @@ class ViewInstance:
     ``correlation_id=`` (the request's user and id are recorded). A view
     written as ``instance.send(data.pop("type"), **data)`` cannot let a
     body's ``"actor"`` field rewrite the audit trail; a payload field with
-    such a name is sent as a mapping event instead."""
+    such a name is sent as a mapping event instead. It has no
+    ``send_reserved()``: a view cannot send django-xsm's reserved events
+    (``send()`` refuses them, and events no state of the chart takes)."""
 
     __slots__ = ("_block",)
 
@@ -167,6 +171,11 @@ class ViewInstance:
         object.__setattr__(self, "_block", block)
 
     def __getattr__(self, name: str) -> Any:
+        if name in _WORKERS_ONLY:
+            raise AttributeError(
+                f"{name}() is not available in a @stateful_view: reserved events "
+                "(xstate.*, xsm.*) are sent only by django-xsm's timer scanner and outbox worker"
+            )
         return getattr(self._block, name)
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -33,12 +33,14 @@ __all__ = [
     "PartialCommitError",
     "ReentrantSendError",
     "ReplayDivergenceError",
+    "ReservedEventError",
     "SnapshotCorruptError",
     "SnapshotTooLargeError",
     "StateAssignmentError",
     "StoreAuthenticationError",
     "StoreError",
     "StoreUnavailableError",
+    "UnknownEventError",
     "UnknownMachineError",
     "UnsavedInstanceError",
     "UnstorableValueError",
@@ -113,13 +115,15 @@ class InvalidEventError(XsmError, TypeError):
 
 
 class EventNotAcceptedError(XsmError):
-    """A strict send took no transition (unknown event here or guard refused).
+    """A strict send took no transition (unknown event here or guard refused),
+    or the event is one no state of the chart can ever take.
 
     Nothing changed. ``event_type`` is the refused event, ``value`` the state
     value it was refused in, ``key`` the instance key when persisted;
     ``reason`` says why: ``"no-transition"`` (no active state has one for
     the event), ``"guard-refused"`` (``guards`` names the guards that said
-    no) or ``"done"`` (the instance has finished).
+    no), ``"done"`` (the instance has finished) or ``"unknown-event"`` (the
+    subclass :class:`UnknownEventError`: no state of the chart has one).
     """
 
     def __init__(
@@ -147,6 +151,69 @@ class EventNotAcceptedError(XsmError):
         super().__init__(
             f"Event {event_type!r} was not accepted{where} in state {brief(value)}: {why}",
             hint="check the state value and guards, or send without strict=True to ignore it",
+        )
+
+
+class UnknownEventError(EventNotAcceptedError):
+    """No state of the machine's chart can ever take ``event_type``: no
+    exact descriptor names it and no wildcard (``*``, ``order.*``) matches
+    it — a typo, most likely. An :class:`EventNotAcceptedError` with
+    ``reason == "unknown-event"``.
+
+    Raised by every django-xsm API that sends (``persisted()`` blocks, the
+    manager, the model field, ``@stateful_view``, DRF, the admin) before
+    any I/O; the engine alone ignores such an event, as XState does.
+    ``machine`` is the machine id, ``suggestions`` the closest event types
+    of the chart (also in the message), ``key`` the instance key when a
+    block refused it; ``value`` is None (the state plays no part).
+    """
+
+    def __init__(
+        self,
+        event_type: str,
+        *,
+        machine: str = "",
+        suggestions: tuple[str, ...] = (),
+        key: str | None = None,
+    ) -> None:
+        self.event_type = event_type
+        self.value = None
+        self.key = key
+        self.reason = "unknown-event"
+        self.guards = ()
+        self.machine = machine
+        self.suggestions = suggestions
+        whose = f"machine {brief(machine)}" if machine else "the machine"
+        text = f"Event {brief(event_type)} is unknown to {whose}: no state of its chart takes it"
+        if suggestions:
+            quoted = [brief(s) for s in suggestions]
+            listing = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if quoted[1:] else quoted)
+            text += f"; did you mean {listing}?"
+        XsmError.__init__(
+            self, text, hint="fix the event type, or add a transition for it to the chart"
+        )
+
+
+class ReservedEventError(XsmError, ValueError):
+    """An event type in a namespace django-xsm reserves for itself
+    (``xstate.*``: timers, done and init events; ``xsm.*``: the outbox's
+    ``xsm.outbox.failed``) was sent through a public API. Only django-xsm
+    sends them (the timer scanner, the outbox worker); a chart may still
+    have transitions on them. Raised before any I/O; nothing was written.
+
+    ``event_type`` is the refused type, ``namespace`` its reserved
+    namespace (``"xstate"`` or ``"xsm"``). Tests that must send one on
+    purpose use ``block.send_reserved()``.
+    """
+
+    def __init__(self, event_type: str, *, namespace: str) -> None:
+        self.event_type = event_type
+        self.namespace = namespace
+        super().__init__(
+            f"Event {brief(event_type)} is reserved: {namespace}.* events are sent only by "
+            "django-xsm itself (timers, the outbox worker)",
+            hint="send an event type of your own; a test that must send it uses "
+            "block.send_reserved()",
         )
 
 

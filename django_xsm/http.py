@@ -9,6 +9,8 @@ finished duplicate                         stored  ``Idempotent-Replayed: true``
 duplicate still in flight                  409     ``Retry-After``, ``in-flight``
 same key, different request                422     ``idempotency-mismatch``
 event not accepted / guard refused         409     ``event-not-accepted``
+event type no state of the chart takes     422     ``unknown-event``
+reserved event type (xstate.*, xsm.*)      403     ``reserved-event``
 version conflict after retries             409     ``Retry-After``, ``conflict``
 pessimistic lock busy                      409     ``Retry-After``, ``locked``
 finished duplicate with nothing stored      409     ``replay-unavailable``
@@ -52,8 +54,10 @@ from django_xsm.exceptions import (
     LockTimeoutError,
     MigrationError,
     NotDurableError,
+    ReservedEventError,
     StoreAuthenticationError,
     StoreUnavailableError,
+    UnknownEventError,
     UnstorableValueError,
     XsmError,
 )
@@ -92,6 +96,13 @@ PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
         "The current state has no enabled transition for the event (unknown there, or "
         "every guard said no). Nothing was written; retrying will not help until the "
         "state changes."),
+    "unknown-event": (422, "Unknown event type",
+        "No state of the machine's chart ever takes this event type: most likely a typo. "
+        "The detail and the suggestions member name the closest types. Nothing was "
+        "written."),
+    "reserved-event": (403, "Reserved event type",
+        "Event types in the xstate.* and xsm.* namespaces are sent only by django-xsm "
+        "itself (timers, the outbox worker), never by a client. Nothing was written."),
     "conflict": (409, "The instance was changed by another request",
         "Another request committed the same instance first, again and again. Retry after "
         "Retry-After seconds."),
@@ -154,7 +165,9 @@ _PROBLEM_OF_ERROR: tuple[tuple[type[XsmError], str, bool], ...] = (
     (IdempotencyKeyError, "idempotency-key", False),
     (IdempotencyInFlightError, "in-flight", True),
     (IdempotencyMismatchError, "idempotency-mismatch", False),
+    (UnknownEventError, "unknown-event", False),
     (EventNotAcceptedError, "event-not-accepted", False),
+    (ReservedEventError, "reserved-event", False),
     (LockTimeoutError, "locked", True),
     (ConflictError, "conflict", True),
     (InstanceNotFoundError, "not-found", False),
@@ -249,10 +262,14 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
         )
     retry = int(getattr(exc, "retry_after_s", 1) or 1) if row.retry else None
     extra: dict[str, Any] = {}
-    if isinstance(exc, EventNotAcceptedError):
+    if isinstance(exc, UnknownEventError):
+        extra = {"event": exc.event_type, "reason": exc.reason, "suggestions": exc.suggestions}
+    elif isinstance(exc, EventNotAcceptedError):
         extra = {"event": exc.event_type, "state": exc.value, "reason": exc.reason or None}
         if exc.guards:
             extra["guards"] = list(exc.guards)
+    elif isinstance(exc, ReservedEventError):
+        extra = {"event": exc.event_type, "namespace": exc.namespace}
     elif isinstance(exc, IdempotencyMismatchError | IdempotencyInFlightError):
         extra = {"idempotency_key": exc.idempotency_key}
     elif isinstance(exc, ConflictError):

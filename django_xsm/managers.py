@@ -32,7 +32,7 @@ from django_xsm import backend, conf
 from django_xsm.backend.context import request_actor, request_correlation_id
 from django_xsm.backend.transitions import log_refused
 from django_xsm.engine import Deadline, Instance, Machine, to_event
-from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError
+from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError, UnknownEventError
 from django_xsm.persistence import apersisted, persisted, retry_on_conflict
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.idempotency import event_fingerprint
@@ -159,7 +159,8 @@ def _log_strict_refusal(
         machine=entry.name,
         key=block.key,
         event=exc.event_type,
-        state=exc.value,
+        # an unknown type is refused whatever the state: log where it was sent
+        state=block.value if isinstance(exc, UnknownEventError) else exc.value,
         version=block.version,
         actor=block.actor,
         correlation_id=block.correlation_id,
@@ -280,9 +281,12 @@ class InstanceManager:
         """Open ``key``, send one event, commit; returns the receipt (a
         ``ReplayedReceipt`` for a finished ``idempotency_key``). Version
         conflicts are retried ``CONFLICT_RETRIES`` times (the event runs
-        again on a fresh load each time)."""
+        again on a fresh load each time). A reserved (``xstate.*``,
+        ``xsm.*``) or unknown event type is refused before any I/O
+        (``Machine.check_sendable``)."""
         normalised = to_event(event, payload)
         etype, data = normalised.type, normalised.data
+        self.entry.machine.check_sendable(etype)
         fingerprint = event_fingerprint(etype, data) if idempotency_key else ""
 
         def attempt() -> Any:

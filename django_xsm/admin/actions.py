@@ -26,7 +26,9 @@ from django_xsm.exceptions import (
     ConflictError,
     EventNotAcceptedError,
     LockTimeoutError,
+    ReservedEventError,
     StoreUnavailableError,
+    UnknownEventError,
 )
 from django_xsm.middleware import get_request_info
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
@@ -161,14 +163,23 @@ class SendEventForm(PayloadForm):
         required=False, max_length=200, help_text="Shown in the transition log."
     )
 
+    def __init__(self, *args: Any, machine: Machine, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.machine = machine
+
     def clean_event(self) -> str:
         event = str(self.cleaned_data["event"]).strip()
         if not event or not event.isprintable():
             raise forms.ValidationError("Give an event type of printable characters.")
-        if event.startswith("xstate."):
-            raise forms.ValidationError(
-                "Built-in xstate.* events cannot be sent by hand; use “Fire timers now”."
-            )
+        try:
+            self.machine.check_sendable(event)
+        except ReservedEventError as exc:
+            text = f"{exc.message}."
+            if exc.namespace == "xstate":
+                text += " To fire a due timer, use “Fire timers now”."
+            raise forms.ValidationError(text) from None
+        except UnknownEventError as exc:
+            raise forms.ValidationError(exc.message) from None
         return event
 
     def clean_reason(self) -> str:
@@ -211,14 +222,16 @@ class ActionViews(PageMixin):
             "key": key,
             "detail_url": self.url("detail", machine, key=key),
             "action_url": self.url("send", machine, key=key),
-            "events": [e for e in entry.machine.events if not e.startswith("xstate.")],
+            "events": entry.machine.event_types,
             "crumb": "Send an event",
         }
         title = f"Send an event to {key}"
         if request.method != "POST":
-            form = SendEventForm(initial={"event": request.GET.get("event", "")})
+            form = SendEventForm(
+                initial={"event": request.GET.get("event", "")}, machine=entry.machine
+            )
             return self.render(request, "send.html", title, form=form, **page)
-        form = SendEventForm(request.POST)
+        form = SendEventForm(request.POST, machine=entry.machine)
         if not form.is_valid():
             return self.render(request, "send.html", title, form=form, status=400, **page)
         if request.POST.get("step") != "apply":

@@ -232,8 +232,10 @@ class StatechartAdminMixin(_ModelAdmin):
             )
             return HttpResponseRedirect(reverse(f"{self.admin_site.name}:index"))
         event = request.GET.get("event", "")
-        if event.startswith("xstate.") or event not in entry.machine.events:
-            raise Http404(f"Machine {entry.name!r} has no event {event!r}")
+        try:
+            entry.machine.check_sendable(event)
+        except XsmError as exc:  # reserved, unknown or empty: no button leads here
+            raise Http404(exc.message) from None
         if not may_send(entry, event, request.user):
             raise PermissionDenied
         target = _Target(

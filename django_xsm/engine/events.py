@@ -13,6 +13,12 @@ Built-in names: ``xstate.init`` (the start of a machine),
 ``xstate.after.<delay>.<state id>`` (delayed transitions) and
 ``xstate.done.state.<state id>`` (a compound state reached a final child, or
 every region of a parallel state is final).
+
+Reserved namespaces: ``xstate.*`` and ``xsm.*`` (:data:`RESERVED_NAMESPACES`)
+are django-xsm's own events (the built-in names above, the timer scanner's
+``xstate.after.*``, the outbox's ``xsm.outbox.failed``). A chart may declare
+transitions on them; only django-xsm sends them (see
+``Machine.check_sendable``). :func:`reserved_namespace` is the one rule.
 """
 
 from __future__ import annotations
@@ -26,11 +32,14 @@ __all__ = [
     "AFTER_PREFIX",
     "DONE_PREFIX",
     "INIT_EVENT_TYPE",
+    "RESERVED_NAMESPACES",
     "WILDCARD",
     "Event",
     "after_event_type",
     "descriptor_matches",
     "done_event_type",
+    "is_wildcard",
+    "reserved_namespace",
     "to_event",
 ]
 
@@ -38,6 +47,20 @@ WILDCARD = "*"
 INIT_EVENT_TYPE = "xstate.init"
 AFTER_PREFIX = "xstate.after."
 DONE_PREFIX = "xstate.done.state."
+#: Event namespaces only django-xsm itself sends to (a whole first token:
+#: ``"xsm"`` and ``"xsm.outbox.failed"`` are in ``xsm``, ``"xsmtp"`` is not).
+RESERVED_NAMESPACES = ("xstate", "xsm")
+
+
+def reserved_namespace(event_type: str) -> str:
+    """The reserved namespace ``event_type`` is in (``"xstate"`` or
+    ``"xsm"``), else ``""``."""
+    for namespace in RESERVED_NAMESPACES:
+        if event_type.startswith(namespace) and (
+            len(event_type) == len(namespace) or event_type[len(namespace)] == "."
+        ):
+            return namespace
+    return ""
 
 
 def after_event_type(delay: str, state_id: str) -> str:
@@ -148,6 +171,11 @@ def _type_in_payload(event: object) -> InvalidEventError:
         event=event,
         hint="the event type is the first argument; rename the payload field",
     )
+
+
+def is_wildcard(descriptor: str) -> bool:
+    """``"*"`` or a token-prefix descriptor such as ``"order.*"``."""
+    return descriptor == WILDCARD or descriptor.endswith(".*")
 
 
 def descriptor_matches(descriptor: str, event_type: str) -> bool:

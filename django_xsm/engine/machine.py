@@ -11,14 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.exceptions import (
+    InvalidConfigError,
+    ReservedEventError,
+    UnknownEventError,
+    brief,
+)
 
 from .chart.build import compile_chart
 from .chart.compiled import Chart
 from .chart.config import parse_config
 from .chart.logic import MachineLogic
 from .chart.model import StateNode, Transition
-from .events import to_event
+from .events import reserved_namespace, to_event
 from .run.context import copy_context
 from .run.deadlines import Deadline
 from .run.microstep import MicroPlan, compute_plan
@@ -91,13 +96,28 @@ class Machine(Program):
     """A compiled chart bound to its logic, version and migrations
     (immutable). Build with :func:`create_machine`."""
 
-    __slots__ = ("_context", "_initial", "config", "events", "id", "logic", "nodes", "root")
+    __slots__ = (
+        "_context",
+        "_initial",
+        "config",
+        "event_types",
+        "events",
+        "id",
+        "logic",
+        "nodes",
+        "root",
+    )
 
     id: str
     config: Mapping[str, Any]
     root: StateNode
     nodes: tuple[StateNode, ...]
+    #: every event descriptor of the chart's transitions (wildcards and
+    #: reserved ones included), first occurrence first
     events: tuple[str, ...]
+    #: the types a caller may send by name: the exact descriptors outside
+    #: the reserved namespaces (what admin buttons and events() list from)
+    event_types: tuple[str, ...]
     logic: MachineLogic
     _context: dict[str, Any]
     _initial: MicroPlan | None
@@ -121,6 +141,7 @@ class Machine(Program):
             root=chart.root,
             nodes=chart.nodes,
             events=chart.events,
+            event_types=chart.event_types,
             config=config,
             logic=logic,
             _context=context,
@@ -141,6 +162,34 @@ class Machine(Program):
     def transitions(self) -> tuple[Transition, ...]:
         """Every transition of the chart, states in document order."""
         return self.chart.transitions
+
+    def knows(self, event_type: str) -> bool:
+        """Can some state of the chart ever take ``event_type`` (an exact
+        descriptor or a matching wildcard anywhere)? Reads the chart only."""
+        return self.chart.knows(event_type)
+
+    def check_sendable(self, event: object) -> None:
+        """Refuse what no caller outside django-xsm may send to this machine;
+        every django-xsm API that sends runs this before any I/O.
+
+        ``event`` is an event type (or anything ``send()`` accepts). Raises
+        :class:`~django_xsm.exceptions.ReservedEventError` for a type in a
+        reserved namespace (``xstate.*``, ``xsm.*``: django-xsm sends them
+        itself), and :class:`~django_xsm.exceptions.UnknownEventError` for a
+        type no state of the chart can ever take (a typo: the message
+        suggests the closest types). Reads the chart only: whether the
+        current state takes the event is ``send()``'s question.
+        ``Instance.send()`` does not run it (the engine ignores unknown
+        events, as XState does)."""
+        event_type = event if type(event) is str else to_event(event).type
+        namespace = reserved_namespace(event_type)
+        if namespace:
+            raise ReservedEventError(event_type, namespace=namespace)
+        chart = self.chart
+        if not chart.knows(event_type):
+            raise UnknownEventError(
+                event_type, machine=self.id, suggestions=chart.close_event_types(event_type)
+            )
 
     # -- instances ---------------------------------------------------------
 

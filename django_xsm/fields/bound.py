@@ -265,11 +265,13 @@ class BoundStatechart:
     def _split(self, event: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Block options vs. the send's own arguments; an idempotency key is
         claimed at open (same round trip as the load) with the event's
-        fingerprint, as ``objects.send`` does."""
+        fingerprint, as ``objects.send`` does. A reserved or unknown event
+        type is refused here, before any I/O."""
         opts = {k: kwargs.pop(k) for k in self._BLOCK_OPTIONS if k in kwargs}
         opts.setdefault("create", True)
+        normalized = to_event(event, kwargs)
+        self.entry.machine.check_sendable(normalized.type)
         if opts.get("idempotency_key"):
-            normalized = to_event(event, kwargs)
             opts["fingerprint"] = event_fingerprint(normalized.type, normalized.data)
         return opts, kwargs
 

@@ -57,8 +57,8 @@ def available_events(
     machine = entry.machine
     nodes = [machine.get_state(state_id) for state_id in instance.state_ids]
     found: list[AvailableEvent] = []
-    for event_type in machine.events:
-        if event_type.startswith("xstate.") or not may_send(entry, event_type, user):
+    for event_type in machine.event_types:  # no reserved types, no wildcards
+        if not may_send(entry, event_type, user):
             continue
         candidates = [t for node in nodes for t in node.candidates(event_type)]
         if not candidates:

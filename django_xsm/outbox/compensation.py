@@ -5,9 +5,11 @@ When an entry is dead-lettered, the instance that emitted it is sent
     {"type": "xsm.outbox.failed", "event": {...}, "error": "...",
      "attempts": N, "delivery_id": "..."}
 
-through the registry's manager (the same persisted path as
-``machines[name].objects.send``: audit, signals, transition log), so a chart
+through the registry's manager (``machines[name].objects.open`` and the
+block's ``send_reserved()``: audit, signals, transition log), so a chart
 can handle it like any event: ``"on": {"xsm.outbox.failed": "compensating"}``.
+``xsm.*`` is a reserved namespace: nothing but this worker sends it (every
+public send path refuses it, see ``Machine.check_sendable``).
 
 The send carries the delivery id as its idempotency key, with a
 fingerprint made of the delivery id alone, so a worker that crashes after
@@ -130,7 +132,7 @@ def compensate(entry: OutboxEntry, error: str, attempts: int) -> Compensation:
             correlation_id=trace_id(entry.event),
         ) as block:
             reason = f"outbox delivery {entry.delivery_id} dead-lettered"
-            return block.send(FAILED_EVENT, reason=reason, **payload)
+            return block.send_reserved(FAILED_EVENT, reason=reason, **payload)
 
     try:
         receipt = retry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)

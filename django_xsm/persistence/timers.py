@@ -213,7 +213,7 @@ class DueTimerScanner:
                 fired, lag = 0, 0
                 for deadline in due:
                     firing = deadline
-                    receipt = block.send(deadline.event_type, reason="timer")
+                    receipt = block.send_reserved(deadline.event_type, reason="timer")
                     if receipt.accepted:
                         fired += 1
                         lag = max(lag, now_ms - deadline.due_ms)

@@ -16,6 +16,8 @@ TICKET: dict[str, Any] = {
                 "BUMP": {"actions": "bump"},
                 "CLOSE": {"target": "closed", "guard": "bumped"},
                 "BOOM": {"actions": "boom"},
+                # the outbox's compensation: only django-xsm may send it
+                "xsm.outbox.failed": {"actions": "bump"},
             },
             "after": {"60000": {"target": "stale"}},
         },

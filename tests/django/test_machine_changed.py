@@ -106,7 +106,8 @@ def test_deploy_check_skips_corrupt_records_and_other_machines(
 ) -> None:
     stored("ticket:k1")
     with machines["order"].objects.open("order:k1", actor="test") as block:
-        block.send("ADD")
+        block.send("ADD_ITEM", sku="s", qty=1, price_cents=100)  # the order chart's own event
+    assert machines["order"].objects.exists("order:k1")
     deploy(monkeypatch, charts.ticket_renamed)
     [found] = changed_machines(backend.store, [e.machine for e in machines.values()])
     assert found.machine_id == "ticket" and found.sampled == 1

@@ -276,6 +276,30 @@ def splat_mapping(request: HttpRequest, tid: str, *, instance: Any) -> HttpRespo
     return JsonResponse(_state(instance))
 
 
+@stateful_view("ticket", key=KEY)
+async def asplat_mapping(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    """The asyncio twin of :func:`splat_mapping`."""
+    await instance.asend(json.loads(request.body))
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, strict=False)
+def lenient_mapping(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    """:func:`splat_mapping` in a view that is not strict."""
+    instance.send(json.loads(request.body))
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, idempotent=False)
+def reserved_probe(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    """A view reaching for the workers' send_reserved(): not offered."""
+    try:
+        instance.send_reserved("xsm.outbox.failed")
+    except AttributeError as exc:
+        return JsonResponse({"refused": str(exc)})
+    return JsonResponse(_state(instance))
+
+
 def manager_send(request: HttpRequest, tid: str) -> HttpResponse:
     """A plain view sending through the manager: the request's user acts."""
     receipt = machines["ticket"].objects.send(KEY.format(tid=tid), "BUMP", create=True)

@@ -2,7 +2,9 @@
 
 ``shop_order``: cart -> paid -> shipped (-> refunded), ADD counts items,
 PAY is guarded by the payload's amount (so it is *conditional* without
-one), REFUND needs a permission (``PERMISSIONS`` in the settings).
+one), REFUND needs a permission (``PERMISSIONS`` in the settings), and the
+outbox's compensation ``xsm.outbox.failed`` runs ``compensate`` (which a
+client must never reach: ``COMPENSATIONS`` records every run).
 ``parcel``: a compound state and a parallel one, for the projection.
 """
 
@@ -22,6 +24,7 @@ SHOP_ORDER: dict[str, Any] = {
                 "ADD": {"actions": "add"},
                 "PAY": {"target": "paid", "guard": "paysEnough"},
                 "PAY_ANYWAY": "paid",
+                "xsm.outbox.failed": {"actions": "compensate"},
             }
         },
         "paid": {"on": {"SHIP": "shipped", "REFUND": "refunded"}},
@@ -39,7 +42,17 @@ def _pays_enough(ctx: dict[str, Any], event: Any) -> bool:
     return int(event["amount"]) >= 10
 
 
-shop_logic = MachineLogic(actions={"add": _add}, guards={"paysEnough": _pays_enough})
+#: The delivery ids the shop's compensation ran for.
+COMPENSATIONS: list[str] = []
+
+
+def _compensate(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+    COMPENSATIONS.append(str(event.get("delivery_id", "")))
+
+
+shop_logic = MachineLogic(
+    actions={"add": _add, "compensate": _compensate}, guards={"paysEnough": _pays_enough}
+)
 shop_order = create_machine(SHOP_ORDER, logic=shop_logic)
 
 PARCEL: dict[str, Any] = {

@@ -54,16 +54,18 @@ __all__ = [
 #: Each error status of the endpoint and the problem types it stands for
 #: (docs/http.md; the keys of django_xsm.http.PROBLEM_TYPES plus about:blank).
 ERROR_STATUSES: dict[int, str] = {
-    400: "The body is not an event of this machine, or the Idempotency-Key is missing or "
+    400: "The body has no string type, or the Idempotency-Key is missing or "
     "malformed (idempotency-key), or the row gives an invalid instance key (invalid-key).",
-    403: "The user may not send this event (the machine's PERMISSIONS), or DRF's "
-    "authentication and permission classes refused the request.",
+    403: "The event type is reserved for django-xsm itself, xstate.* or xsm.* "
+    "(reserved-event); the user may not send this event (the machine's PERMISSIONS); or "
+    "DRF's authentication and permission classes refused the request.",
     404: "No such row (not-found).",
     409: "The event is not accepted in the current state (event-not-accepted); or, with "
     "Retry-After: a version conflict after the retries (conflict), the instance is "
     "locked (locked), or a request with this key is in flight (in-flight).",
-    422: "The key was used for another request (idempotency-mismatch), or a value cannot "
-    "be stored exactly (unstorable-value).",
+    422: "No state of the chart takes the event type, a typo (unknown-event, with the "
+    "closest types in suggestions); the key was used for another request "
+    "(idempotency-mismatch); or a value cannot be stored exactly (unstorable-value).",
     500: "The store refused the server's credentials (store-misconfigured), the instance "
     "was stored by another version of its chart (machine-changed), or another server error "
     "(internal).",
@@ -79,14 +81,18 @@ _EVENT_ITEM = {
 
 
 def _event_types(view: Any) -> list[str] | None:
-    """The event types of the view's machine, or None if the view cannot
-    say (no queryset at schema time, an unknown machine)."""
+    """The event types a client may send to the view's machine, or None if
+    they are no closed set (a wildcard descriptor takes types it does not
+    name) or the view cannot say (no queryset at schema time, an unknown
+    machine)."""
     try:
         field = view.get_statechart_field()
         machine = machines[field.machine_name].machine
     except Exception:
         return None
-    return [e for e in machine.events if not e.startswith("xstate.")]
+    if machine.chart.wildcards:
+        return None
+    return list(machine.event_types)
 
 
 class StatechartSerializerFieldSchema(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]

@@ -80,6 +80,18 @@ class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
         return {"state": state, "events": events}
 
 
+class _EventTypeField(serializers.CharField):
+    """A ``CharField`` that takes only a string: ``{"type": 7}`` is a field
+    error, not the event type ``"7"``."""
+
+    default_error_messages = {"not_a_string": "The event type must be a string, not {kind}."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_a_string", kind=type(data).__name__)
+        return str(super().to_internal_value(data))
+
+
 class StatechartEventSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """``{"type": "PAY", "amount": 10}``: the event type and its payload.
 
@@ -89,7 +101,7 @@ class StatechartEventSerializer(serializers.Serializer):  # type: ignore[type-ar
     API) carries one value per field; its CSRF token is not payload.
     """
 
-    type = serializers.CharField(
+    type = _EventTypeField(
         max_length=255, help_text="The event type, e.g. PAY; every other member is payload."
     )
 

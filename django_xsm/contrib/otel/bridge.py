@@ -10,7 +10,8 @@ block that defines them:
 ``phase(block, name, event_type) -> AbstractContextManager[None]``
     entered before phase ``name`` starts and exited when it ends, with the
     exception that ended it: ``"open"`` (claims, lock, load, ``on_load``),
-    ``"send"`` (one per ``send()`` / ``asend()``: claim, ``before_send``,
+    ``"send"`` (one per ``send()`` / ``asend()`` and their ``_reserved``
+    twins: claim, ``before_send``,
     the engine, ``after_send``; ``event_type`` is set) and ``"commit"``
     (the exit of a block whose body did not raise: the commit, or the
     release of a block that changed nothing, and ``after_commit``).
@@ -24,10 +25,11 @@ setting read by ``django_xsm.backend.build`` would. Errors of these hooks are
 logged (logger ``django_xsm.contrib.otel``), never raised: an observer must
 not change what a block does.
 
-:func:`install` wraps ``PersistedInstance.open_op``, ``close_op``, ``send``
-and ``asend`` once, process-wide. A block none of whose plugins defines the
-hooks runs the original generators untouched. Once ``Plugin`` itself has a
-``phase`` method (the core calls the hooks), only the adoption is wrapped.
+:func:`install` wraps ``PersistedInstance.open_op``, ``close_op``, ``send``,
+``asend``, ``send_reserved`` and ``asend_reserved`` once, process-wide. A
+block none of whose plugins defines the hooks runs the original generators
+untouched. Once ``Plugin`` itself has a ``phase`` method (the core calls
+the hooks), only the adoption is wrapped.
 """
 
 from __future__ import annotations
@@ -220,35 +222,47 @@ def _replays_at_close(
     return replayed
 
 
-def _send(self: PersistedInstance, event: object, /, **kwargs: Any) -> Any:
-    hooks = _bridged(self)
-    if not hooks:
-        return _originals["send"](self, event, **kwargs)
-    etype = _event_type(event)
-    with _phases(self, hooks, "send", etype):
-        receipt = _originals["send"](self, event, **kwargs)
-        if isinstance(receipt, ReplayedReceipt):
-            _notify(hooks, "on_replay", self, etype, receipt)
-    return receipt
+def _sender(name: str) -> Any:
+    """The wrapper of the block's method ``name`` (``send``, ``send_reserved``)."""
+
+    def send(self: PersistedInstance, event: object, /, **kwargs: Any) -> Any:
+        hooks = _bridged(self)
+        if not hooks:
+            return _originals[name](self, event, **kwargs)
+        etype = _event_type(event)
+        with _phases(self, hooks, "send", etype):
+            receipt = _originals[name](self, event, **kwargs)
+            if isinstance(receipt, ReplayedReceipt):
+                _notify(hooks, "on_replay", self, etype, receipt)
+        return receipt
+
+    return send
 
 
-async def _asend(self: PersistedInstance, event: object, /, **kwargs: Any) -> Any:
-    hooks = _bridged(self)
-    if not hooks:
-        return await _originals["asend"](self, event, **kwargs)
-    etype = _event_type(event)
-    with _phases(self, hooks, "send", etype):
-        receipt = await _originals["asend"](self, event, **kwargs)
-        if isinstance(receipt, ReplayedReceipt):
-            _notify(hooks, "on_replay", self, etype, receipt)
-    return receipt
+def _asender(name: str) -> Any:
+    """The wrapper of the block's coroutine method ``name`` (``asend``...)."""
+
+    async def asend(self: PersistedInstance, event: object, /, **kwargs: Any) -> Any:
+        hooks = _bridged(self)
+        if not hooks:
+            return await _originals[name](self, event, **kwargs)
+        etype = _event_type(event)
+        with _phases(self, hooks, "send", etype):
+            receipt = await _originals[name](self, event, **kwargs)
+            if isinstance(receipt, ReplayedReceipt):
+                _notify(hooks, "on_replay", self, etype, receipt)
+        return receipt
+
+    return asend
 
 
 _WRAPPERS: dict[str, Any] = {
     "open_op": _open_op,
     "close_op": _close_op,
-    "send": _send,
-    "asend": _asend,
+    "send": _sender("send"),
+    "asend": _asender("asend"),
+    "send_reserved": _sender("send_reserved"),
+    "asend_reserved": _asender("asend_reserved"),
 }
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from django_xsm.engine.events import WILDCARD, after_event_type, done_event_type
+from django_xsm.engine.events import after_event_type, done_event_type, is_wildcard
 from django_xsm.exceptions import InvalidConfigError, brief
 
 from .compiled import Chart
@@ -153,7 +153,7 @@ def _finish_node(
             if t.kind == kind:
                 on.setdefault(t.event, []).append(t)
     frozen_on = {d: tuple(ts) for d, ts in on.items()}
-    wildcards = tuple((d, ts) for d, ts in frozen_on.items() if d == WILDCARD or d.endswith(".*"))
+    wildcards = tuple((d, ts) for d, ts in frozen_on.items() if is_wildcard(d))
     delays: dict[str, tuple[str, str, Any]] = {}
     for t, tspec in zip(transitions, spec.transitions, strict=True):
         if t.kind == "after" and t.event not in delays and tspec.delay is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django_xsm.engine.events import descriptor_matches, is_wildcard, reserved_namespace
 from django_xsm.exceptions import brief
 
 from .model import HISTORY, Frozen, StateNode, Transition
@@ -22,11 +23,25 @@ class Chart(Frozen):
 
     ``id`` (the machine id), ``root``, ``nodes`` (document order, root
     first), ``by_id`` (full id -> node), ``match_index`` (every name
-    ``matches()`` accepts -> node) and ``events`` (the event descriptors of
-    every transition, first occurrence first).
+    ``matches()`` accepts -> node), ``events`` (the event descriptors of
+    every transition, first occurrence first), ``wildcards`` (those of them
+    that are wildcards: ``*``, ``order.*``) and ``event_types`` (the exact
+    descriptors outside the reserved namespaces: the types a caller sends
+    by name). All computed once, here.
     """
 
-    __slots__ = ("_hash", "by_id", "events", "id", "match_index", "nodes", "root")
+    __slots__ = (
+        "_descriptors",
+        "_hash",
+        "by_id",
+        "event_types",
+        "events",
+        "id",
+        "match_index",
+        "nodes",
+        "root",
+        "wildcards",
+    )
 
     id: str
     root: StateNode
@@ -34,19 +49,54 @@ class Chart(Frozen):
     by_id: dict[str, StateNode]
     match_index: dict[str, StateNode]
     events: tuple[str, ...]
+    wildcards: tuple[str, ...]
+    event_types: tuple[str, ...]
+    _descriptors: frozenset[str]
     _hash: str | None
 
     def __init__(self, nodes: tuple[StateNode, ...], by_id: dict[str, StateNode]) -> None:
         root = nodes[0]  # its id is the machine id: the root has no explicit id
+        events = tuple(dict.fromkeys(t.event for n in nodes for t in n.transitions if t.event))
         self._init_fields(
             id=root.id,
             root=root,
             nodes=nodes,
             by_id=by_id,
             match_index=build_match_index(root, nodes),
-            events=tuple(dict.fromkeys(t.event for n in nodes for t in n.transitions if t.event)),
+            events=events,
+            wildcards=tuple(e for e in events if is_wildcard(e)),
+            event_types=tuple(
+                e for e in events if not is_wildcard(e) and not reserved_namespace(e)
+            ),
+            _descriptors=frozenset(events),
             _hash=None,
         )
+
+    def knows(self, event_type: str) -> bool:
+        """Can some state of the chart ever take ``event_type``? True when a
+        descriptor names it exactly or a wildcard matches it (a chart with
+        ``*`` anywhere knows every type). Reads the chart only."""
+        if event_type in self._descriptors:
+            return True
+        return any(descriptor_matches(w, event_type) for w in self.wildcards)
+
+    def close_event_types(self, event_type: str, limit: int = 3) -> tuple[str, ...]:
+        """Up to ``limit`` of :attr:`event_types` closest to ``event_type``
+        (difflib's similarity of at least 0.6, ignoring case), closest
+        first, ties in document order: the suggestions for a typo.
+        ``difflib`` is imported only here."""
+        import difflib
+
+        matcher = difflib.SequenceMatcher()
+        matcher.set_seq2(event_type.casefold())
+        scored: list[tuple[float, int, str]] = []
+        for index, name in enumerate(self.event_types):
+            matcher.set_seq1(name.casefold())
+            if matcher.real_quick_ratio() >= 0.6 and matcher.quick_ratio() >= 0.6:
+                ratio = matcher.ratio()
+                if ratio >= 0.6:
+                    scored.append((-ratio, index, name))
+        return tuple(name for _, _, name in sorted(scored)[:limit])
 
     @property
     def structure_hash(self) -> str:

@@ -21,12 +21,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.engine import to_event
+from django_xsm.engine.events import reserved_namespace
 from django_xsm.exceptions import (
     ConflictError,
     InvalidConfigError,
+    InvalidEventError,
     LockTimeoutError,
     PartialCommitError,
+    UnknownEventError,
     XsmError,
+    brief,
 )
 from django_xsm.persistence.audit import AuditPlugin
 from django_xsm.persistence.base import retry_after_seconds
@@ -92,6 +96,22 @@ class Plugin:
         """Awaited by ``apersisted()`` after :meth:`after_commit`, on the
         event loop: the place for work that must not block it (async
         receivers, async I/O). Errors are logged, never raised."""
+
+
+def _split_options(kwargs: dict[str, Any]) -> tuple[dict[str, Any], SendOptions]:
+    """``send()``'s keyword arguments: (the payload, the send's options)."""
+    options = {name: kwargs.pop(name) for name in _SEND_OPTIONS if name in kwargs}
+    return kwargs, SendOptions(**options)
+
+
+def _require_reserved(event: object, event_type: str) -> None:
+    if not reserved_namespace(event_type):
+        raise InvalidEventError(
+            f"send_reserved() sends only the reserved xstate.* and xsm.* events, not "
+            f"{brief(event_type)}",
+            event=event,
+            hint="send the chart's own events with send()",
+        )
 
 
 def sort_plugins(
@@ -171,8 +191,25 @@ class PersistedInstance(BlockState):
         """Awaitable :meth:`send` (same arguments); needed inside
         ``apersisted()`` for a key that was not known at open."""
         io = self._open_io("use it inside 'async with apersisted(...)'")
-        opts = SendOptions(**{name: kwargs.pop(name) for name in _SEND_OPTIONS if name in kwargs})
-        return await io.arun(self._send_op(event, kwargs, opts))
+        return await io.arun(self._send_op(event, *_split_options(kwargs)))
+
+    def send_reserved(self, event: object, /, **kwargs: Any) -> Any:
+        """Send an event of a reserved namespace (``xstate.*``, ``xsm.*``),
+        which :meth:`send` refuses; same arguments as :meth:`send`.
+
+        django-xsm's own workers send through it (the timer scanner its
+        ``xstate.after.*`` events, the outbox worker ``xsm.outbox.failed``),
+        and so may a test of a chart's handling of them. No request path
+        calls it, and a ``@stateful_view`` does not offer it. An event type
+        outside the reserved namespaces is an ``InvalidEventError``: send
+        it with :meth:`send`."""
+        io = self._open_io("use it inside 'with persisted(...)'")
+        return io.run(self._send_op(event, *_split_options(kwargs), reserved=True))
+
+    async def asend_reserved(self, event: object, /, **kwargs: Any) -> Any:
+        """Awaitable :meth:`send_reserved`."""
+        io = self._open_io("use it inside 'async with apersisted(...)'")
+        return await io.arun(self._send_op(event, *_split_options(kwargs), reserved=True))
 
     def _open_io(self, hint: str) -> BlockIO:
         if self._io is None:
@@ -180,11 +217,25 @@ class PersistedInstance(BlockState):
         return self._io
 
     def _send_op(
-        self, event: object, payload: Mapping[str, Any], opts: SendOptions
+        self,
+        event: object,
+        payload: Mapping[str, Any],
+        opts: SendOptions,
+        *,
+        reserved: bool = False,
     ) -> BlockOp[Any]:
         self._check_open()
         normalized = to_event(event, payload)
         etype, data = normalized.type, normalized.data
+        # before any I/O of the send (its claim) and before the engine
+        if reserved:
+            _require_reserved(event, etype)
+        else:
+            try:
+                self.machine.check_sendable(etype)
+            except UnknownEventError as exc:
+                exc.key = self.key
+                raise
         if self.duplicate:
             replayed = self.claims.replay(etype, len(self.receipts))
             self.receipts.append(replayed)

@@ -8,5 +8,7 @@ urlpatterns = [
     path("", include("tests.django.urls")),
     path("orders/<int:pk>/pay", views.pay),
     path("orders/<int:pk>/apay", views.apay),
+    path("orders/<int:pk>/send_body", views.send_body),
+    path("orders/<int:pk>/asend_body", views.asend_body),
     path("slug-orders/<str:name>/add", views.add),
 ]

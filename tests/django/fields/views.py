@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
@@ -19,6 +20,19 @@ def pay(request: HttpRequest, pk: int, *, instance: Any, row: Order) -> JsonResp
 @stateful_view(model=Order)
 async def apay(request: HttpRequest, pk: int, *, instance: Any, row: Order) -> JsonResponse:
     await instance.asend("PAY_ANYWAY")
+    return JsonResponse({"order": row.pk, "state": instance.value})
+
+
+@stateful_view(model=Order)
+def send_body(request: HttpRequest, pk: int, *, instance: Any, row: Order) -> JsonResponse:
+    """Sends the JSON body as one mapping event, as docs/django.md advises."""
+    instance.send(json.loads(request.body))
+    return JsonResponse({"order": row.pk, "state": instance.value})
+
+
+@stateful_view(model=Order)
+async def asend_body(request: HttpRequest, pk: int, *, instance: Any, row: Order) -> JsonResponse:
+    await instance.asend(json.loads(request.body))
     return JsonResponse({"order": row.pk, "state": instance.value})
 
 

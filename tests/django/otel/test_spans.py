@@ -125,7 +125,7 @@ def test_a_strict_refusal_is_an_error_on_its_send_span(telemetry: Telemetry) -> 
     store = MemoryStore()
     with pytest.raises(EventNotAcceptedError):
         with persisted(store, "order:1", MACHINE, plugins=[telemetry.plugin()]) as order:
-            order.send("NOPE", strict=True)
+            order.send("PACKED", strict=True)  # the chart's, not the cart's
     send = telemetry.span("xsm.send")
     assert send.status.status_code is StatusCode.ERROR
     assert send.attributes is not None
