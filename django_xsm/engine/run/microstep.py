@@ -117,7 +117,7 @@ class _EntrySet:
 
     def add_transition(self, t: Transition, root: StateNode) -> None:
         history = self.history
-        domain = transition_domain(t, history, root)
+        domain = transition_domain(t, root)
         source = t.source
         for s in t.targets or ():
             if s.type != HISTORY and (s is not source or source is not domain or t.reenter):
@@ -207,10 +207,10 @@ def compute_plan(
         entry.add_descendants(root)
     else:
         old_mask = cfg.mask
-        filtered = remove_conflicts(transitions, old_mask, history, root)
+        filtered = remove_conflicts(transitions, old_mask, root)
         xmask = 0
         for t in filtered:
-            xmask |= exit_mask(t, old_mask, history, root)
+            xmask |= exit_mask(t, old_mask, root)
         exits = [n for n in reversed(cfg.nodes) if xmask & n.bit]
         for s in exits:
             for h in s.history_nodes:
