@@ -198,6 +198,27 @@ def test_an_eventless_transition_that_assigns_is_selected_again_whatever_else_it
     assert [a.type for a in result.actions].count("inc") == 1
 
 
+def test_an_assign_that_writes_the_value_already_there_changes_nothing() -> None:
+    """The context is compared by value: the second run of this eventless
+    transition leaves it as it was, so it is not selected again (XState
+    takes any assign as a change and loops; docs/engine.md)."""
+    calls: list[int] = []
+
+    def set_one(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+        calls.append(ctx["n"])
+        ctx["n"] = 1
+
+    config = {
+        "id": "m",
+        "initial": "a",
+        "context": {"n": 0},
+        "states": {"a": {"always": {"actions": "set"}, "on": {"E": {}}}},
+    }
+    inst = create_machine(config, logic=MachineLogic(actions={"set": set_one})).start()
+    assert inst.context == {"n": 1} and calls == [0, 1]
+    assert inst.send("E").changed is False and calls == [0, 1, 1]
+
+
 def test_raise_loop_hits_the_cap() -> None:
     config = {
         "id": "r",
