@@ -281,14 +281,19 @@ def comparable(step: Step) -> dict[str, Any]:
     return out
 
 
+def differing_field(ours: Step, theirs: Step) -> str | None:
+    """The first field of :data:`FIELDS` two step results differ on."""
+    a, b = comparable(ours), comparable(theirs)
+    return next((key for key in FIELDS if a.get(key) != b.get(key)), None)
+
+
 def compare(engine: list[Step], xstate: list[Step]) -> tuple[int, str] | None:
     """``None`` when both agree on every step, else ``(step index, field)``
     of the first difference (step 0 is the start)."""
     for index in range(max(len(engine), len(xstate))):
         if index >= len(engine) or index >= len(xstate):
             return index, "steps"
-        ours, theirs = comparable(engine[index]), comparable(xstate[index])
-        for key in FIELDS:
-            if ours.get(key) != theirs.get(key):
-                return index, key
+        field = differing_field(engine[index], xstate[index])
+        if field is not None:
+            return index, field
     return None

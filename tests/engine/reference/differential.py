@@ -22,7 +22,7 @@ from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
 
-from .cases import Case, EngineRun, compare
+from .cases import Case, EngineRun, differing_field
 from .charts import random_case
 from .differences import DIFFERENCES, Facts, classify
 from .node import in_ci, missing, start_xstate
@@ -66,14 +66,15 @@ def check(case: Case, xstate: dict[str, Any], outcome: Outcome) -> None:
 def _verdict(run: EngineRun, theirs: list[dict[str, Any]]) -> str | tuple[int, str] | None:
     """``None`` (agreed), the documented difference of the first
     disagreement, or ``(step, field)`` of an unexplained one."""
-    engine: list[dict[str, Any]] = []
+    count = 0
     for index, ours in enumerate(run.steps()):
-        engine.append(ours)
-        differs = compare(engine, theirs[: index + 1])
+        count += 1
+        if index >= len(theirs):
+            return index, "steps"
+        differs = differing_field(ours, theirs[index])
         if differs is not None:
-            name = classify(Facts(run, ours, theirs[index])) if index < len(theirs) else None
-            return name if name is not None else differs
-    return compare(engine, theirs)
+            return classify(Facts(run, ours, theirs[index])) or (index, differs)
+    return None if count == len(theirs) else (count, "steps")
 
 
 def run(cases: int, seed: int) -> Outcome:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cases import EngineRun, compare
+from .cases import EngineRun, compare, differing_field
 from .differences import Facts, classify
 from .node import missing, run_xstate
 
@@ -39,16 +39,17 @@ def definition(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def verdict(case: dict[str, Any], xstate: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
-    """``(None | difference name | (step, field), engine steps)``."""
+    """``(None | difference name | (step, field), engine steps)``; the
+    predicates look at the run as it is on the differing step."""
     run = EngineRun(case)
     steps = run.steps()
     engine: list[dict[str, Any]] = []
     for index, ours in enumerate(steps):
         engine.append(ours)
-        differs = compare(engine, xstate[: index + 1])
-        if differs is not None:
-            named = classify(Facts(run, ours, xstate[index])) if index < len(xstate) else None
-            return (named or differs), [*engine, *steps]
+        field = differing_field(ours, xstate[index]) if index < len(xstate) else "steps"
+        if field is not None:
+            named = classify(Facts(run, ours, xstate[index])) if field != "steps" else None
+            return (named or (index, field)), [*engine, *steps]
     return compare(engine, xstate), engine
 
 
