@@ -1,13 +1,14 @@
 """Event objects, event descriptors and the built-in event names.
 
 An event is a type (a non-empty string) plus a payload dict. Descriptors in
-``on`` match event types the way XState v5 does (``getCandidates``):
+``on`` match event types the way XState 5.33 does (``getCandidates``):
 
-* an exact descriptor matches only that type, and when a state has an exact
-  match for an event its wildcard descriptors are not consulted at all;
-* otherwise ``"a.*"`` matches ``"a"`` and every ``"a.<anything>"`` (token
-  prefix), and ``"*"`` matches every event; the more specific (longer)
-  wildcard descriptor wins, ties keep document order.
+* an exact descriptor matches only that type, and its transitions are tried
+  first;
+* ``"a.*"`` matches ``"a"`` and every ``"a.<anything>"`` (token prefix), and
+  ``"*"`` matches every event; matching wildcards are tried after the exact
+  descriptor (when each of its guards failed), the more specific (longer)
+  descriptor first, ties in document order.
 
 Built-in names: ``xstate.init`` (the start of a machine),
 ``xstate.after.<delay>.<state id>`` (delayed transitions) and

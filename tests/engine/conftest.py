@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from django_xsm.engine import Event, MachineLogic
+
+from .microsteps import check_legal, watching
+
+
+@pytest.fixture(autouse=True)
+def legal_configurations() -> Iterator[None]:
+    """Every microstep of every engine test leaves a legal configuration."""
+    with watching(check_legal):
+        yield
 
 
 class Recorder:

@@ -120,6 +120,77 @@ def test_initial_object_form_runs_its_actions_between_entries(recorder: Any) -> 
     ]
 
 
+def _initial(name: str, target: str) -> dict[str, Any]:
+    return {"target": target, "actions": name}
+
+
+INDIRECT: dict[str, Any] = {
+    "id": "m",
+    "initial": "P",
+    "states": {
+        "P": {
+            "type": "parallel",
+            "states": {
+                "A": {
+                    "initial": _initial("initA", "a1"),
+                    "states": {
+                        "a1": {"initial": _initial("initA1", "x"), "states": {"x": {}}},
+                        "a2": {},
+                    },
+                },
+                "B": {
+                    "initial": _initial("initB", "b1"),
+                    "states": {
+                        "b1": {
+                            "initial": _initial("initB1", "c"),
+                            "states": {"c": {}},
+                            "on": {"GO": "#m.P.A.a2"},
+                        }
+                    },
+                },
+            },
+            "on": {"AWAY": "#m.Z"},
+        },
+        "Z": {"on": {"BACK": "#m.H.h", "TO": "#m.H.k"}},
+        "H": {
+            "initial": _initial("initH", "k0"),
+            "states": {
+                "k0": {},
+                "k": {"initial": _initial("initK", "y"), "states": {"y": {}}},
+                "h": {"type": "history", "target": "k"},
+            },
+        },
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [
+        # B is exited and entered again around a2 (P is the domain): a region
+        # filled in around a target does not run its initial actions, the
+        # initial state of that region does
+        (["GO"], ["initB1"]),
+        # a history state's target is not entered by default (its initial
+        # state is); the parent of a history state that stands for the
+        # parent's initial state would be
+        (["AWAY", "BACK"], []),
+        # a target is entered by default
+        (["AWAY", "TO"], ["initK"]),
+    ],
+    ids=["sibling-region", "history-target", "target"],
+)
+def test_initial_actions_run_when_xstate_runs_them(
+    recorder: Any, events: list[str], expected: list[str]
+) -> None:
+    rec = recorder("initA", "initA1", "initB", "initB1", "initH", "initK")
+    inst = create_machine(INDIRECT, logic=rec.logic()).start()
+    assert [n for n, _ in rec.take()] == ["initA", "initA1", "initB", "initB1"]
+    for event in events:
+        inst.send(event)
+    assert [n for n, _ in rec.take()] == expected
+
+
 def test_initial_object_form_is_checked() -> None:
     with pytest.raises(InvalidConfigError, match=r"initial\.target") as err:
         create_machine({"initial": {"target": "x"}, "states": {"a": {}}})

@@ -235,19 +235,63 @@ def test_foo_bar_star_matches_foo_bar_itself() -> None:
     assert create_machine(config).start().send("foo.bar").value == "long"
 
 
-def test_exact_match_hides_wildcards_even_when_its_guard_fails() -> None:
+FALLBACK: dict[str, Any] = {
+    "id": "w",
+    "initial": "s",
+    "states": {
+        "s": {
+            "on": {"*": "any", "E": {"target": "e", "guard": "no"}, "a.*": "prefix"},
+            "after": {"100": {"target": "e", "guard": "no"}},
+        },
+        "any": {},
+        "prefix": {},
+        "e": {},
+    },
+}
+NO = MachineLogic(guards={"no": lambda c, e: False})
+
+
+def test_exact_match_comes_first_and_wildcards_catch_what_its_guards_refuse() -> None:
+    """XState 5.32.2+ (statelyai/xstate#5548): when every guard of the exact
+    descriptor fails, the matching wildcards are tried, longest first."""
+    machine = create_machine(FALLBACK, logic=NO)
+    inst = machine.start()
+    assert inst.can("E") is True
+    assert inst.refusal("E") == ("", ())
+    receipt = inst.send("E", strict=True)
+    assert receipt.accepted is True and receipt.value == "any"
+    assert [t.event for t in receipt.transitions] == ["*"]
+    assert machine.start().send("a.b").value == "prefix"  # "a.*" before "*"
+
+
+def test_a_wildcard_catches_a_delayed_event_whose_guard_failed() -> None:
+    inst = create_machine(FALLBACK, logic=NO).start(clock=lambda: 0)
+    (deadline,) = inst.deadlines
+    receipt = inst.send(deadline.event_type)
+    assert receipt.accepted is True and receipt.value == "any"
+
+
+def test_a_wildcard_catches_a_done_event_whose_guard_failed() -> None:
     config = {
         "id": "w",
-        "initial": "s",
+        "initial": "c",
         "states": {
-            "s": {"on": {"*": "any", "E": {"target": "e", "guard": "no"}}},
+            "c": {
+                "initial": "f",
+                "states": {"f": {"type": "final"}},
+                "onDone": {"target": "#w.done", "guard": "no"},
+                "on": {"*": "#w.any"},
+            },
+            "done": {},
             "any": {},
-            "e": {},
         },
     }
-    machine = create_machine(config, logic=MachineLogic(guards={"no": lambda c, e: False}))
-    receipt = machine.start().send("E")
-    assert receipt.accepted is False and receipt.value == "s"
+    assert create_machine(config, logic=NO).start().value == "any"
+
+
+def test_the_exact_descriptor_wins_when_its_guard_passes() -> None:
+    machine = create_machine(FALLBACK, logic=MachineLogic(guards={"no": lambda c, e: True}))
+    assert machine.start().send("E").value == "e"
 
 
 GUARDED: dict[str, Any] = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from django_xsm.engine import create_machine
 
 CHART: dict[str, Any] = {
@@ -126,3 +128,99 @@ def test_restore_keeps_history() -> None:
     restored = machine.restore(json.loads(json.dumps(inst.snapshot())))
     assert restored.history == inst.history
     assert restored.send("DEEP").value == {"a": {"a2": "y"}}
+
+
+# Two transitions of one microstep, one of them to a history state from
+# inside the history's parent. The domain of that one is computed from the
+# history state itself, so it contains the parent: the two conflict and the
+# first wins. (Computed from the state the history stands for, the domain
+# was that state alone: both ran and left an illegal configuration that
+# restore() refused or read as another state.)
+HISTORY_PAIRS = [
+    (
+        {
+            "id": "m",
+            "initial": "P",
+            "states": {
+                "P": {
+                    "type": "parallel",
+                    "states": {
+                        "R": {
+                            "initial": "r1",
+                            "states": {"r1": {"on": {"E": "h"}}, "h": {"type": "history"}},
+                        },
+                        "Q": {"on": {"E": "#m.P"}},
+                    },
+                }
+            },
+        },
+        "E",
+        {"P": {"R": "r1", "Q": {}}},
+        ("m", "m.P", "m.P.R", "m.P.R.r1", "m.P.Q"),
+    ),
+    (
+        {
+            "id": "m",
+            "initial": "s4",
+            "states": {
+                "s2": {"type": "final"},
+                "s4": {
+                    "type": "parallel",
+                    "states": {
+                        "s8": {"on": {"b.z": "s11"}},
+                        "s11": {"type": "history", "target": "s8"},
+                        "s10": {"on": {"*": [{"target": ["#m.s2"]}]}},
+                    },
+                },
+            },
+        },
+        "b.z",
+        {"s4": {"s8": {}, "s10": {}}},
+        ("m", "m.s4", "m.s4.s8", "m.s4.s10"),
+    ),
+    (
+        {
+            "id": "m",
+            "initial": "P",
+            "states": {
+                "P": {
+                    "type": "parallel",
+                    "states": {
+                        "R": {
+                            "initial": "r1",
+                            "states": {
+                                "r1": {"on": {"E": "h"}},
+                                "r2": {},
+                                "h": {"type": "history"},
+                            },
+                        },
+                        "Q": {"on": {"E": "#m.P.R.r2"}},
+                    },
+                }
+            },
+        },
+        "E",
+        {"P": {"R": "r1", "Q": {}}},
+        ("m", "m.P", "m.P.R", "m.P.R.r1", "m.P.Q"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "event", "value", "state_ids"),
+    HISTORY_PAIRS,
+    ids=["parent-region-left-inactive", "state-without-its-parent", "two-active-children"],
+)
+def test_a_transition_to_a_history_state_conflicts_with_one_that_exits_its_parent(
+    config: dict[str, Any], event: str, value: Any, state_ids: tuple[str, ...]
+) -> None:
+    machine = create_machine(config)
+    inst = machine.start()
+    receipt = inst.send(event)
+    assert receipt.value == value and inst.state_ids == state_ids
+    assert [t.kind for t in receipt.transitions] == ["on"]  # one of the two
+    snapshot = json.loads(json.dumps(inst.snapshot()))
+    assert machine.restore(snapshot).state_ids == state_ids
+    assert machine.transition(snapshot, event, now=0).snapshot["value"] == value
+    pure = machine.transition(machine.initial_snapshot(now=0).snapshot, event, now=0)
+    assert pure.snapshot == snapshot

@@ -10,6 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from django_xsm.engine import Instance, Machine, MachineLogic, create_machine
+from django_xsm.exceptions import MicrostepLimitError
+
+from .reference.cases import build
+from .reference.charts import random_case
 
 
 def bump(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
@@ -244,3 +248,42 @@ def test_changed_means_the_snapshot_differs(data: st.DataObject) -> None:
         assert receipt.changed is (after != before), event
         if not receipt.accepted:
             assert receipt.transitions == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=10**9))
+def test_every_snapshot_restores_to_the_same_state_and_the_same_next_step(seed: int) -> None:
+    """Over the random charts of the XState differential (tests/engine/
+    reference/charts.py: parallel states, history, timers, guards, assigns,
+    raises): after every step the snapshot, through JSON, restores to an
+    instance with the identical snapshot that then does exactly what the
+    original does (receipt, action calls, emitted events, next snapshot)."""
+    case = random_case(seed)
+    machine, calls = build(case)
+    now = [0]
+    try:
+        original = machine.start(clock=lambda: now[0])
+    except MicrostepLimitError:
+        return
+    calls.take()
+    for step in case["steps"]:
+        snapshot = json.loads(json.dumps(original.snapshot()))
+        copy_ = machine.restore(snapshot, clock=lambda: now[0])
+        assert copy_.snapshot() == snapshot
+        if "advance" in step:
+            due = sorted(original.deadlines, key=lambda d: d.due_ms)
+            if not due:
+                continue
+            now[0] = max(now[0], due[0].due_ms)
+            event: Any = due[0].event_type
+        else:
+            event = step["event"]
+        results = []
+        for instance in (original, copy_):
+            try:
+                receipt = instance.send(event)
+                got: Any = (receipt.accepted, receipt.changed, receipt.transitions, receipt.emitted)
+            except MicrostepLimitError as exc:
+                got = ("error", exc.limit)
+            results.append((got, calls.take(), instance.snapshot()))
+        assert results[0] == results[1]

@@ -131,6 +131,94 @@ def test_targetless_always_without_change_runs_once_per_macrostep() -> None:
     assert seen == ["xstate.init", "E"]
 
 
+def inc(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+    ctx["n"] += 1
+
+
+def test_an_eventless_transition_that_raises_and_assigns_is_selected_again_first() -> None:
+    """Eventless transitions are selected again after one that changed the
+    context, whatever else its microstep did (here: raised an event): all
+    three run (seeing xstate.init) before the three raised events."""
+    rec = Recorder("logE1")
+    config = {
+        "id": "m",
+        "initial": "s1",
+        "context": {"n": 0},
+        "states": {
+            "s1": {
+                "always": {
+                    "guard": "below",
+                    "actions": [{"type": "xstate.raise", "event": {"type": "E1"}}, "inc"],
+                },
+                "on": {"E1": {"actions": "logE1"}},
+            }
+        },
+    }
+    logic = rec.logic(actions={"inc": rec_inc(rec)}, guards={"below": lambda c, e: c["n"] < 3})
+    inst = create_machine(config, logic=logic).start()
+    assert inst.context == {"n": 3}
+    assert rec.take() == [("inc", "xstate.init")] * 3 + [("logE1", "E1")] * 3
+
+
+def rec_inc(rec: Recorder) -> Any:
+    def run(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+        rec.calls.append(("inc", event.type))
+        ctx["n"] += 1
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "always",
+    [
+        # re-enters its state: cancels and arms its timer
+        {"target": "a", "reenter": True, "guard": "below", "actions": "inc"},
+        # emits an event
+        {"guard": "below", "actions": [{"type": "xstate.emit", "event": "tick"}, "inc"]},
+    ],
+    ids=["re-arms-a-timer", "emits"],
+)
+def test_an_eventless_transition_that_assigns_is_selected_again_whatever_else_it_does(
+    always: dict[str, Any],
+) -> None:
+    config = {
+        "id": "m",
+        "initial": "a",
+        "context": {"n": 0},
+        "states": {"a": {"after": {"100": "b"}, "always": always, "on": {"GO": "a"}}, "b": {}},
+    }
+    logic = MachineLogic(actions={"inc": inc}, guards={"below": lambda c, e: c["n"] < 3})
+    machine = create_machine(config, logic=logic)
+    inst = machine.start(clock=lambda: 0)
+    assert inst.context == {"n": 3}
+    assert len(inst.deadlines) == 1
+    # the same through the pure API, whose actions do not run: the guard
+    # sees the start context, so the transition is taken once per macrostep
+    result = machine.initial_snapshot(now=0)
+    assert [a.type for a in result.actions].count("inc") == 1
+
+
+def test_an_assign_that_writes_the_value_already_there_changes_nothing() -> None:
+    """The context is compared by value: the second run of this eventless
+    transition leaves it as it was, so it is not selected again (XState
+    takes any assign as a change and loops; docs/engine.md)."""
+    calls: list[int] = []
+
+    def set_one(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+        calls.append(ctx["n"])
+        ctx["n"] = 1
+
+    config = {
+        "id": "m",
+        "initial": "a",
+        "context": {"n": 0},
+        "states": {"a": {"always": {"actions": "set"}, "on": {"E": {}}}},
+    }
+    inst = create_machine(config, logic=MachineLogic(actions={"set": set_one})).start()
+    assert inst.context == {"n": 1} and calls == [0, 1]
+    assert inst.send("E").changed is False and calls == [0, 1, 1]
+
+
 def test_raise_loop_hits_the_cap() -> None:
     config = {
         "id": "r",

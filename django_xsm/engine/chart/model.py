@@ -262,21 +262,23 @@ class StateNode(Frozen):
 
     def candidates(self, event_type: str) -> tuple[Transition, ...]:
         """Transitions of this node that may fire for ``event_type``, in the
-        order XState v5 tries them (exact descriptor only if present; else
-        wildcards, longest descriptor first, ties in document order)."""
+        order XState v5 (``getCandidates``, 5.32.2+) tries them: the exact
+        descriptor's, then the matching wildcards', longest descriptor
+        first (ties in document order). A wildcard is a fallback: it is
+        tried when every guard before it failed."""
         memo = self._memo
         found = memo.get(event_type)
         if found is not None:
             return found
-        exact = self.on.get(event_type)
-        if exact is not None:
-            found = exact
-        elif not self.wildcards:
-            found = ()
-        else:
-            matching = [(d, ts) for d, ts in self.wildcards if descriptor_matches(d, event_type)]
+        found = self.on.get(event_type, ())
+        if self.wildcards:
+            matching = [
+                (d, ts)
+                for d, ts in self.wildcards
+                if d != event_type and descriptor_matches(d, event_type)
+            ]
             matching.sort(key=lambda item: -len(item[0]))  # stable: ties keep order
-            found = tuple(t for _, ts in matching for t in ts)
+            found += tuple(t for _, ts in matching for t in ts)
         if len(memo) < _MEMO_LIMIT:
             memo[event_type] = found
         return found

@@ -167,7 +167,14 @@ class Stepper:
         self._state.arm(node.id, now, timings)
 
     def _context_marker(self, plan: MicroPlan) -> Any:
-        if self._collect is None and plan.simple and plan.has_calls:
+        """A copy of the context when ``plan`` keeps the configuration and
+        the history and runs actions (only they can change the context)."""
+        if (
+            self._collect is None
+            and plan.has_calls
+            and plan.new_cfg.mask == self._state.cfg.mask
+            and not plan.history_updates
+        ):
             return copy_data(self._state.context)
         return UNCHANGED
 
@@ -229,17 +236,17 @@ class Stepper:
             cfg = state.cfg
             plan = None
             if select_eventless_now and cfg.has_always:
-                enabled = select_eventless(
-                    cfg.atomic, cfg.mask, state.history, self._checker(event)
-                )
+                enabled = select_eventless(cfg.atomic, cfg.mask, self._checker(event))
                 if enabled:
                     plan = self._plan_for(enabled)
                     before = self._context_marker(plan)
                     self._run_plan(plan, event, queue)
-                    # XState stops re-selecting eventless transitions after one
-                    # that changed nothing (targetless, context unchanged)
+                    # eventless transitions are selected again after one that
+                    # changed the configuration, the history or the context
+                    # (whatever else it did: raised, armed, emitted); XState
+                    # stops after one that left its snapshot unchanged
                     select_eventless_now = (
-                        plan.new_cfg is not cfg
+                        plan.new_cfg.mask != cfg.mask
                         or bool(plan.history_updates)
                         or self._context_changed(before)
                     )

@@ -103,9 +103,18 @@ def _action_ops(actions: tuple[Action, ...]) -> list[Op]:
 
 class _EntrySet:
     """XState's computeEntrySet / addDescendantStatesToEnter /
-    addAncestorStatesToEnter over a mask. ``defaults`` are XState's
-    ``statesForDefaultEntry``: compound states entered through their
-    initial transition, whose ``initial_actions`` then run."""
+    addAncestorStatesToEnter over a mask.
+
+    ``defaults`` are XState's ``statesForDefaultEntry``: the entered states
+    whose ``initial`` actions run. A state is one when it is a target of
+    the transition, the initial state of its parent, a region filled in
+    below a parallel state that is itself entered from the top (a target,
+    an initial state, a region so filled in, a history default), or the
+    parent of a history state that stands for the parent's initial state
+    (no record, no ``target``). It is not one when it is entered as an
+    ancestor of a target, as a sibling region filled in around a target
+    below it, or because a history state recorded it or names it as its
+    ``target`` (docs/engine.md, "Initial actions")."""
 
     __slots__ = ("defaults", "history", "mask", "used_history")
 
@@ -117,11 +126,12 @@ class _EntrySet:
 
     def add_transition(self, t: Transition, root: StateNode) -> None:
         history = self.history
-        domain = transition_domain(t, history, root)
+        domain = transition_domain(t, root)
         source = t.source
         for s in t.targets or ():
             if s.type != HISTORY and (s is not source or source is not domain or t.reenter):
                 self.mask |= s.bit
+                self.defaults |= s.bit
             self.add_descendants(s)
         for s in effective_targets(t, history):
             ancestors = []
@@ -142,7 +152,12 @@ class _EntrySet:
             stored = self.history.get(node.id)
             targets = stored if stored else default_history_targets(node)
             if not stored and node.history_target is None:
-                self.defaults |= parent.bit  # the parent's initial transition
+                # the parent's initial state (its initial actions run), or
+                # for a parallel parent every region, entered from the top
+                self.defaults |= parent.bit
+                if parent.type == PARALLEL:
+                    for s in targets:
+                        self.defaults |= s.bit
             for s in targets:
                 self.mask |= s.bit
                 self.add_descendants(s)
@@ -151,14 +166,15 @@ class _EntrySet:
         elif node.type == COMPOUND:
             init = node.initial_node
             assert init is not None
-            self.defaults |= node.bit
             if init.type != HISTORY:
                 self.mask |= init.bit
+                self.defaults |= init.bit
             self.add_descendants(init)
         elif node.type == PARALLEL:
             for child in node.regions:
                 if not self.mask & child.desc_mask:
                     self.mask |= child.bit
+                    self.defaults |= child.bit
                     self.add_descendants(child)
 
     def add_ancestors(self, ancestors: list[StateNode], domain: StateNode | None) -> None:
@@ -168,7 +184,7 @@ class _EntrySet:
             if anc.type == PARALLEL:
                 for child in anc.regions:
                     if not self.mask & child.desc_mask:
-                        self.mask |= child.bit
+                        self.mask |= child.bit  # filled in: not a default entry
                         self.add_descendants(child)
 
 
@@ -203,14 +219,14 @@ def compute_plan(
     if cfg is None:
         filtered: list[Transition] = []
         old_mask = xmask = 0
-        entry.mask = root.bit
+        entry.mask = entry.defaults = root.bit
         entry.add_descendants(root)
     else:
         old_mask = cfg.mask
-        filtered = remove_conflicts(transitions, old_mask, history, root)
+        filtered = remove_conflicts(transitions, old_mask, root)
         xmask = 0
         for t in filtered:
-            xmask |= exit_mask(t, old_mask, history, root)
+            xmask |= exit_mask(t, old_mask, root)
         exits = [n for n in reversed(cfg.nodes) if xmask & n.bit]
         for s in exits:
             for h in s.history_nodes:

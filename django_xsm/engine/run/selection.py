@@ -13,6 +13,15 @@ algorithm in three ways that matter:
 * conflicts are removed as in SCXML: of two transitions whose exit sets
   intersect, the one with the deeper source wins, otherwise the first.
 
+One departure from XState: the domain is computed from the targets as
+written, a history state counting as itself (a child of its parent, as in
+SCXML), not from the states it stands for. From those, a transition that
+starts inside the history's parent can get a domain below that parent: it
+then exits less than it enters (XState enters active states again), and
+another region's transition of the same microstep is not seen as a
+conflict, so the two leave an illegal configuration (a state without its
+parent, or a compound state with two active children).
+
 Guards are evaluated through ``check(guard) -> bool`` so the caller decides
 which context they see.
 """
@@ -78,7 +87,7 @@ class Guarded(Exception):
 
 
 def select_eventless(
-    atomic: tuple[StateNode, ...], mask: int, history: History, check: GuardCheck
+    atomic: tuple[StateNode, ...], mask: int, check: GuardCheck
 ) -> list[Transition]:
     """XState's ``selectEventlessTransitions``: for each active atomic state
     (document order), the first enabled ``always`` transition of it or its
@@ -96,7 +105,7 @@ def select_eventless(
                     enabled.append(chosen)
                 break
     if len(enabled) > 1:
-        return remove_conflicts(enabled, mask, history)
+        return remove_conflicts(enabled, mask)
     return enabled
 
 
@@ -137,10 +146,12 @@ def uses_history(t: Transition) -> bool:
     return bool(t.targets) and any(x.type == HISTORY for x in t.targets or ())
 
 
-def transition_domain(t: Transition, history: History, root: StateNode) -> StateNode | None:
-    """XState's ``getTransitionDomain`` (``None``: the whole machine is
-    exited and re-entered, only for a reentering transition of the root)."""
-    targets = effective_targets(t, history)
+def transition_domain(t: Transition, root: StateNode) -> StateNode | None:
+    """XState's ``getTransitionDomain`` over the targets as written (a
+    history state counts as itself; see the module docs). ``None``: the
+    whole machine is exited and re-entered, only for a reentering
+    transition of the root."""
+    targets = t.targets or ()
     source = t.source
     if not t.reenter and all(x is source or x.anc_mask & source.bit for x in targets):
         return source
@@ -154,11 +165,11 @@ def transition_domain(t: Transition, history: History, root: StateNode) -> State
     return root
 
 
-def exit_mask(t: Transition, mask: int, history: History, root: StateNode) -> int:
+def exit_mask(t: Transition, mask: int, root: StateNode) -> int:
     """Active states a transition exits, as a mask."""
     if not t.targets:
         return 0
-    domain = transition_domain(t, history, root)
+    domain = transition_domain(t, root)
     if domain is None:
         return mask
     out = mask & domain.desc_mask
@@ -168,16 +179,13 @@ def exit_mask(t: Transition, mask: int, history: History, root: StateNode) -> in
 
 
 def remove_conflicts(
-    transitions: list[Transition],
-    mask: int,
-    history: History,
-    root: StateNode | None = None,
+    transitions: list[Transition], mask: int, root: StateNode | None = None
 ) -> list[Transition]:
     """SCXML ``removeConflictingTransitions`` (as XState v5 implements it)."""
     if len(transitions) < 2:
         return transitions
     top = root if root is not None else _root_of(transitions[0].source)
-    exits = {id(t): exit_mask(t, mask, history, top) for t in transitions}
+    exits = {id(t): exit_mask(t, mask, top) for t in transitions}
     kept: list[Transition] = []
     for t1 in transitions:
         e1 = exits[id(t1)]
