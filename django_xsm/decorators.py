@@ -48,7 +48,7 @@ from django.db import models
 from django.http import HttpRequest, HttpResponseBase
 
 from django_xsm import backend, conf, http
-from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError
+from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError, brief
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.block import PersistedInstance
@@ -273,16 +273,16 @@ def stateful_view(
         lock is None or isinstance(lock, LockStrategy) or lock in ("optimistic", "pessimistic")
     ):
         raise ImproperlyConfigured(
-            f"stateful_view(lock={lock!r}): use 'optimistic', 'pessimistic' or a LockStrategy"
+            f"stateful_view(lock={brief(lock)}): use 'optimistic', 'pessimistic' or a LockStrategy"
         )
     if speculative is not None and not isinstance(speculative, bool):
         raise ImproperlyConfigured(
-            f"stateful_view(speculative={speculative!r}) must be True, False or None"
+            f"stateful_view(speculative={brief(speculative)}) must be True, False or None"
         )
     if retries is not None and (
         isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
     ):
-        raise ImproperlyConfigured(f"stateful_view(retries={retries!r}) must be an int >= 0")
+        raise ImproperlyConfigured(f"stateful_view(retries={brief(retries)}) must be an int >= 0")
 
     def prepare(
         request: HttpRequest,

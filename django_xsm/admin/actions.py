@@ -21,9 +21,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 
 from django_xsm import backend, operations
 from django_xsm.engine import Machine
-from django_xsm.engine.run.context import DataTooDeep, copy_data
+from django_xsm.engine.run.context import copy_data
 from django_xsm.exceptions import (
     ConflictError,
+    DataTooDeepError,
     EventNotAcceptedError,
     LockTimeoutError,
     StoreUnavailableError,
@@ -77,7 +78,7 @@ def parse_payload(text: str) -> dict[str, Any]:
     # (MAX_DATA_DEPTH, which the transition log's redaction enforces anyway).
     try:
         copy_data(data)
-    except DataTooDeep:
+    except DataTooDeepError:
         raise forms.ValidationError("The payload is nested too deeply.") from None
     if not isinstance(data, dict):
         raise forms.ValidationError("The payload must be a JSON object ({...}).")

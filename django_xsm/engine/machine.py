@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
 
 from .chart.build import compile_chart
 from .chart.compiled import Chart
@@ -273,7 +273,10 @@ class Instance(Runner):
     def matches(self, state_id: str) -> bool:
         """Is this state active? Accepts ``"paid"``, ``"order.paid"``,
         nested ``"a.b"`` relative to the root, full ids and ``"#id"``;
-        unknown names are simply not active."""
+        unknown names are simply not active; a ``state_id`` that is not a
+        str is an :class:`~django_xsm.exceptions.ArgumentTypeError`."""
+        if not isinstance(state_id, str):
+            raise ArgumentTypeError("state_id", state_id, expected="a str such as 'paid'")
         node = self._program.chart.match_index.get(state_id)
         return node is not None and bool(self._state.cfg.mask & node.bit)
 

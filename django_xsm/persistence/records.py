@@ -22,6 +22,7 @@ from .outbox import Emitted
 __all__ = [
     "COMMIT_HISTORY",
     "MAX_EPOCH_MS",
+    "MAX_VERSION",
     "ClaimOutcome",
     "ClaimRequest",
     "ClaimStatus",
@@ -77,6 +78,10 @@ def check_commit_id(commit_id: object) -> None:
 
 #: The latest epoch millisecond a ``datetime`` can hold (9999-12-31).
 MAX_EPOCH_MS = 253_402_300_799_999
+#: Versions are below this: a Lua number (a double) holds every int below
+#: 2**53 exactly, and the scripts compare and count versions as numbers. A
+#: stored version beyond it is damage, never reached by commits.
+MAX_VERSION = 2**53
 
 
 def ms_to_datetime(ms: int) -> _dt.datetime:

@@ -132,7 +132,7 @@ def parse_record(
             raise KeyError("d")
         version = int(h[b"v"])
         updated = int(h.get(b"u") or 0)
-        if version < 0 or not 0 <= updated <= records.MAX_EPOCH_MS:
+        if not 0 <= version < records.MAX_VERSION or not 0 <= updated <= records.MAX_EPOCH_MS:
             raise ValueError(version, updated)
     except (KeyError, ValueError, TypeError):
         raise SnapshotCorruptError(

@@ -1,0 +1,210 @@
+"""Hostile values the fuzzers found (issue 21), on every backend (memory,
+fakeredis, live): nothing was ever half written, but the errors were raw
+``RecursionError``, ``ValueError``, ``TypeError`` or ``OverflowError``.
+Each is now the documented ``XsmError`` with a bounded message, raised
+before any write."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from django_xsm.exceptions import (
+    ArgumentTypeError,
+    DataTooDeepError,
+    InvalidConfigError,
+    SnapshotCorruptError,
+    UnstorableValueError,
+    XsmError,
+)
+from django_xsm.persistence import AuditPlugin, IdempotencyPlugin, persisted
+from django_xsm.persistence.idempotency import event_fingerprint
+from django_xsm.persistence.records import MAX_VERSION
+from tests.persistence.test_persisted import state_of
+from tests.support import Backends, order_machine, snap
+
+M = order_machine()
+HUGE = 10**5000  # past Python's 4300-digit int-to-text limit
+
+
+def _case(value: Any) -> str:
+    """A short test id (pytest's own would print a 5000-digit int)."""
+    return type(value).__name__
+
+
+def nested(depth: int) -> Any:
+    """Lists nested ``depth`` levels (the outermost is level 1)."""
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def deep_tuple(depth: int = 3000) -> Any:
+    value: Any = ()
+    for _ in range(depth):
+        value = (value,)
+    return value
+
+
+def _plugins(b: Backends) -> list[Any]:
+    return [IdempotencyPlugin(b.inbox, principal=lambda e: "acct"), AuditPlugin(b.log)]
+
+
+# --- deep values: one depth rule (the engine's 100 levels) ---------------------------
+
+
+def test_the_fingerprint_of_a_990_deep_payload_is_too_deep_not_a_recursion_error() -> None:
+    with pytest.raises(DataTooDeepError) as err:
+        event_fingerprint("ADD", {"x": nested(990)})
+    assert err.value.path == "$.payload" and err.value.limit == 100
+    assert isinstance(err.value, UnstorableValueError) and isinstance(err.value, InvalidConfigError)
+    # the payload dict is level 1: 99 more levels are the limit, not an error
+    assert event_fingerprint("ADD", {"x": nested(99)}) != event_fingerprint("ADD", {"x": 1})
+    with pytest.raises(DataTooDeepError):
+        event_fingerprint("ADD", {"x": nested(100)})
+
+
+def test_a_keyed_send_with_a_deep_payload_is_refused_before_its_claim(b: Backends) -> None:
+    with persisted(b.store, "order:1", M, plugins=_plugins(b)) as o:
+        o.send("ADD")
+    before = state_of(b, "order:1")
+    with pytest.raises(DataTooDeepError):
+        with persisted(b.store, "order:1", M, plugins=_plugins(b)) as o:
+            o.send("ADD", idempotency_key="evt-1", x=nested(990))
+    assert state_of(b, "order:1") == before
+    with persisted(b.store, "order:1", M, plugins=_plugins(b)) as o:  # the key is free
+        assert o.send("ADD", idempotency_key="evt-1").accepted
+
+
+@pytest.mark.parametrize("depth", [101, 990, 5000])
+def test_set_result_of_deep_data_is_refused_and_the_block_writes_nothing(
+    b: Backends, depth: int
+) -> None:
+    with pytest.raises(DataTooDeepError) as err:
+        with persisted(b.store, "order:1", M, plugins=_plugins(b), idempotency_key="k") as o:
+            o.send("ADD")
+            o.set_result(nested(depth))
+    assert err.value.path == "$.result"
+    assert b.store.load("order:1") is None
+    with persisted(b.store, "order:1", M, plugins=_plugins(b), idempotency_key="k") as o:
+        assert not o.duplicate  # nothing was recorded under the key
+        o.send("ADD")
+        o.set_result(nested(100))
+    with persisted(b.store, "order:1", M, plugins=_plugins(b), idempotency_key="k") as o:
+        assert o.duplicate and o.replayed_result == nested(100)
+
+
+# --- ints Python will not turn into text ---------------------------------------------
+
+
+def test_a_huge_int_in_the_context_names_its_path(b: Backends) -> None:
+    with pytest.raises(UnstorableValueError) as err:
+        with persisted(b.store, "order:1", M) as o:
+            o.context["n"] = HUGE
+            o.send("ADD")
+    assert err.value.path == "$.context.n"
+    assert "5001 digits" in str(err.value) and len(str(err.value)) < 300
+    assert b.store.load("order:1") is None
+
+
+def test_a_huge_int_in_a_logged_payload_names_its_path(b: Backends) -> None:
+    with pytest.raises(UnstorableValueError) as err:
+        with persisted(b.store, "order:1", M, plugins=[AuditPlugin(b.log)]) as o:
+            o.send("ADD", sizes=[1, -HUGE])
+    assert err.value.path == "$.payload.sizes[1]"
+    assert b.store.load("order:1") is None and b.log.read("order:1") == []
+
+
+def test_a_huge_int_in_an_idempotent_result_names_its_path(b: Backends) -> None:
+    with pytest.raises(UnstorableValueError) as err:
+        with persisted(b.store, "order:1", M, plugins=_plugins(b), idempotency_key="k") as o:
+            o.send("ADD")
+            o.set_result({"total": HUGE})
+    assert err.value.path == "$.result.total"
+    assert b.store.load("order:1") is None
+
+
+def test_a_keyed_send_with_a_huge_int_names_its_path(b: Backends) -> None:
+    with pytest.raises(UnstorableValueError) as err:
+        with persisted(b.store, "order:1", M, plugins=_plugins(b)) as o:
+            o.send("ADD", idempotency_key="evt-1", n=HUGE)
+    assert err.value.path == "$.payload.n"
+    assert b.store.load("order:1") is None
+
+
+def test_ints_up_to_the_limit_are_stored_exactly(b: Backends) -> None:
+    big = 10**4299  # 4300 digits: the most Python converts by default
+    with persisted(b.store, "order:1", M, plugins=_plugins(b)) as o:
+        o.context["n"] = -big
+        o.send("ADD", n=0, big=big)
+    assert b.store.load("order:1").snapshot["context"]["n"] == -big
+    assert b.log.read("order:1")[0].payload["big"] == big
+
+
+# --- wrong argument types ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "path"),
+    [
+        (lambda b: b.log.read("order:1", after_seq="1"), "after_seq"),
+        (lambda b: b.log.read("order:1", after_seq=1.5), "after_seq"),
+        (lambda b: b.log.read("order:1", after_seq=-1), "after_seq"),
+        (lambda b: b.log.read("order:1", limit=deep_tuple()), "limit"),
+        (lambda b: b.log.read_last("order:1", count="5"), "count"),
+        (lambda b: b.store.list_page("\ud800"), "prefix"),
+        (lambda b: b.store.list_page(after="a\udc00"), "after"),
+        (lambda b: b.store.list_page(state="\ud800"), "state"),
+        (lambda b: b.store.list_page(machine="\ud800"), "machine"),
+        (lambda b: list(b.store.list_keys("order:\ud800")), "prefix"),
+        (lambda b: b.store.list_page(limit=deep_tuple()), "limit"),
+        (lambda b: b.store.due_keys(math.inf), "until_wall"),
+        (lambda b: b.store.due_keys(-math.inf), "until_wall"),
+        (lambda b: b.store.due_keys(math.nan), "until_wall"),
+        (lambda b: b.store.due_keys(HUGE), "until_wall"),
+        (lambda b: b.store.due_keys(0, prefix="\ud800"), "prefix"),
+        (lambda b: persisted(b.store, "order:1", M, lock=deep_tuple()), "lock"),
+    ],
+)
+def test_wrong_arguments_are_the_documented_error_with_a_bounded_message(
+    b: Backends, call: Any, path: str
+) -> None:
+    with pytest.raises(InvalidConfigError) as err:
+        call(b)
+    assert err.value.path == path
+    assert len(str(err.value)) < 400
+
+
+def test_a_context_key_that_is_a_3000_deep_tuple_names_the_context(b: Backends) -> None:
+    with pytest.raises(UnstorableValueError) as err:
+        with persisted(b.store, "order:1", M) as o:
+            o.context[deep_tuple()] = 1
+            o.send("ADD")
+    assert err.value.path == "$.context" and len(str(err.value)) < 400
+    assert b.store.load("order:1") is None
+
+
+@pytest.mark.parametrize("version", [MAX_VERSION, 2**64, HUGE], ids=_case)
+def test_a_stored_version_beyond_what_a_script_counts_is_corrupt(b: Backends, version: int) -> None:
+    if b.name == "memory":
+        pytest.skip("the memory store keeps versions as ints of its own")
+    b.store.save("order:1", snap(), expected_version=0)
+    layout = b.store.layout or b.store.driver.run(b.store.core.state.ensure())
+    b.client.hset(layout.snapshot("order:1"), "v", str(version) if version < HUGE else "9" * 5000)
+    with pytest.raises(SnapshotCorruptError) as err:
+        with persisted(b.store, "order:1", M, plugins=_plugins(b)) as o:
+            o.send("ADD")
+    assert err.value.key == "order:1"
+    with pytest.raises(SnapshotCorruptError):
+        b.store.load("order:1")
+    b.client.hset(layout.snapshot("order:1"), "v", str(MAX_VERSION - 1))
+    assert b.store.load("order:1").version == MAX_VERSION - 1
+
+
+def test_every_error_above_is_an_xsm_error() -> None:
+    """The handlers a caller writes (``except XsmError``) catch them all."""
+    for cls in (DataTooDeepError, UnstorableValueError, ArgumentTypeError, SnapshotCorruptError):
+        assert issubclass(cls, XsmError)
