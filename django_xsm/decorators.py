@@ -28,7 +28,9 @@ What a decorated view may rely on:
   ``CONFLICT_RETRIES``), then answers 409 + ``Retry-After``. Keep side
   effects out of the view body (send them from ``post_transition``, which
   fires only after a durable commit) or make them idempotent.
-* Errors become the responses of :mod:`django_xsm.http`.
+* Errors become the responses of :mod:`django_xsm.http`, and so does a
+  request body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413 problem, not
+  Django's HTML 400) when the fingerprint or the view reads it.
 
 Sync views run on the process's sync client, ``async def`` views on the
 event loop's asyncio client; both behave the same.
@@ -43,7 +45,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.db import models
 from django.http import HttpRequest, HttpResponseBase
 
@@ -386,6 +388,8 @@ def stateful_view(
                     return await aretry_on_conflict(attempt, attempts=attempts())
                 except XsmError as exc:
                     return _error_response(exc, request)
+                except RequestDataTooBig:  # the fingerprint's or the view's request.body
+                    return http.body_too_large_response(request)
 
             return async_wrapper  # type: ignore[return-value]
 
@@ -418,6 +422,8 @@ def stateful_view(
                 return retry_on_conflict(attempt, attempts=attempts())
             except XsmError as exc:
                 return _error_response(exc, request)
+            except RequestDataTooBig:  # the fingerprint's or the view's request.body
+                return http.body_too_large_response(request)
 
         return wrapper  # type: ignore[return-value]
 

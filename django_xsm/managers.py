@@ -31,15 +31,23 @@ from django.core.exceptions import ObjectDoesNotExist
 from django_xsm import backend, conf
 from django_xsm.backend.context import request_actor, request_correlation_id
 from django_xsm.backend.transitions import log_refused
-from django_xsm.engine import Deadline, Instance, Machine, to_event
+from django_xsm.engine import Deadline, Event, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError
 from django_xsm.persistence import apersisted, persisted, retry_on_conflict
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.persistence.locks import LockStrategy
+from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import StoredRecord, TimerFailure, TransitionRecord
 
-__all__ = ["InstanceDoesNotExist", "InstanceManager", "InstanceView", "NamedMachine", "OpenOptions"]
+__all__ = [
+    "InstanceDoesNotExist",
+    "InstanceManager",
+    "InstanceView",
+    "NamedMachine",
+    "OpenOptions",
+    "checked_event",
+]
 
 
 class NamedMachine(Protocol):
@@ -206,6 +214,16 @@ class _AsyncBlock(apersisted):
         return suppressed
 
 
+def checked_event(event: object, payload: Mapping[str, Any] | None = None) -> Event:
+    """``event`` (with keyword ``payload``) as an engine ``Event`` whose
+    payload is within ``XSM['MAX_PAYLOAD_BYTES']``: what a send that opens
+    its own block checks before the open's round trip (the block checks
+    every send again, whoever opened it)."""
+    found = to_event(event, payload)
+    check_payload(found.type, found.data, conf.get_settings().max_payload_bytes)
+    return found
+
+
 # --- the manager -----------------------------------------------------------------------
 
 
@@ -236,6 +254,7 @@ class InstanceManager:
             "lock": lock,
             # only when asked for: the caller must look at replayed_at_close
             "speculative": bool(options.get("speculative")),
+            "max_payload_bytes": conf.get_settings().max_payload_bytes,
         }
 
     def open(self, key: str, **options: Unpack[OpenOptions]) -> persisted:
@@ -281,7 +300,7 @@ class InstanceManager:
         ``ReplayedReceipt`` for a finished ``idempotency_key``). Version
         conflicts are retried ``CONFLICT_RETRIES`` times (the event runs
         again on a fresh load each time)."""
-        normalised = to_event(event, payload)
+        normalised = checked_event(event, payload)  # before any I/O
         etype, data = normalised.type, normalised.data
         fingerprint = event_fingerprint(etype, data) if idempotency_key else ""
 

@@ -28,6 +28,7 @@ from django.db import models, router
 from django_xsm import conf
 from django_xsm.engine import Machine, to_event
 from django_xsm.exceptions import InstanceNotFoundError, UnsavedInstanceError
+from django_xsm.managers import checked_event
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.registry import machines
@@ -268,6 +269,8 @@ class BoundStatechart:
         fingerprint, as ``objects.send`` does."""
         opts = {k: kwargs.pop(k) for k in self._BLOCK_OPTIONS if k in kwargs}
         opts.setdefault("create", True)
+        # the payload limit, before any I/O ('reason' is the send's own)
+        checked_event(event, {k: v for k, v in kwargs.items() if k != "reason"})
         if opts.get("idempotency_key"):
             normalized = to_event(event, kwargs)
             opts["fingerprint"] = event_fingerprint(normalized.type, normalized.data)

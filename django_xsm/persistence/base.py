@@ -274,9 +274,10 @@ def wall_to_ms(when: float | int | _dt.datetime) -> int:
     return _seconds_to_ms(when)
 
 
-#: Seconds either side of the epoch a wall time may be: a datetime's range
-#: (year 1 to 9999), so inf, NaN and huge ints are refused, not converted.
-_MAX_WALL_S = 253_402_300_800
+#: Seconds either side of the epoch a wall time may be (about 285 000
+#: years): its milliseconds stay exact as a double (Redis scores, Lua), and
+#: inf, NaN and huge ints are refused instead of failing in a conversion.
+_MAX_WALL_S = 2**53 // 1000
 
 
 def _seconds_to_ms(seconds: float) -> int:

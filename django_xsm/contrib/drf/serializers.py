@@ -150,6 +150,9 @@ class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
     actual_version = serializers.IntegerField(required=False)
     replicas_required = serializers.IntegerField(required=False)
     replicas_acknowledged = serializers.IntegerField(required=False)
+    max_bytes = serializers.IntegerField(
+        required=False, help_text="payload-too-large: the most bytes the server accepts."
+    )
     # DRF's metaclass moves declared fields off the class, so this member
     # does not shadow Serializer.errors at runtime; only the stubs see both.
     errors = serializers.JSONField(  # type: ignore[assignment]

@@ -35,6 +35,7 @@ from django_xsm.persistence.idempotency import (
     ReplayedReceipt,
     raise_for_outcome,
 )
+from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import (
     ClaimOutcome,
     ClaimRequest,
@@ -185,6 +186,7 @@ class PersistedInstance(BlockState):
         self._check_open()
         normalized = to_event(event, payload)
         etype, data = normalized.type, normalized.data
+        check_payload(etype, data, self.options.max_payload_bytes)  # before any I/O
         if self.duplicate:
             replayed = self.claims.replay(etype, len(self.receipts))
             self.receipts.append(replayed)
