@@ -235,18 +235,26 @@ def problem_response(
         if retry_after is not None:
             body["retry_after"] = retry_after
         body.update({k: v for k, v in extensions.items() if v is not None})
-        response = HttpResponse(
-            json.dumps(body, default=str, ensure_ascii=False),
-            status=status,
-            content_type=PROBLEM_CONTENT_TYPE,
-        )
+        text = json.dumps(body, default=str, ensure_ascii=False)
+        if not text.isascii() and not _encodable(text):
+            # a client's value echoed back (an event type) holds a lone
+            # surrogate: JSON's \ud800 escape carries it, UTF-8 cannot
+            text = json.dumps(body, default=str)
+        response = HttpResponse(text, status=status, content_type=PROBLEM_CONTENT_TYPE)
     else:
-        response = HttpResponse(
-            f"{title}: {detail}\n", status=status, content_type="text/plain; charset=utf-8"
-        )
+        plain = f"{title}: {detail}\n".encode("utf-8", "backslashreplace")
+        response = HttpResponse(plain, status=status, content_type="text/plain; charset=utf-8")
     if retry_after is not None:
         response["Retry-After"] = str(max(1, int(retry_after)))
     return response
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse | None:

@@ -141,7 +141,7 @@ def parse_record(
         ) from None
     data_bytes = data if isinstance(data, bytes) else str(data).encode()
     if limit is not None and len(data_bytes) > limit:
-        raise SnapshotTooLargeError(key, size=len(data_bytes), limit=limit)
+        raise SnapshotTooLargeError(key, size=len(data_bytes), limit=limit, stored=True)
     snapshot = codec.decode(data_bytes, key=key, version=version)
     failures: dict[str, records.TimerFailure] = {}
     raw_tf = h.get(b"tf")
@@ -246,7 +246,7 @@ def parse_open(
         return records.OpenResult(record=None, lock_busy_ms=int(busy))
     if int(size):
         # OPEN took nothing for us (no lock, no claim) and sent no bytes
-        raise SnapshotTooLargeError(request.key, size=int(size), limit=limit)
+        raise SnapshotTooLargeError(request.key, size=int(size), limit=limit, stored=True)
     fields = open_fields(reply)
     if int(exists) and not fields:
         # a hash holding none of a record's fields: damaged, not absent

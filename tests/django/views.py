@@ -276,6 +276,13 @@ def splat_mapping(request: HttpRequest, tid: str, *, instance: Any) -> HttpRespo
     return JsonResponse(_state(instance))
 
 
+@stateful_view("ticket", key=KEY)
+async def asplat_mapping(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    """The asyncio twin of :func:`splat_mapping`."""
+    instance.send(json.loads(request.body))
+    return JsonResponse(_state(instance))
+
+
 def manager_send(request: HttpRequest, tid: str) -> HttpResponse:
     """A plain view sending through the manager: the request's user acts."""
     receipt = machines["ticket"].objects.send(KEY.format(tid=tid), "BUMP", create=True)

@@ -15,6 +15,7 @@ from django_xsm.exceptions import (
     ArgumentTypeError,
     DataTooDeepError,
     InvalidConfigError,
+    PayloadTooLargeError,
     SnapshotCorruptError,
     UnstorableValueError,
     XsmError,
@@ -208,3 +209,52 @@ def test_every_error_above_is_an_xsm_error() -> None:
     """The handlers a caller writes (``except XsmError``) catch them all."""
     for cls in (DataTooDeepError, UnstorableValueError, ArgumentTypeError, SnapshotCorruptError):
         assert issubclass(cls, XsmError)
+
+
+# --- max_payload_bytes: refused before the send's I/O -------------------------------
+
+
+def test_a_payload_over_max_payload_bytes_is_refused_before_its_claim(b: Backends) -> None:
+    with persisted(b.store, "order:1", M, plugins=_plugins(b)) as o:
+        o.send("ADD")
+    before = state_of(b, "order:1")
+    # {"note":"..."}: 11 bytes around the text
+    with persisted(b.store, "order:1", M, plugins=_plugins(b), max_payload_bytes=100) as o:
+        o.send("ADD", note="a" * 89)  # exactly 100 bytes: accepted
+        with pytest.raises(PayloadTooLargeError) as err:
+            o.send("ADD", idempotency_key="evt-1", note="é" * 45)  # 101 bytes of UTF-8
+        assert (err.value.size, err.value.limit, err.value.event_type) == (101, 100, "ADD")
+        assert "101 bytes, over the limit of 100" in str(err.value)
+        o.send("ADD")  # a refused payload does not spoil the block
+    assert b.store.load("order:1").snapshot["context"]["items"] == 3
+    assert [r.payload for r in b.log.read("order:1")][1:] == [{"note": "a" * 89}, {}]
+    assert state_of(b, "order:1") != before
+    with persisted(b.store, "order:1", M, plugins=_plugins(b)) as o:  # evt-1 was never claimed
+        assert o.send("ADD", idempotency_key="evt-1").accepted
+
+
+def test_a_block_that_sends_only_a_refused_payload_writes_nothing(b: Backends) -> None:
+    with pytest.raises(PayloadTooLargeError):
+        with persisted(b.store, "order:1", M, plugins=_plugins(b), max_payload_bytes=10) as o:
+            o.send("ADD", note="x" * 10)
+    assert state_of(b, "order:1") == (None, [], [])
+
+
+def test_with_a_limit_a_payload_must_be_storable_to_be_measured(b: Backends) -> None:
+    with pytest.raises(UnstorableValueError) as err:
+        with persisted(b.store, "order:1", M, max_payload_bytes=1000) as o:
+            o.send("ADD", tags={1, 2})
+    assert err.value.path == "$.payload.tags"
+    with pytest.raises(DataTooDeepError):
+        with persisted(b.store, "order:1", M, max_payload_bytes=1000) as o:
+            o.send("ADD", d=nested(100))
+    with persisted(b.store, "order:1", M) as o:  # no limit (the default): not measured
+        o.send("ADD", tags={1, 2})
+    assert b.store.load("order:1").snapshot["context"]["items"] == 1
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 1.5, "65536", deep_tuple()], ids=_case)
+def test_max_payload_bytes_is_none_or_a_positive_int(b: Backends, value: Any) -> None:
+    with pytest.raises(InvalidConfigError) as err:
+        persisted(b.store, "order:1", M, max_payload_bytes=value)
+    assert err.value.path == "max_payload_bytes" and len(str(err.value)) < 300
