@@ -20,13 +20,15 @@ from django_xsm.exceptions import (
     UnstorableValueError,
     XsmError,
 )
-from django_xsm.persistence import AuditPlugin, IdempotencyPlugin, persisted
+from django_xsm.persistence import AuditPlugin, DueTimerScanner, IdempotencyPlugin, persisted
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.persistence.records import MAX_VERSION
+from tests.persistence.conftest import block_clock
 from tests.persistence.test_persisted import state_of
-from tests.support import Backends, order_machine, snap
+from tests.support import Backends, order_machine, snap, timer_machine
 
 M = order_machine()
+T = timer_machine()
 HUGE = 10**5000  # past Python's 4300-digit int-to-text limit
 
 
@@ -258,3 +260,59 @@ def test_max_payload_bytes_is_none_or_a_positive_int(b: Backends, value: Any) ->
     with pytest.raises(InvalidConfigError) as err:
         persisted(b.store, "order:1", M, max_payload_bytes=value)
     assert err.value.path == "max_payload_bytes" and len(str(err.value)) < 300
+
+
+# --- a damaged due index never stops a scan -------------------------------------------
+
+
+def _waiting(b: Backends, key: str) -> int:
+    with persisted(b.store, key, T) as t:
+        t.send("POKE")
+        return int(t.deadlines[0].due_ms)
+
+
+def test_a_due_entry_scored_minus_inf_is_parked_and_the_scan_goes_on(
+    b: Backends, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Something wrote ``ZADD due -inf key``: every scan read that entry
+    first and died on it (OverflowError), so no timer of the namespace
+    fired again. It is skipped with a WARNING naming it and parked (listed
+    with its reason); the other timers fire; a commit re-indexes it."""
+    if b.name == "memory":
+        pytest.skip("the memory store's due index is its own dict")
+    clock = block_clock(b)
+    due = max(_waiting(b, k) for k in ("t:bad", "t:good"))
+    layout = b.store.layout or b.store.driver.run(b.store.core.state.ensure())
+    b.client.zadd(layout.due(layout.bucket("t:bad")), {"t:bad": float("-inf")})
+    assert [k for k, _ in b.store.due_keys(due / 1000)] == ["t:good"]
+    [warning] = [r for r in caplog.records if r.name == "django_xsm.timers"]
+    assert warning.levelname == "WARNING" and "'t:bad'" in warning.getMessage()
+    assert "-inf" in warning.getMessage()
+    assert [k for k, _ in b.store.dead_letters()] == ["t:bad"]
+    assert "-inf, not a time" in b.store.dead_letter_reasons(["t:bad"])["t:bad"]
+    result = DueTimerScanner(b.store, {"timer": T}, now=clock).scan(now=due)
+    assert (result.scanned, result.fired) == (1, 1)
+    # repaired by any commit: the admin's "fire now" (force) re-indexes it
+    fired = DueTimerScanner(b.store, {"timer": T}, now=clock).fire("t:bad", now=due, force=True)
+    assert fired.fired == 1 and b.store.dead_letters() == []
+    assert b.store.load("t:bad").snapshot["value"] == "expired"
+
+
+def test_damaged_due_entries_cost_one_pass_not_every_scan(
+    b: Backends, caplog: pytest.LogCaptureFixture
+) -> None:
+    if b.name == "memory":
+        pytest.skip("the memory store's due index is its own dict")
+    clock = block_clock(b)
+    keys = [f"t:{i}" for i in range(5)]
+    due = max(_waiting(b, k) for k in [*keys, "t:good"])
+    layout = b.store.layout or b.store.driver.run(b.store.core.state.ensure())
+    for key in keys:
+        b.client.zadd(layout.due(layout.bucket(key)), {key: float("-inf")})
+    scanner = DueTimerScanner(b.store, {"timer": T}, now=clock)
+    first = scanner.scan(now=due, limit=5)
+    assert (first.scanned, first.fired) == (1, 1)
+    assert sorted(k for k, _ in b.store.dead_letters()) == keys
+    caplog.clear()
+    assert scanner.scan(now=due + 10**6, limit=5).scanned == 0  # parked: not read again
+    assert not [r for r in caplog.records if r.name == "django_xsm.timers"]
