@@ -34,6 +34,7 @@ from django_xsm.backend.transitions import log_refused
 from django_xsm.engine import Deadline, Event, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError
 from django_xsm.persistence import apersisted, persisted, retry_on_conflict
+from django_xsm.persistence.base import check_log_read
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.persistence.locks import LockStrategy
@@ -402,6 +403,7 @@ class InstanceManager:
     ) -> list[TransitionRecord]:
         """Transition-log records of ``key`` after ``after_seq``, oldest first
         (:class:`InstanceDoesNotExist` for another machine's instance)."""
+        check_log_read(after_seq, limit)  # before the owner's round trip
         self._check_owner(key)
         return backend.get_log().read(key, after_seq=after_seq, limit=limit)
 
