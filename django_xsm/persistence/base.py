@@ -25,6 +25,7 @@ from . import records
 
 __all__ = [
     "MAX_KEY_LENGTH",
+    "MAX_LIMIT",
     "AsyncInboxStore",
     "AsyncStateStore",
     "AsyncTransitionLogStore",
@@ -167,18 +168,23 @@ def check_log_read(after_seq: object, limit: object) -> None:
     I/O: ``after_seq`` an int >= 0, ``limit`` a positive int or None."""
     if isinstance(after_seq, bool) or not isinstance(after_seq, int):
         raise ArgumentTypeError("after_seq", after_seq, expected="an int >= 0")
-    if after_seq < 0:
+    if not 0 <= after_seq < 2**63:  # a stream id's sequence is 64-bit
         raise InvalidConfigError(
-            f"after_seq must be an int >= 0, got {brief(after_seq)}", path="after_seq"
+            f"after_seq must be an int from 0 to 2**63 - 1, got {brief(after_seq)}",
+            path="after_seq",
         )
     validate_limit(limit, optional=True)
 
 
 def check_read_last(count: object) -> None:
-    """``count`` of ``TransitionLogStore.read_last``: an int (below 1 reads
-    nothing)."""
+    """``count`` of ``TransitionLogStore.read_last``: an int up to
+    :data:`MAX_LIMIT` (below 1 reads nothing)."""
     if isinstance(count, bool) or not isinstance(count, int):
         raise ArgumentTypeError("count", count, expected="an int")
+    if count > MAX_LIMIT:
+        raise InvalidConfigError(
+            f"count must be at most {MAX_LIMIT}, got {brief(count)}", path="count"
+        )
 
 
 def validate_seconds(value: object, name: str = "seconds") -> float:
@@ -213,12 +219,18 @@ def validate_ttl_s(value: object) -> float | None:
     return value
 
 
+#: The most items one call may ask for (a page, a scan, a log read): far
+#: beyond any sensible page, and an int every client and script can encode.
+MAX_LIMIT = 1_000_000
+
+
 def validate_limit(value: object, *, name: str = "limit", optional: bool = False) -> int | None:
-    """``value`` if it is a positive int (or None when ``optional``)."""
+    """``value`` if it is an int from 1 to :data:`MAX_LIMIT` (or None when
+    ``optional``)."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        allowed = "a positive int or None" if optional else "a positive int"
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        allowed = f"an int from 1 to {MAX_LIMIT}" + (" or None" if optional else "")
         raise InvalidConfigError(f"{name} must be {allowed}, got {brief(value)}", path=name)
     return value
 

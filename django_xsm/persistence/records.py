@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias
 
-from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
 
 from .claim_records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
 from .outbox import Emitted
@@ -70,7 +70,8 @@ def check_commit_id(commit_id: object) -> None:
     # every id-less commit a "replay" of the previous one.
     if not isinstance(commit_id, str) or not _COMMIT_ID.fullmatch(commit_id):
         raise InvalidConfigError(
-            f"commit_id must be 1-128 printable ASCII characters without spaces, got {commit_id!r}",
+            "commit_id must be 1-128 printable ASCII characters without spaces, "
+            f"got {brief(commit_id)}",
             path="commit_id",
             hint="use secrets.token_hex(12)",
         )

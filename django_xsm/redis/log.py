@@ -13,7 +13,7 @@ import datetime as _dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, brief
 from django_xsm.persistence.base import (
     check_log_read,
     check_read_last,
@@ -40,7 +40,7 @@ class LogCore:
             isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 1
         ):
             raise InvalidConfigError(
-                f"maxlen must be a positive int or None, got {maxlen!r}", path="maxlen"
+                f"maxlen must be a positive int or None, got {brief(maxlen)}", path="maxlen"
             )
         self.state = LayoutState(prefix, buckets)
         self.maxlen = maxlen
@@ -153,7 +153,7 @@ class LogCore:
         if bucket is None:
             buckets: Sequence[int] = range(layout.buckets)
         elif isinstance(bucket, bool) or not isinstance(bucket, int):
-            raise InvalidConfigError(f"bucket must be an int, got {bucket!r}", path="bucket")
+            raise InvalidConfigError(f"bucket must be an int, got {brief(bucket)}", path="bucket")
         elif not 0 <= bucket < layout.buckets:
             raise InvalidConfigError(
                 f"bucket {bucket} is out of range: this namespace has {layout.buckets}",

@@ -18,6 +18,7 @@ from django_xsm.exceptions import (
     InvalidConfigError,
     SnapshotCorruptError,
     SnapshotTooLargeError,
+    brief,
 )
 from django_xsm.persistence import records
 from django_xsm.persistence.base import Codec, validate_key
@@ -90,7 +91,7 @@ def check_ttl(value: Any, name: str) -> None:
     # its claims: refuse before any I/O instead.
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidConfigError(
-            f"{name} must be a positive number of milliseconds, got {value!r}", path=name
+            f"{name} must be a positive number of milliseconds, got {brief(value)}", path=name
         )
 
 

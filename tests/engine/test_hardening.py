@@ -335,7 +335,8 @@ _NASTY_NAMES = (
 _NASTY_LEAVES = st.one_of(
     st.integers(), st.text(), st.binary(), st.sampled_from(_NASTY_NAMES).map(_nasty_leaf)
 )
-_NASTY = st.recursive(
+#: Values only Python can build: what every error message must print boundedly.
+NASTY = st.recursive(
     _NASTY_LEAVES,
     lambda inner: st.one_of(
         st.lists(inner, max_size=6),
@@ -348,7 +349,7 @@ _NASTY = st.recursive(
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-@given(value=_NASTY)
+@given(value=NASTY)
 def test_brief_is_total_and_bounded_over_nasty_values(value: Any) -> None:
     """What every error message prints a caller's value with: never an
     exception, never more than 100 characters."""

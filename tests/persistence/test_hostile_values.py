@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from django_xsm.exceptions import (
     ArgumentTypeError,
@@ -20,9 +21,16 @@ from django_xsm.exceptions import (
     UnstorableValueError,
     XsmError,
 )
-from django_xsm.persistence import AuditPlugin, DueTimerScanner, IdempotencyPlugin, persisted
+from django_xsm.persistence import (
+    AuditPlugin,
+    DueTimerScanner,
+    IdempotencyPlugin,
+    PessimisticLock,
+    persisted,
+)
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.persistence.records import MAX_VERSION
+from tests.engine.test_hardening import NASTY
 from tests.persistence.conftest import block_clock
 from tests.persistence.test_persisted import state_of
 from tests.support import Backends, order_machine, snap, timer_machine
@@ -316,3 +324,60 @@ def test_damaged_due_entries_cost_one_pass_not_every_scan(
     caplog.clear()
     assert scanner.scan(now=due + 10**6, limit=5).scanned == 0  # parked: not read again
     assert not [r for r in caplog.records if r.name == "django_xsm.timers"]
+
+
+# --- any value, any argument: the documented error, bounded ---------------------------
+
+_ARGUMENTS: dict[str, Any] = {
+    "list_page(limit=)": lambda b, v: b.store.list_page(limit=v),
+    "list_page(prefix=)": lambda b, v: b.store.list_page(v),
+    "dead_letters(limit=)": lambda b, v: b.store.dead_letters(limit=v),
+    "due_keys(until_wall)": lambda b, v: b.store.due_keys(v),
+    "due_keys(limit=)": lambda b, v: b.store.due_keys(0, limit=v),
+    "load(key)": lambda b, v: b.store.load(v),
+    "read(after_seq=)": lambda b, v: b.log.read("order:1", after_seq=v),
+    "read(limit=)": lambda b, v: b.log.read("order:1", limit=v),
+    "read_last(count=)": lambda b, v: b.log.read_last("order:1", count=v),
+    "PessimisticLock(timeout=)": lambda b, v: PessimisticLock(timeout=v),
+    "PessimisticLock(ttl_ms=)": lambda b, v: PessimisticLock(ttl_ms=v),
+    "persisted(lock=)": lambda b, v: persisted(b.store, "order:1", M, lock=v),
+    "persisted(actor=)": lambda b, v: persisted(b.store, "order:1", M, actor=v),
+    "persisted(max_payload_bytes=)": lambda b, v: persisted(
+        b.store, "order:1", M, max_payload_bytes=v
+    ),
+    "IdempotencyPlugin(ttl_s=)": lambda b, v: IdempotencyPlugin(b.inbox, ttl_s=v),
+    "Instance.matches": lambda b, v: M.start().matches(v),
+    "event_fingerprint(payload)": lambda b, v: event_fingerprint("ADD", {"v": v}),
+}
+
+
+def _accepted_or_documented(b: Backends, name: str, value: Any) -> None:
+    """Never RecursionError, a digit-limit ValueError or OverflowError while
+    the value is checked or its message built: an XsmError of at most a few
+    hundred characters (or the value is fine)."""
+    try:
+        _ARGUMENTS[name](b, value)
+    except XsmError as exc:
+        assert len(str(exc)) < 600, (name, str(exc)[:200])
+
+
+@pytest.mark.parametrize("name", sorted(_ARGUMENTS))
+@pytest.mark.parametrize(
+    "value",
+    [HUGE, -HUGE, 2**63, math.nan, math.inf, deep_tuple(), [deep_tuple()], "\ud800", b"x"],
+    ids=_case,
+)
+def test_nasty_values_of_every_argument_are_the_documented_error(
+    bl: Backends, name: str, value: Any
+) -> None:
+    """(Checked before any I/O: memory and fakeredis suffice.)"""
+    _accepted_or_documented(bl, name, value)
+
+
+@pytest.mark.parametrize("name", sorted(_ARGUMENTS))
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(value=NASTY)
+def test_any_value_of_any_argument_is_accepted_or_the_documented_error(
+    bl: Backends, name: str, value: Any
+) -> None:
+    _accepted_or_documented(bl, name, value)
