@@ -28,7 +28,9 @@ What a decorated view may rely on:
   ``CONFLICT_RETRIES``), then answers 409 + ``Retry-After``. Keep side
   effects out of the view body (send them from ``post_transition``, which
   fires only after a durable commit) or make them idempotent.
-* Errors become the responses of :mod:`django_xsm.http`.
+* Errors become the responses of :mod:`django_xsm.http`, and so does a
+  request body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413 problem, not
+  Django's HTML 400) when the fingerprint or the view reads it.
 
 Sync views run on the process's sync client, ``async def`` views on the
 event loop's asyncio client; both behave the same.
@@ -43,12 +45,12 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.db import models
 from django.http import HttpRequest, HttpResponseBase
 
 from django_xsm import backend, conf, http
-from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError
+from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError, brief
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.block import PersistedInstance
@@ -282,16 +284,16 @@ def stateful_view(
         lock is None or isinstance(lock, LockStrategy) or lock in ("optimistic", "pessimistic")
     ):
         raise ImproperlyConfigured(
-            f"stateful_view(lock={lock!r}): use 'optimistic', 'pessimistic' or a LockStrategy"
+            f"stateful_view(lock={brief(lock)}): use 'optimistic', 'pessimistic' or a LockStrategy"
         )
     if speculative is not None and not isinstance(speculative, bool):
         raise ImproperlyConfigured(
-            f"stateful_view(speculative={speculative!r}) must be True, False or None"
+            f"stateful_view(speculative={brief(speculative)}) must be True, False or None"
         )
     if retries is not None and (
         isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
     ):
-        raise ImproperlyConfigured(f"stateful_view(retries={retries!r}) must be an int >= 0")
+        raise ImproperlyConfigured(f"stateful_view(retries={brief(retries)}) must be an int >= 0")
 
     def prepare(
         request: HttpRequest,
@@ -395,6 +397,8 @@ def stateful_view(
                     return await aretry_on_conflict(attempt, attempts=attempts())
                 except XsmError as exc:
                     return _error_response(exc, request)
+                except RequestDataTooBig:  # the fingerprint's or the view's request.body
+                    return http.body_too_large_response(request)
 
             return async_wrapper  # type: ignore[return-value]
 
@@ -427,6 +431,8 @@ def stateful_view(
                 return retry_on_conflict(attempt, attempts=attempts())
             except XsmError as exc:
                 return _error_response(exc, request)
+            except RequestDataTooBig:  # the fingerprint's or the view's request.body
+                return http.body_too_large_response(request)
 
         return wrapper  # type: ignore[return-value]
 

@@ -19,6 +19,7 @@ from typing import Any
 __all__ = [
     "ArgumentTypeError",
     "ConflictError",
+    "DataTooDeepError",
     "EventNotAcceptedError",
     "IdempotencyInFlightError",
     "IdempotencyKeyError",
@@ -31,6 +32,7 @@ __all__ = [
     "MigrationError",
     "NotDurableError",
     "PartialCommitError",
+    "PayloadTooLargeError",
     "ReentrantSendError",
     "ReplayDivergenceError",
     "ReservedEventError",
@@ -474,28 +476,83 @@ class SnapshotCorruptError(StoreError):
 
 
 class SnapshotTooLargeError(StoreError, ValueError):
-    """An encoded snapshot exceeds ``max_snapshot_bytes``; nothing was written."""
+    """An encoded snapshot exceeds ``max_snapshot_bytes``; nothing was written.
 
-    def __init__(self, key: str, *, size: int, limit: int) -> None:
+    ``stored`` tells the two cases apart: False when the snapshot a commit
+    would write is too large (what the block's events made of the context:
+    the caller's input, over HTTP a 422 ``snapshot-too-large``), True when
+    the record already stored is (written under a larger limit: the
+    operator's to fix, over HTTP a 500).
+    """
+
+    def __init__(self, key: str, *, size: int, limit: int, stored: bool = False) -> None:
+        self.size = size
+        self.limit = limit
+        self.stored = stored
+        what = "Stored snapshot" if stored else "Snapshot"
+        super().__init__(
+            f"{what} of {key!r} is {size} bytes, over the limit of {limit} bytes",
+            key=key,
+            hint="raise max_snapshot_bytes (XSM['MAX_SNAPSHOT_BYTES']) to read it, or "
+            "forget the instance"
+            if stored
+            else "keep large data outside the context (store an id instead) or "
+            "raise max_snapshot_bytes",
+        )
+
+
+class PayloadTooLargeError(XsmError, ValueError):
+    """An event payload is larger than ``max_payload_bytes`` (measured as
+    the compact JSON the transition log would store). Raised before the
+    event runs and before any write: nothing was written. ``size`` and
+    ``limit`` are in bytes; ``event_type`` names the event."""
+
+    def __init__(self, event_type: str, *, size: int, limit: int) -> None:
+        self.event_type = event_type
         self.size = size
         self.limit = limit
         super().__init__(
-            f"Snapshot of {key!r} is {size} bytes, over the limit of {limit} bytes",
-            key=key,
-            hint="keep large data outside the context (store an id instead) or "
-            "raise max_snapshot_bytes",
+            f"The payload of event {brief(event_type)} is {size} bytes, over the limit "
+            f"of {limit} bytes",
+            hint="send an id of the data instead of the data, or raise "
+            "max_payload_bytes (XSM['MAX_PAYLOAD_BYTES'])",
         )
 
 
 class UnstorableValueError(XsmError, TypeError, ValueError):
     """A value cannot be stored exactly (a set, an object, NaN, a string
-    holding a lone surrogate such as ``"\\ud800"``...). Raised before any
-    write; ``path`` names it (``$.context.text``). Both a ``TypeError`` and
-    a ``ValueError``, so handlers of either keep catching it."""
+    holding a lone surrogate such as ``"\\ud800"``, an int of more digits
+    than Python converts to text...). Raised before any write; ``path``
+    names it (``$.context.text``). Both a ``TypeError`` and a
+    ``ValueError``, so handlers of either keep catching it."""
 
     def __init__(self, path: str, problem: str, *, hint: str = "") -> None:
         self.path = path
         super().__init__(f"{path}: {problem}", hint=hint)
+
+
+class DataTooDeepError(UnstorableValueError, InvalidConfigError):
+    """Data (a context, a payload, an idempotent result) nested more than
+    ``limit`` levels of dicts, lists and tuples: deeper data could not be
+    compared, stored or printed without ``RecursionError``. Raised before
+    any write; ``path`` names the value that is too deep (``payload``,
+    ``context``, ``$.result``).
+
+    An :class:`UnstorableValueError` (over HTTP a 422) and, as before this
+    class was public, an :class:`InvalidConfigError`.
+    """
+
+    def __init__(self, what: str, *, limit: int) -> None:
+        self.path = what
+        self.problems = ()
+        self.limit = limit
+        # XsmError's constructor: the two bases build their messages differently.
+        text = (
+            f"{what} is nested more than {limit} levels deep"
+            if what.startswith("$")  # a JSON path: $.payload, $.result
+            else f"The {what} is nested more than {limit} levels deep at {what}"
+        )
+        XsmError.__init__(self, text, hint="flatten it")
 
 
 class InstanceNotFoundError(StoreError, LookupError):
@@ -634,6 +691,7 @@ class UnsavedInstanceError(XsmError, ValueError):
 # short. Every layer prints caller values through it.
 
 _MAX_INT_BITS = 128  # about 39 digits: printed in full up to here
+_MAX_BRIEF = 100  # characters of a brief() form, at most
 
 
 class _Brief(reprlib.Repr):
@@ -651,23 +709,46 @@ class _Brief(reprlib.Repr):
             return f"<int of about {digits} digits>"
         return super().repr_int(x, level)
 
+    def repr_bytes(self, x: bytes, level: int) -> str:
+        # reprlib's cut of a str, for bytes: a 10 MB value must not be
+        # printed in full before it is cut
+        text = repr(x[: self.maxstring])
+        if len(text) > self.maxstring:
+            i = max(0, (self.maxstring - 3) // 2)
+            j = max(0, self.maxstring - 3 - i)
+            text = repr(x[:i] + x[len(x) - j :])
+            text = text[:i] + "..." + text[len(text) - j :]
+        return text
+
     def repr_instance(self, x: Any, level: int) -> str:
         try:
             return super().repr_instance(x, level)
         except Exception:  # a __repr__ that raises, or recurses without end
-            return f"<{type(x).__name__} object>"
+            return _opaque(x)
+
+
+def _opaque(value: object) -> str:
+    try:
+        return f"<{type(value).__name__} object>"
+    except Exception:  # a metaclass whose __name__ raises
+        return "<object>"
 
 
 _BRIEF = _Brief()
 
 
 def brief(value: object) -> str:
-    """A short ``repr``-like form of any value (at most about 80 characters,
-    never an exception)."""
+    """A short ``repr``-like form of any value: at most 100 characters, and
+    never an exception (an int of 10 000 digits, data nested thousands of
+    levels deep, a ``__repr__`` that raises or recurses). Every error
+    message that shows a caller's value goes through it."""
     try:
-        return _BRIEF.repr(value)
+        text = _BRIEF.repr(value)
     except Exception:
-        return f"<{type(value).__name__} object>"
+        return _opaque(value)
+    if len(text) > _MAX_BRIEF:
+        return text[: _MAX_BRIEF - 3] + "..."
+    return text
 
 
 def brief_error(exc: BaseException, limit: int = 300) -> str:

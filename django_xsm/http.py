@@ -5,6 +5,9 @@ situation                                  status  headers / problem type
 =========================================  ======  ===========================
 Idempotency-Key missing (required) / bad   400     ``idempotency-key``
 instance key from the URL is invalid       400     ``invalid-key``
+event without a usable type (``{}``...)    400     ``invalid-event``
+request body over DATA_UPLOAD_MAX_MEMORY   413     ``payload-too-large``
+event payload over MAX_PAYLOAD_BYTES       413     ``payload-too-large``
 finished duplicate                         stored  ``Idempotent-Replayed: true``
 duplicate still in flight                  409     ``Retry-After``, ``in-flight``
 same key, different request                422     ``idempotency-mismatch``
@@ -17,6 +20,8 @@ finished duplicate with nothing stored      409     ``replay-unavailable``
 instance required but absent               404     ``not-found``
 store unavailable                          503     ``Retry-After``, ``unavailable``
 a value the store cannot keep exactly      422     ``unstorable-value``
+(nested too deep, a lone surrogate...)
+new snapshot over MAX_SNAPSHOT_BYTES       422     ``snapshot-too-large``
 store refused the credentials / ACL        500     ``store-misconfigured``
 stored instance this chart cannot load     500     ``machine-changed``
 any other XsmError (DEBUG=False)           500     ``internal``
@@ -51,10 +56,13 @@ from django_xsm.exceptions import (
     IdempotencyKeyError,
     IdempotencyMismatchError,
     InstanceNotFoundError,
+    InvalidEventError,
     LockTimeoutError,
     MigrationError,
     NotDurableError,
+    PayloadTooLargeError,
     ReservedEventError,
+    SnapshotTooLargeError,
     StoreAuthenticationError,
     StoreUnavailableError,
     UnknownEventError,
@@ -65,6 +73,7 @@ from django_xsm.exceptions import (
 __all__ = [
     "PROBLEM_TYPES",
     "REPLAYED_HEADER",
+    "body_too_large_response",
     "capture_response",
     "error_response",
     "invalid_key_response",
@@ -86,6 +95,16 @@ PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
     "invalid-key": (400, "Invalid instance key",
         "The instance key built from the URL is empty, too long or has control "
         "characters. Check the URL."),
+    "invalid-event": (400, "Invalid event",
+        "The request's event has no usable type: send an object whose 'type' is a "
+        "non-empty string, such as {\"type\": \"PAY\"}. Nothing was written."),
+    "payload-too-large": (413, "The request or its event payload is too large",
+        "The request body is larger than the server reads, or the event's payload is "
+        "larger than it accepts (max_bytes). Nothing was written; send less, for "
+        "example an id of the data instead of the data."),
+    "snapshot-too-large": (422, "The instance would grow too large",
+        "The event would make the instance's stored state larger than the server "
+        "accepts. Nothing was written; retrying the same event will not help."),
     "in-flight": (409, "A request with this idempotency key is in flight",
         "Another request with the same key is still running. Retry after Retry-After "
         "seconds: you then get its response replayed."),
@@ -163,6 +182,9 @@ REPLAYED_HEADERS = ("Location", "Content-Language", "Content-Disposition")
 #: StoreAuthenticationError has none: the credentials must change first.
 _PROBLEM_OF_ERROR: tuple[tuple[type[XsmError], str, bool], ...] = (
     (IdempotencyKeyError, "idempotency-key", False),
+    (InvalidEventError, "invalid-event", False),
+    (PayloadTooLargeError, "payload-too-large", False),
+    (SnapshotTooLargeError, "snapshot-too-large", False),  # the new snapshot only
     (IdempotencyInFlightError, "in-flight", True),
     (IdempotencyMismatchError, "idempotency-mismatch", False),
     (UnknownEventError, "unknown-event", False),
@@ -188,6 +210,8 @@ class _Row:
 
 
 def _classify(exc: XsmError) -> _Row | None:
+    if isinstance(exc, SnapshotTooLargeError) and exc.stored:
+        return None  # a record stored under a larger limit: the operator's, a 500
     for cls, slug, retry in _PROBLEM_OF_ERROR:
         if isinstance(exc, cls):
             status, title, _ = PROBLEM_TYPES[slug]
@@ -224,18 +248,26 @@ def problem_response(
         if retry_after is not None:
             body["retry_after"] = retry_after
         body.update({k: v for k, v in extensions.items() if v is not None})
-        response = HttpResponse(
-            json.dumps(body, default=str, ensure_ascii=False),
-            status=status,
-            content_type=PROBLEM_CONTENT_TYPE,
-        )
+        text = json.dumps(body, default=str, ensure_ascii=False)
+        if not text.isascii() and not _encodable(text):
+            # a client's value echoed back (an event type) holds a lone
+            # surrogate: JSON's \ud800 escape carries it, UTF-8 cannot
+            text = json.dumps(body, default=str)
+        response = HttpResponse(text, status=status, content_type=PROBLEM_CONTENT_TYPE)
     else:
-        response = HttpResponse(
-            f"{title}: {detail}\n", status=status, content_type="text/plain; charset=utf-8"
-        )
+        plain = f"{title}: {detail}\n".encode("utf-8", "backslashreplace")
+        response = HttpResponse(plain, status=status, content_type="text/plain; charset=utf-8")
     if retry_after is not None:
         response["Retry-After"] = str(max(1, int(retry_after)))
     return response
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse | None:
@@ -278,6 +310,8 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
         extra = {"key": exc.key}
     elif isinstance(exc, NotDurableError):
         extra = {"replicas_required": exc.required, "replicas_acknowledged": exc.acknowledged}
+    elif isinstance(exc, PayloadTooLargeError):
+        extra = {"event": exc.event_type, "max_bytes": exc.limit}
     # The message, not str(exc): hints speak to developers, not API clients.
     return problem_response(
         request, row.status, row.slug, row.title, exc.message, retry_after=retry, **extra
@@ -287,6 +321,21 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
 def invalid_key_response(request: HttpRequest, detail: str) -> HttpResponse:
     """400 for an instance key built from URL values that is not a valid key."""
     return problem_response(request, 400, "invalid-key", "Invalid instance key", detail)
+
+
+def body_too_large_response(request: HttpRequest | None) -> HttpResponse:
+    """413 for a request body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's
+    ``RequestDataTooBig``): nothing was read past the limit, nothing written."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    status, title, _ = PROBLEM_TYPES["payload-too-large"]
+    return problem_response(
+        request,
+        status,
+        "payload-too-large",
+        title,
+        f"The request body is larger than the {limit} bytes this server reads",
+        max_bytes=limit,
+    )
 
 
 # --- idempotent responses ------------------------------------------------------------

@@ -31,15 +31,24 @@ from django.core.exceptions import ObjectDoesNotExist
 from django_xsm import backend, conf
 from django_xsm.backend.context import request_actor, request_correlation_id
 from django_xsm.backend.transitions import log_refused
-from django_xsm.engine import Deadline, Instance, Machine, to_event
+from django_xsm.engine import Deadline, Event, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError, UnknownEventError
 from django_xsm.persistence import apersisted, persisted, retry_on_conflict
+from django_xsm.persistence.base import check_log_read
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.persistence.locks import LockStrategy
+from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import StoredRecord, TimerFailure, TransitionRecord
 
-__all__ = ["InstanceDoesNotExist", "InstanceManager", "InstanceView", "NamedMachine", "OpenOptions"]
+__all__ = [
+    "InstanceDoesNotExist",
+    "InstanceManager",
+    "InstanceView",
+    "NamedMachine",
+    "OpenOptions",
+    "checked_event",
+]
 
 
 class NamedMachine(Protocol):
@@ -207,6 +216,16 @@ class _AsyncBlock(apersisted):
         return suppressed
 
 
+def checked_event(event: object, payload: Mapping[str, Any] | None = None) -> Event:
+    """``event`` (with keyword ``payload``) as an engine ``Event`` whose
+    payload is within ``XSM['MAX_PAYLOAD_BYTES']``: what a send that opens
+    its own block checks before the open's round trip (the block checks
+    every send again, whoever opened it)."""
+    found = to_event(event, payload)
+    check_payload(found.type, found.data, conf.get_settings().max_payload_bytes)
+    return found
+
+
 # --- the manager -----------------------------------------------------------------------
 
 
@@ -237,6 +256,7 @@ class InstanceManager:
             "lock": lock,
             # only when asked for: the caller must look at replayed_at_close
             "speculative": bool(options.get("speculative")),
+            "max_payload_bytes": conf.get_settings().max_payload_bytes,
         }
 
     def open(self, key: str, **options: Unpack[OpenOptions]) -> persisted:
@@ -284,7 +304,7 @@ class InstanceManager:
         again on a fresh load each time). A reserved (``xstate.*``,
         ``xsm.*``) or unknown event type is refused before any I/O
         (``Machine.check_sendable``)."""
-        normalised = to_event(event, payload)
+        normalised = checked_event(event, payload)  # before any I/O
         etype, data = normalised.type, normalised.data
         self.entry.machine.check_sendable(etype)
         fingerprint = event_fingerprint(etype, data) if idempotency_key else ""
@@ -387,6 +407,7 @@ class InstanceManager:
     ) -> list[TransitionRecord]:
         """Transition-log records of ``key`` after ``after_seq``, oldest first
         (:class:`InstanceDoesNotExist` for another machine's instance)."""
+        check_log_read(after_seq, limit)  # before the owner's round trip
         self._check_owner(key)
         return backend.get_log().read(key, after_seq=after_seq, limit=limit)
 

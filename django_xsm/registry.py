@@ -42,7 +42,7 @@ from django.utils.module_loading import import_string
 
 from django_xsm import backend, conf
 from django_xsm.engine import Machine, MachineLogic, create_machine
-from django_xsm.exceptions import UnknownMachineError, XsmError, brief_error
+from django_xsm.exceptions import UnknownMachineError, XsmError, brief, brief_error
 
 from .managers import InstanceDoesNotExist, InstanceManager, InstanceView
 
@@ -154,7 +154,7 @@ def _read_json(path: str) -> Any:
 
 def _resolve(ref: Any, what: str) -> Any:
     if not isinstance(ref, str) or not ref:
-        raise _Problem(f"expected a dotted path or a .json path, got {ref!r}")
+        raise _Problem(f"expected a dotted path or a .json path, got {brief(ref)}")
     found = _read_json(ref) if ref.endswith(".json") else _import(ref, what)
     if not isinstance(found, Machine | Mapping | MachineLogic) and callable(found):
         try:
@@ -179,7 +179,7 @@ def _permissions(spec: Any, machine: Machine) -> dict[str, str]:
             )
         if not isinstance(permission, str) or permission.count(".") != 1:
             raise _Problem(
-                f"PERMISSIONS[{event!r}] must be 'app_label.codename', got {permission!r}",
+                f"PERMISSIONS[{event!r}] must be 'app_label.codename', got {brief(permission)}",
                 "e.g. 'orders.refund_order'",
             )
     return dict(found)
@@ -218,7 +218,7 @@ def _compile(spec: Any) -> tuple[Machine, str]:
                 "point at MachineLogic(actions=..., guards=...) or a factory returning one",
             )
     if version is not None and not isinstance(version, str):
-        raise _Problem(f"VERSION must be a string, got {version!r}")
+        raise _Problem(f"VERSION must be a string, got {brief(version)}")
     try:
         return create_machine(found, logic=logic, version=version), source
     except XsmError as exc:

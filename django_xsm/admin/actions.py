@@ -19,19 +19,22 @@ from django.contrib import messages
 from django.contrib.admin.models import CHANGE, DELETION
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 
-from django_xsm import backend, operations
+from django_xsm import backend, conf, operations
 from django_xsm.engine import Machine
-from django_xsm.engine.run.context import DataTooDeep, copy_data
+from django_xsm.engine.run.context import copy_data
 from django_xsm.exceptions import (
     ConflictError,
+    DataTooDeepError,
     EventNotAcceptedError,
     LockTimeoutError,
     ReservedEventError,
     StoreUnavailableError,
     UnknownEventError,
+    UnstorableValueError,
 )
 from django_xsm.middleware import get_request_info
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
+from django_xsm.persistence.payloads import payload_size
 from django_xsm.persistence.records import StoredRecord
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry
 
@@ -79,13 +82,24 @@ def parse_payload(text: str) -> dict[str, Any]:
     # (MAX_DATA_DEPTH, which the transition log's redaction enforces anyway).
     try:
         copy_data(data)
-    except DataTooDeep:
+    except DataTooDeepError:
         raise forms.ValidationError("The payload is nested too deeply.") from None
     if not isinstance(data, dict):
         raise forms.ValidationError("The payload must be a JSON object ({...}).")
     if "type" in data:
         raise forms.ValidationError(
             "The payload may not hold 'type': the event type is given on its own."
+        )
+    # what every send path refuses (the block checks it again, at send)
+    try:
+        size = payload_size(data)
+    except UnstorableValueError as exc:  # a lone surrogate such as "\ud800"
+        raise forms.ValidationError(f"The payload cannot be stored: {exc.message}.") from None
+    limit = conf.get_settings().max_payload_bytes
+    if size > limit:
+        raise forms.ValidationError(
+            f"The payload is {size} bytes of JSON, over the limit of {limit} bytes "
+            "(XSM['MAX_PAYLOAD_BYTES'])."
         )
     return data
 

@@ -49,6 +49,7 @@ from django.utils.module_loading import import_string
 
 from django_xsm import conf
 from django_xsm.engine import Machine
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
 from django_xsm.persistence import (
     AuditPlugin,
     DueTimerScanner,
@@ -368,14 +369,21 @@ def lock_strategy(lock: str | LockStrategy | None = None) -> LockStrategy:
     ``LOCK_TIMEOUT_S`` and hold for the store's ``LOCK_TTL_MS``."""
     if isinstance(lock, LockStrategy):
         return lock
+    if lock is not None and not isinstance(lock, str):
+        raise ArgumentTypeError(
+            "lock", lock, expected="'optimistic', 'pessimistic', a LockStrategy or None"
+        )
     s = conf.get_settings()
     name = s.lock if lock is None else lock
     if name == "optimistic":
         return OptimisticLock()
     if name == "pessimistic":
         return PessimisticLock(timeout=s.lock_timeout_s)
-    raise ImproperlyConfigured(
-        f"Unknown lock {lock!r}: use 'optimistic', 'pessimistic' or a LockStrategy",
+    # a call's argument (XSM['LOCK'] was validated with the settings)
+    raise InvalidConfigError(
+        f"Unknown lock {brief(lock)}",
+        path="lock",
+        hint="use 'optimistic', 'pessimistic', a LockStrategy or None (XSM['LOCK'])",
     )
 
 

@@ -73,8 +73,11 @@ def check_keys(
     for key in given:
         if key in allowed:
             continue
-        where = setting_name(*parts, str(key)[:60])
-        close = difflib.get_close_matches(str(key).upper(), list(allowed), n=1)
+        # a key may be any hashable: a tuple 3000 levels deep, an int of
+        # 5000 digits; str() of those raises, brief() never does
+        text = key[:60] if isinstance(key, str) else brief(key)
+        where = setting_name(*parts, text)
+        close = difflib.get_close_matches(text.upper(), list(allowed), n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(allowed)}"
         into.found.append(f"Unknown setting {where} ({hint})")
 

@@ -179,6 +179,10 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
             lambda: number(m["MAX_SNAPSHOT_BYTES"], "MAX_SNAPSHOT_BYTES", integer=True, minimum=1),
             1,
         ),
+        max_payload_bytes=p.take(
+            lambda: number(m["MAX_PAYLOAD_BYTES"], "MAX_PAYLOAD_BYTES", integer=True, minimum=1),
+            1,
+        ),
         instance_ttl_s=p.take(
             lambda: number(m["INSTANCE_TTL_S"], "INSTANCE_TTL_S", optional=True, minimum=1)
         ),

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "SPECULATIVE": False,
     "SOCKET_TIMEOUT_S": 5.0,
     "MAX_SNAPSHOT_BYTES": 1024 * 1024,
+    "MAX_PAYLOAD_BYTES": 64 * 1024,
     "INSTANCE_TTL_S": None,
     "BUCKETS": None,
     "CODEC": None,
@@ -214,6 +215,7 @@ class XsmSettings:
     speculative: bool
     socket_timeout_s: float
     max_snapshot_bytes: int
+    max_payload_bytes: int
     instance_ttl_s: float | None
     buckets: int | None
     codec: str | None

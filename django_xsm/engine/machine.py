@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from django_xsm.exceptions import (
+    ArgumentTypeError,
     InvalidConfigError,
     ReservedEventError,
     UnknownEventError,
@@ -322,7 +323,10 @@ class Instance(Runner):
     def matches(self, state_id: str) -> bool:
         """Is this state active? Accepts ``"paid"``, ``"order.paid"``,
         nested ``"a.b"`` relative to the root, full ids and ``"#id"``;
-        unknown names are simply not active."""
+        unknown names are simply not active; a ``state_id`` that is not a
+        str is an :class:`~django_xsm.exceptions.ArgumentTypeError`."""
+        if not isinstance(state_id, str):
+            raise ArgumentTypeError("state_id", state_id, expected="a str such as 'paid'")
         node = self._program.chart.match_index.get(state_id)
         return node is not None and bool(self._state.cfg.mask & node.bit)
 

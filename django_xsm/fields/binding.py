@@ -14,7 +14,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.db import models
 
-from django_xsm.exceptions import InstanceNotFoundError, StoreError
+from django_xsm.exceptions import InstanceNotFoundError, StoreError, brief
 
 from .bound import BoundStatechart
 from .field import StatechartField
@@ -29,11 +29,32 @@ class RowNotFoundError(InstanceNotFoundError):
         # StoreError's constructor: the message names the row, not a key.
         StoreError.__init__(
             self,
-            f"No {model._meta.label} with {lookup}={str(value)[:100]!r}",
+            f"No {model._meta.label} with {lookup}={_shown(value)}",
             hint="check the URL",
         )
         self.machine = ""
         self.model = model
+
+
+def _shown(value: object) -> str:
+    # The URL's text, quoted; but a converter may hand over anything: an
+    # int of 5000 digits, a tuple nested 3000 deep (str() of those raises).
+    if type(value) is str or (type(value) is int and value.bit_length() <= 128):
+        return repr(str(value)[:100])
+    return brief(value)
+
+
+#: What a lookup value no row can have raises in the ORM: the wrong type,
+#: out of the column's range (OverflowError), nested past Django's
+#: recursion while it resolves expressions (RecursionError).
+_NO_SUCH_ROW = (
+    ObjectDoesNotExist,
+    ValueError,
+    TypeError,
+    ValidationError,
+    OverflowError,
+    RecursionError,
+)
 
 
 class RowBinding:
@@ -49,7 +70,7 @@ class RowBinding:
     ) -> None:
         if not (isinstance(model, type) and issubclass(model, models.Model)):
             raise ImproperlyConfigured(
-                f"stateful_view(model=...) needs a model class, got {model!r}"
+                f"stateful_view(model=...) needs a model class, got {brief(model)}"
             )
         self.model = model
         self.lookup = lookup
@@ -87,14 +108,14 @@ class RowBinding:
         value = self._value(kwargs)
         try:
             return self.model._default_manager.get(**{self.lookup: value})
-        except (ObjectDoesNotExist, ValueError, TypeError, ValidationError):
+        except _NO_SUCH_ROW:
             raise RowNotFoundError(self.model, self.lookup, value) from None
 
     async def arow(self, kwargs: dict[str, Any]) -> models.Model:
         value = self._value(kwargs)
         try:
             return await self.model._default_manager.aget(**{self.lookup: value})
-        except (ObjectDoesNotExist, ValueError, TypeError, ValidationError):
+        except _NO_SUCH_ROW:
             raise RowNotFoundError(self.model, self.lookup, value) from None
 
     def statechart(self, row: models.Model) -> BoundStatechart:

@@ -28,6 +28,7 @@ from django.db import models, router
 from django_xsm import conf
 from django_xsm.engine import Machine, to_event
 from django_xsm.exceptions import InstanceNotFoundError, UnsavedInstanceError
+from django_xsm.managers import checked_event
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.registry import machines
@@ -269,9 +270,11 @@ class BoundStatechart:
         type is refused here, before any I/O."""
         opts = {k: kwargs.pop(k) for k in self._BLOCK_OPTIONS if k in kwargs}
         opts.setdefault("create", True)
-        normalized = to_event(event, kwargs)
-        self.entry.machine.check_sendable(normalized.type)
+        # the payload limit, before any I/O ('reason' is the send's own)
+        checked = checked_event(event, {k: v for k, v in kwargs.items() if k != "reason"})
+        self.entry.machine.check_sendable(checked.type)
         if opts.get("idempotency_key"):
+            normalized = to_event(event, kwargs)  # 'reason' in the fingerprint, as before
             opts["fingerprint"] = event_fingerprint(normalized.type, normalized.data)
         return opts, kwargs
 

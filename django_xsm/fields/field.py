@@ -27,9 +27,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 from django.db.models.query_utils import DeferredAttribute
 from django.db.models.signals import post_delete
+from django.utils.functional import Promise
 
 from django_xsm import conf
-from django_xsm.exceptions import StateAssignmentError
+from django_xsm.exceptions import ArgumentTypeError, StateAssignmentError
 from django_xsm.registry import machines
 
 from .bound import BoundStatechart, initial_column
@@ -252,6 +253,13 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
     def get_prep_value(self, value: Any) -> Any:
         if isinstance(value, BoundStatechart):
             value = value.column  # lookups: filter(status=order.status)
+        elif value is not None and not isinstance(value, str | Promise):
+            # A state is a name: str() of anything else would be no state,
+            # and of a tuple 3000 levels deep or an int of 5000 digits it
+            # raises RecursionError / ValueError inside the ORM.
+            raise ArgumentTypeError(
+                f"{self.model.__name__}.{self.name}", value, expected="a state name (str)"
+            )
         return super().get_prep_value(value)
 
     def value_from_object(self, obj: models.Model) -> Any:

@@ -35,6 +35,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from django_xsm.exceptions import brief
 from django_xsm.persistence.outbox import Delivery
 
 from .handlers import Handler
@@ -89,7 +90,7 @@ def forwarder(task_name: str, *, app: Any = None, **options: Any) -> Handler:
     if not isinstance(task_name, str) or not task_name:
         raise ImproperlyConfigured(
             f"forwarder() needs the task's name, e.g. forwarder('shop.tasks.charge'); "
-            f"got {task_name!r}"
+            f"got {brief(task_name)}"
         )
     if app is None:
         _require_celery()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from django_xsm.engine.run.context import MAX_DATA_DEPTH, DataTooDeep
+from django_xsm.engine.run.context import MAX_DATA_DEPTH, too_deep
 from django_xsm.exceptions import InvalidConfigError, ReplayDivergenceError
 
 from .codecs import to_json_ready
@@ -70,9 +70,9 @@ def redact(value: Any, fragments: Iterable[str] = DEFAULT_REDACT) -> Any:
 
 def _redact(value: Any, frozen: frozenset[str], depth: int) -> Any:
     # Data nested deeper than the engine's cap is refused with its error
-    # (DataTooDeep, an InvalidConfigError), never a RecursionError.
+    # (DataTooDeepError), never a RecursionError.
     if depth > MAX_DATA_DEPTH and isinstance(value, Mapping | list | tuple):
-        raise DataTooDeep("payload")
+        raise too_deep("payload")
     if isinstance(value, Mapping):
         return {
             k: REDACTED

@@ -16,7 +16,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, brief
 
 __all__ = ["Backoff"]
 
@@ -42,7 +42,7 @@ class Backoff:
                 or value < 0
             ):
                 raise InvalidConfigError(
-                    f"{name} must be a finite number of seconds >= 0, got {value!r}", path=name
+                    f"{name} must be a finite number of seconds >= 0, got {brief(value)}", path=name
                 )
         if self.cap_s < self.base_s:
             raise InvalidConfigError(

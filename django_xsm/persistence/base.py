@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
 
 from . import records
 
 __all__ = [
     "MAX_KEY_LENGTH",
+    "MAX_LIMIT",
     "AsyncInboxStore",
     "AsyncStateStore",
     "AsyncTransitionLogStore",
@@ -33,6 +34,8 @@ __all__ = [
     "StateStore",
     "TransitionLogStore",
     "check_listing",
+    "check_log_read",
+    "check_read_last",
     "iter_pages",
     "retry_after_seconds",
     "system_clock_ms",
@@ -100,7 +103,7 @@ def validate_key(value: object, *, what: str = "key") -> str:
         )
     if _CONTROL.search(value):
         raise InvalidConfigError(
-            f"{what} {value!r} contains control characters",
+            f"{what} {brief(value)} contains control characters",
             path=what,
             hint="use printable characters only",
         )
@@ -111,7 +114,7 @@ def validate_key(value: object, *, what: str = "key") -> str:
             # Redis keys, bucket hashes and log lines are UTF-8: a lone
             # surrogate ("\ud800", which json.loads accepts) has no encoding.
             raise InvalidConfigError(
-                f"{what} {value!r} contains a lone surrogate (not valid Unicode text)",
+                f"{what} {brief(value)} contains a lone surrogate (not valid Unicode text)",
                 path=what,
                 hint="decode the key from valid UTF-8",
             ) from None
@@ -119,12 +122,23 @@ def validate_key(value: object, *, what: str = "key") -> str:
 
 
 def validate_text(value: object, name: str, *, optional: bool = False) -> str | None:
-    """``value`` if it is a ``str`` (or None when ``optional``), else
-    :class:`ArgumentTypeError` naming the argument."""
+    """``value`` if it is a ``str`` (or None when ``optional``) that UTF-8
+    can encode (no lone surrogate such as ``"\\ud800"``: Redis, logs and
+    indexes take UTF-8), else :class:`ArgumentTypeError` /
+    :class:`InvalidConfigError` naming the argument."""
     if value is None and optional:
         return None
     if not isinstance(value, str):
         raise ArgumentTypeError(name, value, expected="a str or None" if optional else "a str")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise InvalidConfigError(
+                f"{name} {brief(value)} contains a lone surrogate (not valid Unicode text)",
+                path=name,
+                hint="decode the text from valid UTF-8",
+            ) from None
     return value
 
 
@@ -134,7 +148,7 @@ def check_listing(
     """The arguments of ``list_page``, checked before any I/O."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
         raise InvalidConfigError(
-            f"limit must be an int from 1 to 10000, got {limit!r}", path="limit"
+            f"limit must be an int from 1 to 10000, got {brief(limit)}", path="limit"
         )
     validate_text(prefix, "prefix")
     validate_text(after, "after")
@@ -145,8 +159,32 @@ def check_listing(
 def validate_positive_int(value: object, name: str) -> int:
     """``value`` if it is an int >= 1 (not a bool), else InvalidConfigError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidConfigError(f"{name} must be a positive int, got {value!r}", path=name)
+        raise InvalidConfigError(f"{name} must be a positive int, got {brief(value)}", path=name)
     return value
+
+
+def check_log_read(after_seq: object, limit: object) -> None:
+    """The arguments of ``TransitionLogStore.read``, checked before any
+    I/O: ``after_seq`` an int >= 0, ``limit`` a positive int or None."""
+    if isinstance(after_seq, bool) or not isinstance(after_seq, int):
+        raise ArgumentTypeError("after_seq", after_seq, expected="an int >= 0")
+    if not 0 <= after_seq < 2**63:  # a stream id's sequence is 64-bit
+        raise InvalidConfigError(
+            f"after_seq must be an int from 0 to 2**63 - 1, got {brief(after_seq)}",
+            path="after_seq",
+        )
+    validate_limit(limit, optional=True)
+
+
+def check_read_last(count: object) -> None:
+    """``count`` of ``TransitionLogStore.read_last``: an int up to
+    :data:`MAX_LIMIT` (below 1 reads nothing)."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise ArgumentTypeError("count", count, expected="an int")
+    if count > MAX_LIMIT:
+        raise InvalidConfigError(
+            f"count must be at most {MAX_LIMIT}, got {brief(count)}", path="count"
+        )
 
 
 def validate_seconds(value: object, name: str = "seconds") -> float:
@@ -170,22 +208,30 @@ def validate_ttl_s(value: object) -> float | None:
         or value < 0.001
     ):
         raise InvalidConfigError(
-            f"ttl_s must be None or finite seconds of at least 0.001 (1 ms), got {value!r}",
+            f"ttl_s must be None or finite seconds of at least 0.001 (1 ms), got {brief(value)}",
             path="ttl_s",
             hint="pass None for instances that never expire",
         )
     if value * 1000 >= 2**53:
-        raise InvalidConfigError(f"ttl_s {value!r} is too large", path="ttl_s", hint="pass None")
+        raise InvalidConfigError(
+            f"ttl_s {brief(value)} is too large", path="ttl_s", hint="pass None"
+        )
     return value
 
 
+#: The most items one call may ask for (a page, a scan, a log read): far
+#: beyond any sensible page, and an int every client and script can encode.
+MAX_LIMIT = 1_000_000
+
+
 def validate_limit(value: object, *, name: str = "limit", optional: bool = False) -> int | None:
-    """``value`` if it is a positive int (or None when ``optional``)."""
+    """``value`` if it is an int from 1 to :data:`MAX_LIMIT` (or None when
+    ``optional``)."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        allowed = "a positive int or None" if optional else "a positive int"
-        raise InvalidConfigError(f"{name} must be {allowed}, got {value!r}", path=name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        allowed = f"an int from 1 to {MAX_LIMIT}" + (" or None" if optional else "")
+        raise InvalidConfigError(f"{name} must be {allowed}, got {brief(value)}", path=name)
     return value
 
 
@@ -199,7 +245,7 @@ def validate_prefix(prefix: object) -> str:
         )
     if not _PREFIX.fullmatch(prefix):
         raise InvalidConfigError(
-            f"Prefix {prefix!r} may only contain letters, digits and _ . - : / (at most 64)",
+            f"Prefix {brief(prefix)} may only contain letters, digits and _ . - : / (at most 64)",
             path="prefix",
             hint="braces and glob characters would break hash tags and patterns",
         )
@@ -231,7 +277,19 @@ def wall_to_ms(when: float | int | _dt.datetime) -> int:
             f"Expected seconds since the epoch, got {type(when).__name__}",
             path="until_wall",
         )
+    if not -_MAX_WALL_S <= when <= _MAX_WALL_S:  # also false for NaN
+        raise InvalidConfigError(
+            f"Expected seconds since the epoch, got {brief(when)}",
+            path="until_wall",
+            hint="pass a finite time such as time.time()",
+        )
     return _seconds_to_ms(when)
+
+
+#: Seconds either side of the epoch a wall time may be (about 285 000
+#: years): its milliseconds stay exact as a double (Redis scores, Lua), and
+#: inf, NaN and huge ints are refused instead of failing in a conversion.
+_MAX_WALL_S = 2**53 // 1000
 
 
 def _seconds_to_ms(seconds: float) -> int:

@@ -14,15 +14,18 @@ import datetime as _dt
 import decimal
 import json
 import math
+import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from django_xsm.engine.run.context import MAX_DATA_DEPTH, too_deep
 from django_xsm.exceptions import (
     InvalidConfigError,
     SnapshotCorruptError,
     SnapshotTooLargeError,
     UnstorableValueError,
+    brief,
 )
 
 from .base import Codec
@@ -55,39 +58,54 @@ def to_json_ready(value: Any, path: str = "$") -> Any:
 
     Raises :class:`UnstorableValueError` (a ``TypeError`` and a
     ``ValueError``, with the path, e.g. ``$.context.tags``) for a value that
-    cannot be represented exactly, a string with a lone surrogate included.
+    cannot be represented exactly: a string with a lone surrogate, an int
+    of more digits than Python turns into text, and data nested more than
+    the engine's ``MAX_DATA_DEPTH`` levels (:class:`DataTooDeepError`,
+    naming ``path``) included.
     """
+    return _ready(value, path, path, 1)
+
+
+def _ready(value: Any, path: str, root: str, depth: int) -> Any:
     # Ordered by frequency: plain JSON scalars dominate real contexts.
     if isinstance(value, str):
         if not value.isascii():
             _check_text(value, path)
         return value
-    if value is None or isinstance(value, bool | int):
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > _SAFE_INT_BITS:
+            _check_int(value, path)
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise UnstorableValueError(path, f"{value!r} is not representable in JSON")
         return value
+    if isinstance(value, dict | list | tuple) and depth > MAX_DATA_DEPTH:
+        raise too_deep(root)
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise UnstorableValueError(
                     path,
-                    f"dict key {k!r:.60} is a {type(k).__name__}; JSON "
+                    f"dict key {brief(k)} is a {type(k).__name__}; JSON "
                     "object keys must be strings (convert it yourself)",
                 )
             if not k.isascii():
-                _check_text(k, f"{path} key {k!r:.60}")
-            out[k] = to_json_ready(v, f"{path}.{k}")
+                _check_text(k, f"{path} key {brief(k)}")
+            out[k] = _ready(v, f"{path}.{k}", root, depth + 1)
         return _tag("dict", [[k, v] for k, v in out.items()]) if _TAG in out else out
     if isinstance(value, list):
-        return [to_json_ready(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_ready(v, f"{path}[{i}]", root, depth + 1) for i, v in enumerate(value)]
     if isinstance(value, tuple):
-        return _tag("tuple", [to_json_ready(v, f"{path}[{i}]") for i, v in enumerate(value)])
+        return _tag(
+            "tuple", [_ready(v, f"{path}[{i}]", root, depth + 1) for i, v in enumerate(value)]
+        )
     if isinstance(value, decimal.Decimal):
         if not value.is_finite():
-            raise UnstorableValueError(path, f"{value!r} is not a finite Decimal")
+            raise UnstorableValueError(path, f"{brief(value)} is not a finite Decimal")
         return _tag("decimal", str(value))
     if isinstance(value, _dt.datetime):
         return _tag("datetime", value.isoformat())
@@ -101,8 +119,42 @@ def to_json_ready(value: Any, path: str = "$") -> Any:
         return _tag("bytes", base64.b64encode(value).decode("ascii"))
     raise UnstorableValueError(
         path,
-        f"{type(value).__name__} value {value!r:.60} cannot be stored; "
+        f"{type(value).__name__} value {brief(value)} cannot be stored; "
         "use JSON types, Decimal, datetime, date, time, UUID, bytes or tuples",
+    )
+
+
+#: Ints of at most this many bits always convert to text (Python's digit
+#: limit, ``sys.set_int_max_str_digits()``, is at least 640 digits).
+_SAFE_INT_BITS = 2_000
+
+
+def _check_int(value: int, path: str) -> None:
+    """An int JSON can hold: one Python converts to decimal text (at most
+    ``sys.get_int_max_str_digits()`` digits, 4300 by default)."""
+    if _has_long_int(value):
+        raise _long_int(value, path)
+
+
+def _has_long_int(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    if value.bit_length() <= _SAFE_INT_BITS:
+        return False
+    try:
+        int.__repr__(value)
+    except ValueError:
+        return True
+    return False
+
+
+def _long_int(value: int, path: str) -> UnstorableValueError:
+    digits = int(value.bit_length() * 0.30103) + 1
+    return UnstorableValueError(
+        path,
+        f"an int of about {digits} digits has more digits than Python converts to "
+        f"text (sys.get_int_max_str_digits() is {sys.get_int_max_str_digits()})",
+        hint="store such a number as a string",
     )
 
 
@@ -115,38 +167,58 @@ def _check_text(text: str, path: str) -> None:
     except UnicodeEncodeError:
         raise UnstorableValueError(
             path,
-            f"{text!r:.60} holds a lone surrogate, which UTF-8 cannot store",
+            f"{brief(text)} holds a lone surrogate, which UTF-8 cannot store",
             hint=_TEXT_HINT,
         ) from None
+
+
+def _has_surrogate(value: Any) -> bool:
+    if not isinstance(value, str) or value.isascii():
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _first_bad(value: Any, path: str, bad: Callable[[Any], bool]) -> tuple[str, Any] | None:
+    """The path and the value of the first leaf (or dict key) of ``value``
+    that ``bad`` flags, or None. Iterative: any depth."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, Mapping):
+            for k, v in item.items():
+                if bad(k):
+                    return f"{where} key {brief(k)}", k
+                stack.append((v, f"{where}.{k}"))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif bad(item):
+            return where, item
+    return None
 
 
 def surrogate_path(value: Any, path: str = "$") -> str | None:
     """The path of the first string (or dict key) in ``value`` holding a
     lone surrogate, or None. Iterative: any depth."""
-    stack: list[tuple[Any, str]] = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode()
-                except UnicodeEncodeError:
-                    return where
-        elif isinstance(item, Mapping):
-            for k, v in item.items():
-                if isinstance(k, str) and surrogate_path(k, where) is not None:
-                    return f"{where} key {k!r:.60}"
-                stack.append((v, f"{where}.{k}"))
-        elif isinstance(item, list | tuple):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
-    return None
+    found = _first_bad(value, path, _has_surrogate)
+    return None if found is None else found[0]
 
 
 def dumps_text(value: Any, path: str = "$") -> bytes:
     """Compact UTF-8 JSON of JSON-ready ``value``; a string with a lone
-    surrogate raises :class:`UnstorableValueError` naming its path instead
-    of ``UnicodeEncodeError``."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    surrogate or an int longer than Python converts to text raises
+    :class:`UnstorableValueError` naming its path, instead of
+    ``UnicodeEncodeError`` or ``ValueError``."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except ValueError:  # int-to-text conversion past sys.get_int_max_str_digits()
+        found = _first_bad(value, path, _has_long_int)
+        if found is None:
+            raise
+        raise _long_int(found[1], found[0]) from None
     try:
         return text.encode()
     except UnicodeEncodeError:
@@ -175,7 +247,7 @@ def _object_hook(obj: dict[str, Any]) -> Any:
         return obj
     decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
     if decoder is None:
-        raise ValueError(f"unknown tag {kind!r:.40}")
+        raise ValueError(f"unknown tag {brief(kind)}")
     try:
         return decoder(obj["v"])
     except Exception as exc:  # {"$xsm": "uuid", "v": 5} and the like: damaged, not a crash

@@ -27,6 +27,7 @@ from django_xsm.exceptions import (
     IdempotencyKeyError,
     IdempotencyMismatchError,
     InvalidConfigError,
+    brief,
 )
 
 from .base import retry_after_seconds
@@ -143,6 +144,11 @@ class EventView:
         return self.data.get(name, default)
 
 
+#: The longest ttl_s / lease_s (about 31 years): milliseconds of it stay
+#: exact, and inf or NaN are refused instead of failing in int().
+_MAX_SECONDS = 10**9
+
+
 class IdempotencyPlugin:
     """Deduplicate explicitly keyed events through ``inbox``.
 
@@ -165,10 +171,12 @@ class IdempotencyPlugin:
             raise InvalidConfigError("IdempotencyPlugin needs an inbox", path="inbox")
         for name, value in (("ttl_s", ttl_s), ("lease_s", lease_s)):
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 < value <= _MAX_SECONDS  # also false for NaN
             ):
                 raise InvalidConfigError(
-                    f"{name} must be a positive number of seconds, got {value!r}",
+                    f"{name} must be a positive number of seconds up to 1e9, got {brief(value)}",
                     path=name,
                 )
         self.inbox = inbox

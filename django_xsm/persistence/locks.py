@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError
+from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError, brief
 
 from .base import retry_after_seconds
 
@@ -54,6 +54,10 @@ class OptimisticLock(LockStrategy):
         return "OptimisticLock()"
 
 
+#: The longest wait for a busy lock accepted (about 31 years): finite.
+_MAX_TIMEOUT_S = 10**9
+
+
 class PessimisticLock(LockStrategy):
     """Hold the instance's token lock from open to commit.
 
@@ -72,13 +76,20 @@ class PessimisticLock(LockStrategy):
     def __init__(
         self, timeout: float = 1.0, *, ttl_ms: int | None = None, poll_s: float = 0.01
     ) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 <= timeout <= _MAX_TIMEOUT_S  # also false for NaN
+        ):
             raise InvalidConfigError(
-                f"timeout must be a number of seconds >= 0, got {timeout!r}", path="timeout"
+                f"timeout must be a number of seconds from 0 to 1e9, got {brief(timeout)}",
+                path="timeout",
             )
-        if ttl_ms is not None and (not isinstance(ttl_ms, int) or ttl_ms < 1):
+        if ttl_ms is not None and (
+            isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 1 <= ttl_ms <= 10**12
+        ):
             raise InvalidConfigError(
-                f"ttl_ms must be a positive int, got {ttl_ms!r}", path="ttl_ms"
+                f"ttl_ms must be an int from 1 to 1e12, got {brief(ttl_ms)}", path="ttl_ms"
             )
         self.timeout = float(timeout)
         self.ttl_ms = ttl_ms

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias
 
-from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
 
 from .claim_records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
 from .outbox import Emitted
@@ -22,6 +22,7 @@ from .outbox import Emitted
 __all__ = [
     "COMMIT_HISTORY",
     "MAX_EPOCH_MS",
+    "MAX_VERSION",
     "ClaimOutcome",
     "ClaimRequest",
     "ClaimStatus",
@@ -69,7 +70,8 @@ def check_commit_id(commit_id: object) -> None:
     # every id-less commit a "replay" of the previous one.
     if not isinstance(commit_id, str) or not _COMMIT_ID.fullmatch(commit_id):
         raise InvalidConfigError(
-            f"commit_id must be 1-128 printable ASCII characters without spaces, got {commit_id!r}",
+            "commit_id must be 1-128 printable ASCII characters without spaces, "
+            f"got {brief(commit_id)}",
             path="commit_id",
             hint="use secrets.token_hex(12)",
         )
@@ -77,6 +79,10 @@ def check_commit_id(commit_id: object) -> None:
 
 #: The latest epoch millisecond a ``datetime`` can hold (9999-12-31).
 MAX_EPOCH_MS = 253_402_300_799_999
+#: Versions are below this: a Lua number (a double) holds every int below
+#: 2**53 exactly, and the scripts compare and count versions as numbers. A
+#: stored version beyond it is damage, never reached by commits.
+MAX_VERSION = 2**53
 
 
 def ms_to_datetime(ms: int) -> _dt.datetime:

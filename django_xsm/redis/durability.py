@@ -18,7 +18,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, NotDurableError
+from django_xsm.exceptions import InvalidConfigError, NotDurableError, brief
 
 from .keys import KeyLayout
 from .ops import Call, Cmd
@@ -62,12 +62,13 @@ class Durability:
             or not 0 <= min_replicas <= MAX_MIN_REPLICAS
         ):
             raise InvalidConfigError(
-                f"min_replicas must be an int from 0 to {MAX_MIN_REPLICAS}, got {min_replicas!r}",
+                f"min_replicas must be an int from 0 to {MAX_MIN_REPLICAS}, "
+                f"got {brief(min_replicas)}",
                 path="min_replicas",
             )
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
             raise InvalidConfigError(
-                f"replica_timeout_ms must be an int of at least 1, got {timeout_ms!r}",
+                f"replica_timeout_ms must be an int of at least 1, got {brief(timeout_ms)}",
                 path="replica_timeout_ms",
                 hint="WAIT 0 would block forever; 100 ms is a common budget",
             )

@@ -13,8 +13,13 @@ import datetime as _dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError
-from django_xsm.persistence.base import validate_key, wall_to_ms
+from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.persistence.base import (
+    check_log_read,
+    check_read_last,
+    validate_key,
+    wall_to_ms,
+)
 from django_xsm.persistence.records import LogEntry, TransitionRecord
 
 from . import ops
@@ -35,7 +40,7 @@ class LogCore:
             isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 1
         ):
             raise InvalidConfigError(
-                f"maxlen must be a positive int or None, got {maxlen!r}", path="maxlen"
+                f"maxlen must be a positive int or None, got {brief(maxlen)}", path="maxlen"
             )
         self.state = LayoutState(prefix, buckets)
         self.maxlen = maxlen
@@ -62,12 +67,7 @@ class LogCore:
 
     def read(self, key: str, after_seq: int, limit: int | None) -> Op[list[TransitionRecord]]:
         validate_key(key)
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
-        ):
-            raise InvalidConfigError(
-                f"limit must be a positive int or None, got {limit!r}", path="limit"
-            )
+        check_log_read(after_seq, limit)
         layout = yield from self.state.ensure()
         out: list[TransitionRecord] = []
         start = f"({int(after_seq)}-0" if after_seq > 0 else "-"
@@ -82,6 +82,7 @@ class LogCore:
 
     def read_last(self, key: str, count: int) -> Op[list[TransitionRecord]]:
         validate_key(key)
+        check_read_last(count)
         layout = yield from self.state.ensure()
         if count < 1:
             return []
@@ -152,7 +153,7 @@ class LogCore:
         if bucket is None:
             buckets: Sequence[int] = range(layout.buckets)
         elif isinstance(bucket, bool) or not isinstance(bucket, int):
-            raise InvalidConfigError(f"bucket must be an int, got {bucket!r}", path="bucket")
+            raise InvalidConfigError(f"bucket must be an int, got {brief(bucket)}", path="bucket")
         elif not 0 <= bucket < layout.buckets:
             raise InvalidConfigError(
                 f"bucket {bucket} is out of range: this namespace has {layout.buckets}",

@@ -18,6 +18,7 @@ from django_xsm.exceptions import (
     InvalidConfigError,
     SnapshotCorruptError,
     SnapshotTooLargeError,
+    brief,
 )
 from django_xsm.persistence import records
 from django_xsm.persistence.base import Codec, validate_key
@@ -90,7 +91,7 @@ def check_ttl(value: Any, name: str) -> None:
     # its claims: refuse before any I/O instead.
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidConfigError(
-            f"{name} must be a positive number of milliseconds, got {value!r}", path=name
+            f"{name} must be a positive number of milliseconds, got {brief(value)}", path=name
         )
 
 
@@ -132,7 +133,7 @@ def parse_record(
             raise KeyError("d")
         version = int(h[b"v"])
         updated = int(h.get(b"u") or 0)
-        if version < 0 or not 0 <= updated <= records.MAX_EPOCH_MS:
+        if not 0 <= version < records.MAX_VERSION or not 0 <= updated <= records.MAX_EPOCH_MS:
             raise ValueError(version, updated)
     except (KeyError, ValueError, TypeError):
         raise SnapshotCorruptError(
@@ -141,7 +142,7 @@ def parse_record(
         ) from None
     data_bytes = data if isinstance(data, bytes) else str(data).encode()
     if limit is not None and len(data_bytes) > limit:
-        raise SnapshotTooLargeError(key, size=len(data_bytes), limit=limit)
+        raise SnapshotTooLargeError(key, size=len(data_bytes), limit=limit, stored=True)
     snapshot = codec.decode(data_bytes, key=key, version=version)
     failures: dict[str, records.TimerFailure] = {}
     raw_tf = h.get(b"tf")
@@ -246,7 +247,7 @@ def parse_open(
         return records.OpenResult(record=None, lock_busy_ms=int(busy))
     if int(size):
         # OPEN took nothing for us (no lock, no claim) and sent no bytes
-        raise SnapshotTooLargeError(request.key, size=int(size), limit=limit)
+        raise SnapshotTooLargeError(request.key, size=int(size), limit=limit, stored=True)
     fields = open_fields(reply)
     if int(exists) and not fields:
         # a hash holding none of a record's fields: damaged, not absent

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, brief
 from django_xsm.persistence.base import validate_key, validate_limit, validate_text
 from django_xsm.persistence.outbox import OutboxEntry
 
@@ -177,7 +177,7 @@ class OutboxCore:
         at, _, at_bucket = after.partition("/")
         if after and not (STREAM_ID.fullmatch(at) and (not at_bucket or at_bucket.isdigit())):
             raise InvalidConfigError(
-                f"after must be a DeadLetter.cursor, got {after!r}", path="after"
+                f"after must be a DeadLetter.cursor, got {brief(after)}", path="after"
             )
         layout = yield from self.state.ensure()
         last = int(at_bucket) if at_bucket else layout.buckets  # a bare id: after it everywhere

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, brief
 from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.outbox import OutboxEntry
 
@@ -188,7 +188,7 @@ def key_of(lease: object) -> str | None:
 
 def check_ms(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidConfigError(f"{name} must be an int >= 0 (ms), got {value!r}", path=name)
+        raise InvalidConfigError(f"{name} must be an int >= 0 (ms), got {brief(value)}", path=name)
     return value
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,23 @@ from .ops import Call, Cmd, b2s
 from .requests import Many, Op
 
 __all__ = ["StoreQueries"]
+
+logger = logging.getLogger("django_xsm.timers")
+
+
+def _due_ms(score: Any) -> int | None:
+    """A due-index score as epoch ms, or None for one that is no time
+    (inf, NaN, or too large to be an exact millisecond)."""
+    try:
+        value = float(score)
+    except (TypeError, ValueError):
+        return None
+    if not -_MAX_MS <= value <= _MAX_MS:  # also false for NaN
+        return None
+    return int(value)
+
+
+_MAX_MS = float(2**53)
 
 
 class StoreQueries:
@@ -90,9 +108,33 @@ class StoreQueries:
             for b in range(layout.buckets)
         )
         replies = yield Many(calls)
-        rows = [(int(float(r[i + 1])), b2s(r[i])) for r in replies for i in range(0, len(r), 2)]
+        rows: list[tuple[int, str]] = []
+        for reply in replies:
+            for i in range(0, len(reply), 2):
+                key, due = b2s(reply[i]), _due_ms(reply[i + 1])
+                if due is None:
+                    yield from self._park_damaged_due(key, b2s(reply[i + 1]))
+                else:
+                    rows.append((due, key))
         rows.sort()
         return [(k, d) for d, k in rows[:limit]]
+
+    def _park_damaged_due(self, key: str, score: str) -> Op[None]:
+        """A due-index entry whose score is no time (``-inf``, written by
+        something else): every scan would read it first and fail on it.
+        Parked with the reason instead (out of the due index, listed by
+        ``dead_letters()``), so scans go on; any commit of the instance
+        indexes it again."""
+        reason = f"due index entry scored {score[:40]}, not a time: the index was damaged"
+        parked = yield from self.park(key, reason)
+        logger.warning(
+            "xsm timer scan skipped %r: its due-index entry is scored %s, not a time; "
+            "%s. Any commit of the instance (an event, or the admin's 'Fire timers now') "
+            "indexes it again; 'manage.py xsm_forget' erases it",
+            key,
+            score[:40],
+            "parked it (dead letters)" if parked else "its record is gone",
+        )
 
     def record_timer_failure(
         self,

@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import InvalidConfigError, brief
 
 __all__ = ["MAX_WARM_RECORDS", "WarmRecords", "validate_warm_size"]
 
@@ -38,7 +38,7 @@ def validate_warm_size(value: object) -> int:
     """``warm_records``: an int from 0 (never warm) to MAX_WARM_RECORDS."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_WARM_RECORDS:
         raise InvalidConfigError(
-            f"warm_records must be an int from 0 to {MAX_WARM_RECORDS}, got {value!r}",
+            f"warm_records must be an int from 0 to {MAX_WARM_RECORDS}, got {brief(value)}",
             path="warm_records",
             hint="0 makes speculative opens plain reads",
         )

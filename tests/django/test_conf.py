@@ -24,6 +24,7 @@ def test_defaults_fill_every_key(settings: Any):
     assert s.audit.maxlen is None
     assert s.timers.max_attempts == 10
     assert s.request_id_header == "X-Request-ID"
+    assert s.max_payload_bytes == 65536
 
 
 def test_nested_dicts_merge_key_by_key(settings: Any):
@@ -78,6 +79,11 @@ def test_unknown_keys_are_named(settings: Any, value: dict[str, Any], named: str
         ({"EMBEDDED": "yes"}, "XSM['EMBEDDED']"),
         ({"SOCKET_TIMEOUT_S": 0}, "XSM['SOCKET_TIMEOUT_S']"),
         ({"MAX_SNAPSHOT_BYTES": 1.0}, "XSM['MAX_SNAPSHOT_BYTES']"),
+        ({"MAX_PAYLOAD_BYTES": 0}, "XSM['MAX_PAYLOAD_BYTES']"),
+        ({"MAX_PAYLOAD_BYTES": None}, "XSM['MAX_PAYLOAD_BYTES']"),
+        ({"MAX_PAYLOAD_BYTES": True}, "XSM['MAX_PAYLOAD_BYTES']"),
+        ({"MAX_PAYLOAD_BYTES": "64k"}, "XSM['MAX_PAYLOAD_BYTES']"),
+        ({"MAX_PAYLOAD_BYTES": 10**13}, "XSM['MAX_PAYLOAD_BYTES']"),
         ({"BUCKETS": 0}, "XSM['BUCKETS']"),
         ({"REQUEST_ID_HEADER": "X Request"}, "XSM['REQUEST_ID_HEADER']"),
         ({"IDEMPOTENCY": "on"}, "XSM['IDEMPOTENCY']"),
@@ -99,6 +105,36 @@ def test_wrong_types_and_values_are_named(settings: Any, value: dict[str, Any], 
     with pytest.raises(ImproperlyConfigured) as info:
         conf.get_settings()
     assert named in str(info.value)
+
+
+def _deep_tuple(depth: int = 3000) -> Any:
+    value: Any = ()
+    for _ in range(depth):
+        value = (value,)
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {_deep_tuple(): 1},
+        {10**5000: 1},
+        {"IDEMPOTENCY": {_deep_tuple(): 1, -(10**5000): 2}},
+        {"MAX_PAYLOAD_BYTES": _deep_tuple()},
+        {"LOCK": 10**5000},
+    ],
+    ids=["deep-tuple-key", "huge-int-key", "nested-keys", "deep-tuple-value", "huge-int-value"],
+)
+def test_keys_and_values_only_python_can_build_are_named_briefly(
+    settings: Any, value: dict[Any, Any]
+):
+    """repr() and str() of these raise (RecursionError, the int digit
+    limit): the problem list shows them bounded instead."""
+    settings.XSM = value
+    with pytest.raises(conf.InvalidSettings) as info:
+        conf.get_settings()
+    assert info.value.problems and all(len(p) < 600 for p in info.value.problems)
+    assert "((((...),),),)" in str(info.value) or "digits>" in str(info.value)
 
 
 def test_xsm_must_be_a_dict(settings: Any):

@@ -553,3 +553,150 @@ def test_readiness_reports_the_outbox_backlog(client: Any, backend: Any):
     objects.send("order:ob1", "PAYMENT_RECEIVED", payment_id="p1", amount_cents=500)  # emits
     after = client.get("/_xsm/ready").json()["outbox"]
     assert after["pending"] == 1 and after["dead"] == 0
+
+
+# --- hostile bodies (issue 21) ------------------------------------------------------------
+
+
+def _no_error_logged(caplog: Any) -> None:
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [(r.name, r.getMessage()[:200]) for r in errors]
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+@pytest.mark.parametrize("body", ["{}", '{"type": null}', '{"type": ""}', '{"type": 42}'])
+def test_an_event_without_a_usable_type_is_400_invalid_event(
+    client: Any, backend: Any, caplog: Any, prefix: str, body: str
+):
+    """docs/django.md's instance.send(data) with such a body: a 400, no 500."""
+    response = client.post(
+        f"/t/ie/{prefix}splat_mapping", data=body, content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY="ie",
+    )  # fmt: skip
+    assert response.status_code == 400
+    data = problem(response)
+    assert data["type"] == "http://testserver/_xsm/problems/invalid-event"
+    assert "non-empty string 'type'" in data["detail"]
+    assert not machines["ticket"].objects.exists("ticket:ie")
+    _no_error_logged(caplog)
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+@pytest.mark.parametrize("depth", [100, 101, 500])
+def test_a_payload_nested_100_levels_or_more_is_422_and_logs_no_error(
+    client: Any, backend: Any, caplog: Any, prefix: str, depth: int
+):
+    nested = "[" * depth + "1" + "]" * depth
+    response = client.post(
+        f"/t/deep/{prefix}splat_mapping", data='{"type": "BUMP", "d": ' + nested + "}",
+        content_type="application/json", HTTP_IDEMPOTENCY_KEY="deep",
+    )  # fmt: skip
+    assert response.status_code == 422
+    data = problem(response)
+    assert data["type"].endswith("/problems/unstorable-value")
+    assert data["detail"] == "$.payload is nested more than 100 levels deep"
+    assert not machines["ticket"].objects.exists("ticket:deep")
+    _no_error_logged(caplog)
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_a_body_over_django_upload_limit_is_413_not_an_html_400(
+    client: Any, backend: Any, caplog: Any, prefix: str
+):
+    """Django refuses to read a 5 MB body (DATA_UPLOAD_MAX_MEMORY_SIZE) when
+    the request's fingerprint is taken: a 413 problem, not Django's HTML
+    400 with an ERROR from its security logger."""
+    response = client.post(
+        f"/t/big5/{prefix}splat_mapping", data=json.dumps({"type": "BUMP", "t": "a" * 5_000_000}),
+        content_type="application/json", HTTP_IDEMPOTENCY_KEY="five-mb",
+    )  # fmt: skip
+    assert response.status_code == 413
+    data = problem(response)
+    assert data["type"].endswith("/problems/payload-too-large")
+    assert data["max_bytes"] == 2_621_440 and "2621440 bytes" in data["detail"]
+    assert not machines["ticket"].objects.exists("ticket:big5")
+    _no_error_logged(caplog)
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_a_body_the_view_reads_over_the_limit_is_413(
+    client: Any, backend: Any, caplog: Any, settings: Any, prefix: str
+):
+    """No Idempotency-Key to fingerprint: the view's own request.body is
+    where Django refuses it; the block it ran in writes nothing."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    settings.XSM = {**settings.XSM, "IDEMPOTENCY": {"REQUIRED": []}}
+    response = client.post(
+        f"/t/big6/{prefix}splat_mapping", data=json.dumps({"type": "BUMP", "t": "a" * 2000}),
+        content_type="application/json",
+    )  # fmt: skip
+    assert response.status_code == 413 and problem(response)["max_bytes"] == 1000
+    assert not machines["ticket"].objects.exists("ticket:big6")
+    _no_error_logged(caplog)
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_a_payload_over_max_payload_bytes_is_413_and_never_logged(
+    client: Any, backend: Any, xsm: Any, caplog: Any, prefix: str
+):
+    """A 2 MB anonymous payload used to be stored verbatim in the log."""
+    response = client.post(
+        f"/t/pl/{prefix}splat_mapping", data=json.dumps({"type": "BUMP", "t": "a" * 2_000_000}),
+        content_type="application/json", HTTP_IDEMPOTENCY_KEY="pl",
+    )  # fmt: skip
+    assert response.status_code == 413
+    data = problem(response)
+    assert data["max_bytes"] == 65536 and data["event"] == "BUMP"
+    assert "2000008 bytes, over the limit of 65536" in data["detail"]
+    assert not machines["ticket"].objects.exists("ticket:pl")
+    _no_error_logged(caplog)
+    xsm(MAX_PAYLOAD_BYTES=3_000_000)  # a deployment that accepts it
+    response = client.post(
+        f"/t/pl/{prefix}splat_mapping", data=json.dumps({"type": "BUMP", "t": "a" * 2_000_000}),
+        content_type="application/json", HTTP_IDEMPOTENCY_KEY="pl",
+    )  # fmt: skip
+    assert response.status_code == 200
+    [record] = machines["ticket"].objects.history("ticket:pl")
+    assert len(record.payload["t"]) == 2_000_000
+
+
+@pytest.mark.parametrize("prefix", SYNC_ASYNC)
+def test_a_new_snapshot_over_the_limit_is_422_snapshot_too_large(
+    client: Any, backend: Any, xsm: Any, caplog: Any, prefix: str
+):
+    """What the request's events made of the instance is the client's input:
+    a 422 (the request may be small; retrying it cannot help), not a 500."""
+    xsm(MAX_SNAPSHOT_BYTES=50)
+    response = post(client, f"/t/st/{prefix}bump", key="st")
+    assert response.status_code == 422
+    data = problem(response)
+    assert data["type"].endswith("/problems/snapshot-too-large")
+    assert "over the limit of 50 bytes" in data["detail"]
+    assert not machines["ticket"].objects.exists("ticket:st")
+    _no_error_logged(caplog)
+
+
+def test_a_stored_snapshot_over_the_limit_is_still_a_logged_500(
+    client: Any, backend: Any, caplog: Any
+):
+    """A record written under a larger limit is the operator's to fix."""
+    assert post(client, "/t/st2/bump", key="st2a").status_code == 201
+    backend.store.max_snapshot_bytes = 50  # as if the setting were lowered since
+    response = post(client, "/t/st2/bump", key="st2b")
+    assert response.status_code == 500
+    assert problem(response)["type"].endswith("/problems/internal")
+    assert any("SnapshotTooLargeError" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("path", ["/_xsm/health", "/_xsm/ready", "/_xsm/problems/internal"])
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_django_xsm_urls_never_read_a_5_mb_body(
+    client: Any, backend: Any, caplog: Any, path: str, method: str
+):
+    """Health, readiness and the problem pages read no body: a 5 MB one is
+    never Django's HTML 400 there (GET answers as usual, POST is a 405)."""
+    response = client.generic(
+        method, path, data="a" * 5_000_000, content_type="application/octet-stream"
+    )
+    assert response.status_code == (200 if method == "GET" else 405)
+    _no_error_logged(caplog)

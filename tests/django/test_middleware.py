@@ -17,6 +17,7 @@ from django_xsm.middleware import (
     parse_idempotency_key,
 )
 from django_xsm.registry import machines
+from tests.django.conftest import problem
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -274,7 +275,10 @@ def test_a_view_cannot_let_a_payload_forge_the_actor(client: Any, backend: Any):
         "/t/f1/splat", data='{"type": "BUMP", "actor": "mallory"}',
         content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1",
     )  # fmt: skip
-    assert response.status_code == 500  # the view's bug, logged with its clear message
+    # refused like any event the request cannot send (a 400, not a 500)
+    assert response.status_code == 400
+    body = problem(response)
+    assert body["type"].endswith("/invalid-event") and "actor=" in body["detail"]
     assert machines["ticket"].objects.history("ticket:f1") == []
     assert not machines["ticket"].objects.exists("ticket:f1")
 

@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django_xsm import backend as stores
 from django_xsm.backend import clients
 from django_xsm.backend.transitions import TransitionPlugin
-from django_xsm.exceptions import StoreUnavailableError
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, StoreUnavailableError
 from django_xsm.persistence import (
     AuditPlugin,
     IdempotencyPlugin,
@@ -313,8 +313,12 @@ def test_lock_strategy(xsm: Any):
     assert isinstance(stores.lock_strategy("optimistic"), OptimisticLock)
     given = PessimisticLock(2.0)
     assert stores.lock_strategy(given) is given
-    with pytest.raises(ImproperlyConfigured):
+    # a call's argument, not a setting: an XsmError naming it
+    with pytest.raises(InvalidConfigError) as err:
         stores.lock_strategy("mutex")
+    assert err.value.path == "lock" and "'mutex'" in str(err.value)
+    with pytest.raises(ArgumentTypeError):
+        stores.lock_strategy(7)  # type: ignore[arg-type]
 
 
 def test_scanner_fires_due_timers_of_registered_machines(backend: Any):

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from django_xsm.engine import MachineLogic, create_machine
 from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError
@@ -346,6 +348,125 @@ def test_brief_is_bounded_for_any_value() -> None:
             raise RuntimeError("no")
 
     assert "Bad" in brief(Bad())
+
+
+class _Recursive:
+    def __repr__(self) -> str:
+        return repr(self)  # recurses without end
+
+
+class _NotText:
+    def __repr__(self) -> Any:
+        return 42  # repr() refuses it
+
+
+class _BigInt(int):
+    """An int subclass: reprlib dispatches it by name, to the generic case."""
+
+
+def _deep_tuple(depth: int) -> Any:
+    value: Any = ()
+    for _ in range(depth):
+        value = (value,)
+    return value
+
+
+def _nasty_leaf(name: str) -> Any:
+    """Built when drawn, by name: hypothesis prints a strategy's elements,
+    and some of these have no printable form."""
+    return {
+        "huge int": lambda: 10**5000,
+        "huge negative int": lambda: -(10**5000),
+        "huge int subclass": lambda: _BigInt(10**5000),
+        "nan": lambda: float("nan"),
+        "inf": lambda: float("inf"),
+        "surrogates": lambda: "\ud800" * 3,
+        "long text": lambda: "x" * 10**5,
+        "long bytes": lambda: b"\x00" * 10**5,
+        "bytearray": lambda: bytearray(b"y" * 10**4),
+        "recursive repr": _Recursive,
+        "repr not text": _NotText,
+        "deep tuple": lambda: _deep_tuple(3000),
+        "frozenset of a deep tuple": lambda: frozenset({_deep_tuple(50)}),
+        "self-containing list": _self_containing,
+    }[name]()
+
+
+def _self_containing() -> Any:
+    items: list[Any] = []
+    items.append(items)
+    return items
+
+
+_NASTY_NAMES = (
+    "huge int", "huge negative int", "huge int subclass", "nan", "inf", "surrogates",
+    "long text", "long bytes", "bytearray", "recursive repr", "repr not text", "deep tuple",
+    "frozenset of a deep tuple", "self-containing list",
+)  # fmt: skip
+_NASTY_LEAVES = st.one_of(
+    st.integers(), st.text(), st.binary(), st.sampled_from(_NASTY_NAMES).map(_nasty_leaf)
+)
+#: Values only Python can build: what every error message must print boundedly.
+NASTY = st.recursive(
+    _NASTY_LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=6),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(st.text(max_size=5), st.integers()), inner, max_size=6),
+        inner.map(lambda v: {_deep_tuple(2000): v}),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(value=NASTY)
+def test_brief_is_total_and_bounded_over_nasty_values(value: Any) -> None:
+    """What every error message prints a caller's value with: never an
+    exception, never more than 100 characters."""
+    from django_xsm.exceptions import brief
+
+    text = brief(value)
+    assert isinstance(text, str) and 0 < len(text) <= 100
+
+
+# -- arguments of the public faces -------------------------------------------------------
+
+
+@pytest.mark.parametrize("state_id", [[], {}, None, 1, b"a", _deep_tuple(3000)], ids=_case)
+def test_matches_refuses_a_state_id_that_is_not_a_str(state_id: Any) -> None:
+    from django_xsm.exceptions import ArgumentTypeError
+
+    inst = create_machine({"id": "m", "initial": "a", "states": {"a": {}}}).start()
+    with pytest.raises(ArgumentTypeError) as err:
+        inst.matches(state_id)
+    assert err.value.path == "state_id" and len(str(err.value)) < 200
+    assert inst.matches("a") and inst.matches("m.a") and not inst.matches("zz")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"entry_seq": 10**5000},
+        {"entry_seq": 2**53},
+        {"entry_seq": -1},
+        {"deadlines": [{"state_id": "m.a", "entry": 10**5000, "due_ms": 5, "event_type": "E",
+                        "delay": "5"}]},
+        {"deadlines": [{"state_id": "m.a", "entry": 1, "due_ms": 2**70, "event_type": "E",
+                        "delay": "5"}]},
+    ],
+    ids=lambda c: next(iter(c)),
+)  # fmt: skip
+def test_a_snapshot_with_numbers_out_of_range_is_corrupt(change: dict[str, Any]) -> None:
+    from django_xsm.exceptions import SnapshotCorruptError
+
+    machine = create_machine(
+        {"id": "m", "initial": "a", "states": {"a": {"after": {"5": "b"}}, "b": {}}}
+    )
+    snap = {**machine.start().snapshot(), **change}
+    with pytest.raises(SnapshotCorruptError) as err:
+        machine.restore(snap)
+    assert len(str(err.value)) < 500
 
 
 @pytest.mark.parametrize(

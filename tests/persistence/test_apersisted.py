@@ -19,6 +19,7 @@ from django_xsm.exceptions import (
     InstanceNotFoundError,
     InvalidConfigError,
     LockTimeoutError,
+    PayloadTooLargeError,
     XsmError,
 )
 from django_xsm.persistence import (
@@ -238,3 +239,20 @@ async def test_bad_audit_metadata_is_refused_before_any_write(ab: AsyncBackends)
             order.send("ADD", reason=None)
     assert await ab.store.load("o:1") is None and await ab.log.read("o:1") == []
     assert c.runs == 0
+
+
+async def test_a_payload_over_max_payload_bytes_is_refused_before_its_claim(
+    ab: AsyncBackends,
+) -> None:
+    c = Counted()
+    async with apersisted(
+        ab.store, "o:1", c.machine, plugins=ab.plugins(), max_payload_bytes=20
+    ) as order:
+        with pytest.raises(PayloadTooLargeError) as err:
+            await order.asend("ADD", idempotency_key="evt-1", note="x" * 20)
+        assert (err.value.size, err.value.limit) == (31, 20)
+        with pytest.raises(PayloadTooLargeError):
+            order.send("ADD", note="x" * 20)
+    assert await ab.store.load("o:1") is None and c.runs == 0
+    async with apersisted(ab.store, "o:1", c.machine, plugins=ab.plugins()) as order:
+        assert (await order.asend("ADD", idempotency_key="evt-1")).accepted  # never claimed

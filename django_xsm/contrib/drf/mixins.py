@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.db import models
 from django.http import Http404, HttpResponse, HttpResponseBase
 from rest_framework import serializers, viewsets
@@ -42,6 +42,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from django_xsm import conf, http
+from django_xsm.engine.run.context import too_deep
 from django_xsm.exceptions import InvalidConfigError, XsmError
 from django_xsm.fields import BoundStatechart, StatechartField, project_value
 from django_xsm.fields.binding import RowNotFoundError
@@ -55,6 +56,7 @@ from django_xsm.persistence.locks import LockStrategy
 from .problems import (
     ProblemResponse,
     api_problem,
+    body_too_large_problem,
     invalid_key_problem,
     problem,
     problem_for_error,
@@ -190,6 +192,11 @@ class StatechartEventsMixin(_ViewSet):
             found = problem_for_error(exc, self.request)  # re-raises for Django's debug page
             found.exception = True
             return found
+        if isinstance(exc, RequestDataTooBig) and getattr(self, "action", None) == _ACTION:
+            # initial() hashes the body: over DATA_UPLOAD_MAX_MEMORY_SIZE, a 413
+            too_big = body_too_large_problem(self.request)
+            too_big.exception = True
+            return too_big
         response = super().handle_exception(exc)
         if getattr(self, "action", None) == _ACTION and not isinstance(response, ProblemResponse):
             return api_problem(response, getattr(self, "request", None))
@@ -238,7 +245,13 @@ class StatechartEventsMixin(_ViewSet):
             return invalid_key_problem(request, exc.message)
         info = _request_info(request)
         idem = info.key_for(request.method or "POST", required_methods(self.statechart_idempotent))
-        serializer = self.get_serializer(data=request.data)
+        try:
+            data = request.data
+        except RecursionError:
+            # Python 3.11 and 3.12's json parser: a body nested ~1000 levels
+            # deep; refused like one nested past the engine's limit
+            raise too_deep("payload") from None
+        serializer = self.get_serializer(data=data)
         serializer.is_valid(raise_exception=True)
         event: dict[str, Any] = dict(serializer.validated_data)
         etype = str(event["type"])

@@ -30,6 +30,7 @@ __all__ = [
     "PROBLEM_CONTENT_TYPE",
     "ProblemResponse",
     "api_problem",
+    "body_too_large_problem",
     "invalid_key_problem",
     "problem",
     "problem_for_error",
@@ -94,6 +95,11 @@ def invalid_key_problem(request: Request, detail: str) -> ProblemResponse:
     """400 ``invalid-key``: the row gives an instance key that is no valid key."""
     status, title, _ = http.PROBLEM_TYPES["invalid-key"]
     return _from_django(http.problem_response(None, status, "invalid-key", title, detail), request)
+
+
+def body_too_large_problem(request: Request) -> ProblemResponse:
+    """413 ``payload-too-large``: a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+    return _from_django(http.body_too_large_response(None), request)
 
 
 def problem(

@@ -60,12 +60,16 @@ ERROR_STATUSES: dict[int, str] = {
     "(reserved-event); the user may not send this event (the machine's PERMISSIONS); or "
     "DRF's authentication and permission classes refused the request.",
     404: "No such row (not-found).",
+    413: "The request body is larger than the server reads, or the event's payload is "
+    "larger than XSM['MAX_PAYLOAD_BYTES'] (payload-too-large).",
     409: "The event is not accepted in the current state (event-not-accepted); or, with "
     "Retry-After: a version conflict after the retries (conflict), the instance is "
     "locked (locked), or a request with this key is in flight (in-flight).",
     422: "No state of the chart takes the event type, a typo (unknown-event, with the "
     "closest types in suggestions); the key was used for another request "
-    "(idempotency-mismatch); or a value cannot be stored exactly (unstorable-value).",
+    "(idempotency-mismatch); a value cannot be stored exactly or is nested too deep "
+    "(unstorable-value); or the event would make the instance larger than "
+    "XSM['MAX_SNAPSHOT_BYTES'] (snapshot-too-large).",
     500: "The store refused the server's credentials (store-misconfigured), the instance "
     "was stored by another version of its chart (machine-changed), or another server error "
     "(internal).",

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,7 +20,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import QueryDict
 from rest_framework import serializers
 
+from django_xsm.exceptions import InvalidConfigError, UnsavedInstanceError, brief
 from django_xsm.fields import AvailableEvent, BoundStatechart
+from django_xsm.persistence.base import validate_key
 
 __all__ = [
     "AvailableEventSerializer",
@@ -29,6 +32,8 @@ __all__ = [
     "StatechartSerializerField",
     "describe_events",
 ]
+
+logger = logging.getLogger("django_xsm.drf")
 
 #: Form fields the browsable API adds to a form post; never event payload.
 _FORM_ONLY = frozenset({"csrfmiddlewaretoken"})
@@ -54,6 +59,14 @@ class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
 
     The user is ``context["request"].user``; without a request in the
     context only the events that need no permission are listed, never all.
+
+    A row whose instance key cannot be used (its placeholder value is
+    empty, holds a newline or another control character, or makes a key
+    over 512 characters) has no instance and never will: the events
+    endpoint refuses it (400 ``invalid-key``). This field shows it without
+    Redis I/O instead of failing the whole response: ``full_value`` gives
+    the row's column (the state the database holds), ``with_events`` that
+    column and no events; a WARNING names the row.
     """
 
     def __init__(self, *, with_events: bool = False, full_value: bool = False, **kwargs: Any):
@@ -73,11 +86,32 @@ class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
                 f"StatechartSerializerField {self.field_name!r} needs a StatechartField as its "
                 f"source; {self.source!r} is a {type(value).__name__}"
             )
+        if not (self.full_value or self.with_events):
+            return value.column  # no I/O, and no key needed
+        if not _usable_key(value):
+            return {"state": value.column, "events": []} if self.with_events else value.column
         events = describe_events(value.events(user=self._user())) if self.with_events else None
         state = value.value if self.full_value else value.column
         if events is None:
             return state
         return {"state": state, "events": events}
+
+
+def _usable_key(bound: BoundStatechart) -> bool:
+    """Whether the row has a usable instance key; a WARNING names it when not."""
+    try:
+        validate_key(bound.key)
+    except (InvalidConfigError, UnsavedInstanceError) as exc:
+        row = bound.row
+        logger.warning(
+            "%s %s has no usable statechart key for %s (%s); shown from its column, without events",
+            row._meta.label,
+            brief(row.pk),
+            bound.field.name,
+            exc.message,
+        )
+        return False
+    return True
 
 
 class _EventTypeField(serializers.CharField):
@@ -162,6 +196,9 @@ class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
     actual_version = serializers.IntegerField(required=False)
     replicas_required = serializers.IntegerField(required=False)
     replicas_acknowledged = serializers.IntegerField(required=False)
+    max_bytes = serializers.IntegerField(
+        required=False, help_text="payload-too-large: the most bytes the server accepts."
+    )
     # DRF's metaclass moves declared fields off the class, so this member
     # does not shadow Serializer.errors at runtime; only the stubs see both.
     errors = serializers.JSONField(  # type: ignore[assignment]

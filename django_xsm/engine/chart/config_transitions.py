@@ -352,7 +352,7 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
         if value in (RAISE, EMIT):
             problems.append(
                 (
-                    f"{value!r} needs an event",
+                    f"{brief(value)} needs an event",
                     path,
                     f'{{"type": "{value}", "event": {{"type": "E"}}}}',
                 )

@@ -4,7 +4,8 @@
 ``copy_data`` copies dicts, lists and tuples without recursion and returns
 scalars as they are; any other object goes through ``copy.deepcopy``
 (imported on first use). Data nested more than :data:`MAX_DATA_DEPTH`
-levels is refused with :class:`DataTooDeep`: deeper data could not be
+levels is refused with :class:`~django_xsm.exceptions.DataTooDeepError`
+(:func:`too_deep`): deeper data could not be
 compared, serialised or printed without ``RecursionError`` anyway. Equality
 of the copy with the live context is how the engine notices that actions
 changed the context.
@@ -21,17 +22,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 from django_xsm.engine.chart.problems import MAX_JSON_DEPTH
-from django_xsm.exceptions import InvalidConfigError
+from django_xsm.exceptions import DataTooDeepError, InvalidConfigError
 
 __all__ = [
     "MAX_DATA_DEPTH",
-    "DataTooDeep",
     "ListView",
     "MappingView",
     "ReadOnlyError",
     "copy_context",
     "copy_data",
     "read_only",
+    "too_deep",
 ]
 
 MAX_DATA_DEPTH = MAX_JSON_DEPTH  # the same cap as the config's context
@@ -39,20 +40,17 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 _IMMUTABLE = _SCALARS | {bytes, complex, frozenset, range}
 
 
-class DataTooDeep(InvalidConfigError):
-    """Context data nested more than :data:`MAX_DATA_DEPTH` levels."""
-
-    def __init__(self, what: str = "context") -> None:
-        super().__init__(
-            f"The {what} is nested more than {MAX_DATA_DEPTH} levels deep",
-            path=what,
-            hint="flatten it",
-        )
+def too_deep(what: str = "context") -> DataTooDeepError:
+    """The error for ``what`` nested more than :data:`MAX_DATA_DEPTH` levels:
+    the one depth rule of every walk over caller data (copies, redaction,
+    the stored forms of payloads and results)."""
+    return DataTooDeepError(what, limit=MAX_DATA_DEPTH)
 
 
 def copy_data(value: Any) -> Any:
     """A deep copy of JSON-shaped data (any other object: ``copy.deepcopy``);
-    :class:`DataTooDeep` beyond :data:`MAX_DATA_DEPTH` levels."""
+    :class:`~django_xsm.exceptions.DataTooDeepError` beyond
+    :data:`MAX_DATA_DEPTH` levels."""
     t = type(value)
     if t in _SCALARS:
         return value
@@ -81,7 +79,7 @@ def copy_data(value: Any) -> Any:
                 child = v
             elif vt is dict or vt is list or vt is tuple:
                 if depth >= MAX_DATA_DEPTH:
-                    raise DataTooDeep
+                    raise too_deep()
                 child = {} if vt is dict else []
                 stack.append((v, child, depth + 1))
                 if vt is tuple:
@@ -103,7 +101,7 @@ def _deepcopy(value: Any) -> Any:
     try:
         return copy.deepcopy(value)
     except RecursionError:
-        raise DataTooDeep from None
+        raise too_deep() from None
 
 
 def copy_context(value: Any, what: str = "context") -> dict[str, Any]:
@@ -117,8 +115,8 @@ def copy_context(value: Any, what: str = "context") -> dict[str, Any]:
         )
     try:
         copied: dict[str, Any] = copy_data(value)
-    except DataTooDeep:
-        raise DataTooDeep(what) from None
+    except DataTooDeepError:
+        raise too_deep(what) from None
     return copied
 
 

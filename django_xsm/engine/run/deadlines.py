@@ -20,6 +20,10 @@ from django_xsm.exceptions import InvalidConfigError, brief
 
 __all__ = ["Deadline", "delay_ms"]
 
+#: Entry numbers and due times of a stored deadline fit a signed 64-bit
+#: int (Redis scores, index values): a larger one is damage.
+_INT64 = 2**63
+
 
 class Deadline(Frozen):
     """One armed delayed transition (frozen value object).
@@ -90,6 +94,8 @@ class Deadline(Frozen):
         ):
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise ValueError(f"deadline {name} must be {kind.__name__}, got {brief(value)}")
+            if isinstance(value, int) and not -_INT64 <= value < _INT64:
+                raise ValueError(f"deadline {name} is out of range, got {brief(value)}")
         return cls(state_id, entry, due, event_type, delay)
 
 

@@ -30,15 +30,19 @@ from typing import Any
 
 from django_xsm.engine.chart.compiled import Chart
 from django_xsm.engine.chart.model import ATOMIC, FINAL, HISTORY, StateNode
-from django_xsm.exceptions import MigrationError, SnapshotCorruptError, brief
+from django_xsm.exceptions import DataTooDeepError, MigrationError, SnapshotCorruptError, brief
 
 from .configuration import mask_from_value
-from .context import DataTooDeep, copy_data
+from .context import copy_data
 from .deadlines import Deadline
 from .program import Program
 from .state import ACTIVE, DONE, STATUSES, RunState
 
 __all__ = ["SCHEMA", "SNAPSHOT_KEYS", "dump_snapshot", "load_snapshot"]
+
+#: entry_seq counts state entries: it stays below 2**53 (a JSON number any
+#: reader holds exactly); a larger one is damage.
+_MAX_SEQ = 2**53
 
 SCHEMA = 1
 SNAPSHOT_KEYS = (
@@ -172,14 +176,14 @@ def _load_fields(program: Program, data: Mapping[str, Any], now: int) -> RunStat
         raise _corrupt("context must be a dict with string keys")
     try:
         context = copy_data(ctx)
-    except DataTooDeep as exc:
+    except DataTooDeepError as exc:
         raise _corrupt(f"context: {exc.message}") from None
     status = data["status"]
     if status not in STATUSES:
         raise _corrupt(f"status must be 'active' or 'done', got {brief(status)}")
     seq = data["entry_seq"]
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise _corrupt(f"entry_seq must be an int >= 0, got {brief(seq)}")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < _MAX_SEQ:
+        raise _corrupt(f"entry_seq must be an int from 0 to 2**53 - 1, got {brief(seq)}")
     return RunState(
         program.configurations.get(mask),
         context,
@@ -242,6 +246,8 @@ def _load_deadlines(chart: Chart, raw: Any, mask: int, seq: int) -> tuple[Deadli
                 f"{brief(d.event_type)}"
             )
         if d.entry > seq or d.entry < 1:
-            raise _corrupt(f"deadlines[{i}]: entry {d.entry} is outside 1..entry_seq ({seq})")
+            raise _corrupt(
+                f"deadlines[{i}]: entry {brief(d.entry)} is outside 1..entry_seq ({seq})"
+            )
         out.append(d)
     return tuple(out)

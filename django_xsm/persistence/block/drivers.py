@@ -140,6 +140,7 @@ class _Driver:
         context: Mapping[str, Any] | None = None,
         clock: Callable[[], int] | None = None,
         speculative: bool = False,
+        max_payload_bytes: int | None = None,
     ) -> None:
         options = BlockOptions(
             plugins=tuple(plugins or ()),
@@ -154,6 +155,7 @@ class _Driver:
             context=context,
             clock=clock,
             speculative=speculative,
+            max_payload_bytes=max_payload_bytes,
         )
         self.block = PersistedInstance(store, key, machine, options)
         self.store = store
@@ -169,8 +171,10 @@ class persisted(_Driver):
     ``create=False`` raises ``InstanceNotFoundError`` for a missing key.
     ``idempotency_key`` (with ``fingerprint`` and ``principal``) claims a key
     for the whole block at open; ``strict=True`` makes every send raise
-    ``EventNotAcceptedError`` when no transition is taken. The options are
-    those of :class:`~django_xsm.persistence.block.options.BlockOptions`.
+    ``EventNotAcceptedError`` when no transition is taken.
+    ``max_payload_bytes`` refuses larger event payloads before any I/O
+    (``PayloadTooLargeError``). The options are those of
+    :class:`~django_xsm.persistence.block.options.BlockOptions`.
 
     ``speculative=True``: when the store committed this key last in this
     process, the block opens from that memory without a round trip and its

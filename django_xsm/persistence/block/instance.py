@@ -39,6 +39,7 @@ from django_xsm.persistence.idempotency import (
     ReplayedReceipt,
     raise_for_outcome,
 )
+from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import (
     ClaimOutcome,
     ClaimRequest,
@@ -236,6 +237,7 @@ class PersistedInstance(BlockState):
             except UnknownEventError as exc:
                 exc.key = self.key
                 raise
+        check_payload(etype, data, self.options.max_payload_bytes)
         if self.duplicate:
             replayed = self.claims.replay(etype, len(self.receipts))
             self.receipts.append(replayed)

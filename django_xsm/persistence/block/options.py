@@ -15,6 +15,7 @@ from typing import Any
 
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 from django_xsm.persistence.locks import LockStrategy, OptimisticLock
+from django_xsm.persistence.payloads import validate_max_payload_bytes
 from django_xsm.persistence.records import require_text
 
 __all__ = ["BlockOptions", "SendOptions"]
@@ -40,6 +41,9 @@ class BlockOptions:
     not change ride with the commit). Only for bodies without side effects
     outside the block: a duplicate or a stale read is found at commit,
     after the body ran (see ``PersistedInstance.replayed_at_close``).
+    ``max_payload_bytes``: refuse every send whose payload is larger, as
+    compact JSON (``PayloadTooLargeError``, before the send's I/O; see
+    :mod:`django_xsm.persistence.payloads`); None: no limit.
     """
 
     plugins: tuple[Any, ...] = ()
@@ -54,9 +58,11 @@ class BlockOptions:
     context: Mapping[str, Any] | None = None
     clock: Callable[[], int] | None = None
     speculative: bool = False
+    max_payload_bytes: int | None = None
 
     def __post_init__(self) -> None:
         require_text(self.actor, "actor", hint=_NO_ACTOR_HINT)
+        validate_max_payload_bytes(self.max_payload_bytes)
         require_text(self.correlation_id, "correlation_id")
         if self.context is not None and not isinstance(self.context, Mapping):
             raise ArgumentTypeError(

@@ -9,7 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
-from django_xsm.persistence.base import validate_key, wall_to_ms
+from django_xsm.persistence.base import (
+    check_log_read,
+    check_read_last,
+    validate_key,
+    wall_to_ms,
+)
 from django_xsm.persistence.codecs import dumps_text, loads_tagged
 from django_xsm.persistence.records import LogEntry, TransitionRecord
 
@@ -82,11 +87,15 @@ class MemoryLog:
     def read(
         self, key: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[TransitionRecord]:
+        validate_key(key)
+        check_log_read(after_seq, limit)
         with self._lock:
             rows = [r for r in self._records.get(key, ()) if r.seq > after_seq]
         return rows if limit is None else rows[:limit]
 
     def read_last(self, key: str, *, count: int = 20) -> list[TransitionRecord]:
+        validate_key(key)
+        check_read_last(count)
         with self._lock:
             rows = self._records.get(key, [])
             return list(rows[-count:]) if count > 0 else []

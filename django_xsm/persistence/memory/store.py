@@ -133,7 +133,9 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
 
     def _record(self, key: str, row: _Row) -> StoredRecord:
         if len(row.data) > self.max_snapshot_bytes:  # written under a larger limit
-            raise SnapshotTooLargeError(key, size=len(row.data), limit=self.max_snapshot_bytes)
+            raise SnapshotTooLargeError(
+                key, size=len(row.data), limit=self.max_snapshot_bytes, stored=True
+            )
         snapshot = self.codec.decode(row.data, key=key, version=row.version)
         return StoredRecord(
             key=key,

@@ -99,6 +99,9 @@ if parts > 0 then fields[1] = long_get(KEYS[1], 'd', parts) end
 -- the floors hash has a key's version only once it could vanish silently
 -- (ttl) or was deleted: a live record's own version bounds it too
 floor = math.max(floor, tonumber(fields[2]) or 0)
+-- a damaged version (not a number below 2^53) must not reach the reply as a
+-- number Redis cannot turn into an integer; the caller refuses the record
+if not (floor < 9007199254740992) then floor = 9007199254740991 end
 local exists = redis.call('EXISTS', KEYS[1])
 local replies, all_claimed = {}, true
 for i = 0, n - 1 do
@@ -153,7 +156,7 @@ return {0, floor, replies, fields, locked, exists, 0, head}
 #        nothing written)
 #       | {'conflict', actual or -1} | {'lock', actual or -1}
 #       | {'claim', actual or -1} | {'base', actual or -1} (not the base commit)
-#       | {'corrupt', -1} (version field unreadable)
+#       | {'corrupt', -1} (version field unreadable, or not below 2^53)
 # A unit that writes no snapshot for an absent key creates no record (its
 # marks and log entries still land, with version 0).
 COMMIT = (
@@ -178,7 +181,9 @@ local cur = redis.call('HMGET', KEYS[1], 'v', 'cid', 'u', 'dn', 'cidn', 'park', 
 local cid_whole = cur[2] and true or false
 if not cur[2] and cur[5] then cur[2] = long_get(KEYS[1], 'cid', cur[5]) end
 local exists = redis.call('EXISTS', KEYS[1]) == 1
-if exists and not tonumber(cur[1]) then return {'corrupt', -1} end
+if exists and not (tonumber(cur[1]) and tonumber(cur[1]) < 9007199254740992) then
+  return {'corrupt', -1}
+end
 local seen = applied_version(cur[2], cid)
 if seen then return {'dup', seen, 0, tonumber(cur[3])} end
 local now = now_ms()

@@ -62,13 +62,13 @@ def test_the_events_endpoint_has_its_body_and_every_status(schema: Any) -> None:
         "ADD", "PAY", "PAY_ANYWAY", "SHIP", "REFUND",
     ]  # fmt: skip
     responses = operation["responses"]
-    assert set(responses) == {"200", "400", "403", "404", "409", "422", "500", "503"}
+    assert set(responses) == {"200", "400", "403", "404", "409", "413", "422", "500", "503"}
     ok = responses["200"]
     assert ok["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/StatechartEventResult"
     }
     assert "Idempotent-Replayed" in ok["headers"]
-    for status in ("400", "403", "404", "409", "422", "500", "503"):
+    for status in ("400", "403", "404", "409", "413", "422", "500", "503"):
         assert responses[status]["content"] == {
             "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         }, status
@@ -77,6 +77,8 @@ def test_the_events_endpoint_has_its_body_and_every_status(schema: Any) -> None:
         "503",
     }
     assert "event-not-accepted" in responses["409"]["description"]
+    assert "payload-too-large" in responses["413"]["description"]
+    assert "snapshot-too-large" in responses["422"]["description"]
     assert "not-durable" in responses["503"]["description"]
     assert set(components["Problem"]["required"]) == {"type", "title", "status", "detail"}
     assert _header(operation, "Idempotency-Key")["required"] is True

@@ -14,7 +14,7 @@ from django_xsm.contrib.drf import StatechartSerializerField
 from django_xsm.registry import machines
 from tests.django.drf import views
 from tests.django.drf.conftest import DB_ALIASES
-from tests.fieldapp.models import Order, Parcel
+from tests.fieldapp.models import Order, Parcel, SlugOrder
 
 pytestmark = [
     pytest.mark.django_db(databases=DB_ALIASES),
@@ -155,3 +155,58 @@ def test_a_store_outage_while_serializing_is_a_503_problem(api: Any, alias: str,
     assert response.status_code == 503 and int(response["Retry-After"]) >= 1
     assert response["Content-Type"] == "application/problem+json"
     assert response.json()["type"] == "http://testserver/_xsm/problems/unavailable"
+
+
+# --- rows whose instance key cannot be used (issue 21) ----------------------------------
+
+UNUSABLE = {
+    "newline": "bad\nkey",
+    "control": "bad\x07key",
+    "empty": "",
+    "over 512": "x" * 600,
+}
+
+
+@pytest.mark.parametrize("slug", list(UNUSABLE.values()), ids=list(UNUSABLE))
+def test_a_row_without_a_usable_key_is_shown_from_its_column(
+    backend: Any, alias: str, alice: Any, caplog: Any, round_trips: Any, slug: str
+) -> None:
+    """It has no instance and never will: the column stands for the value,
+    no event is offered (the events endpoint refuses it, 400 invalid-key),
+    and a WARNING names the row; never an exception."""
+    row = SlugOrder(slug=slug)  # as the database returns it (no 600-char slug fits PostgreSQL)
+    row._state.adding, row._state.db = False, alias
+    with round_trips as rt:
+        data = views.SlugOrderSerializer(row, context=context_for(alice)).data
+    assert data == {
+        "slug": slug,
+        "status": "cart",  # the column: the machine's initial state
+        "status_value": "cart",
+        "status_events": {"state": "cart", "events": []},
+    }
+    assert rt.count == 0
+    warnings = [r for r in caplog.records if r.name == "django_xsm.drf"]
+    assert warnings and all(r.levelname == "WARNING" for r in warnings)
+    assert "fieldapp.SlugOrder" in warnings[0].getMessage()
+    assert "no usable statechart key" in warnings[0].getMessage()
+
+
+def test_one_row_without_a_usable_key_does_not_break_the_list(
+    api: Any, backend: Any, alias: str, alice: Any
+) -> None:
+    SlugOrder.objects.using(alias).create(slug="bad\nkey")
+    fine = SlugOrder.objects.using(alias).create(slug="fine")
+    fine.status.send("PAY_ANYWAY")
+    api.force_authenticate(alice)
+    response = api.get("/api/slug-orders/")
+    assert response.status_code == 200, response.content[:300]
+    by_slug = {item["slug"]: item for item in response.json()}
+    assert by_slug["bad\nkey"]["status_events"] == {"state": "cart", "events": []}
+    assert by_slug["bad\nkey"]["status_value"] == "cart"
+    assert by_slug["fine"]["status_value"] == "paid"
+    assert by_slug["fine"]["status_events"]["events"] == [{"type": "SHIP", "conditional": False}]
+    events = api.post(
+        "/api/slug-orders/bad%0Akey/events/", {"type": "ADD"}, format="json",
+        HTTP_IDEMPOTENCY_KEY="k",
+    )  # fmt: skip
+    assert events.status_code == 400 and events.json()["type"].endswith("/invalid-key")

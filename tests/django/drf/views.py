@@ -81,11 +81,22 @@ class MembersOrderViewSet(OrderViewSet):
     permission_classes = [permissions.IsAuthenticated]
 
 
-class SlugOrderViewSet(StatechartEventsMixin, viewsets.GenericViewSet):
-    """Keys from a string primary key: "slug-order:{slug}"."""
+class SlugOrderSerializer(serializers.ModelSerializer):
+    status = StatechartSerializerField()
+    status_value = StatechartSerializerField(source="status", full_value=True)
+    status_events = StatechartSerializerField(source="status", with_events=True)
+
+    class Meta:
+        model = SlugOrder
+        fields = ["slug", "status", "status_value", "status_events"]
+
+
+class SlugOrderViewSet(StatechartEventsMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Keys from a string primary key: "slug-order:{slug}" (a slug the
+    database holds may make no usable key: the list still answers)."""
 
     lookup_field = "slug"
-    serializer_class = serializers.Serializer
+    serializer_class = SlugOrderSerializer
 
     def get_queryset(self) -> Any:
         return SlugOrder.objects.using(DATABASE["alias"])
