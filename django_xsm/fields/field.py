@@ -19,6 +19,7 @@ from __future__ import annotations
 import string
 import sys
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 from django.apps import apps as global_apps
@@ -160,7 +161,8 @@ def _insert_database(row: models.Model) -> str:
     the insert compiler's (``save(using=...)``, ``QuerySet.using(...)``,
     ``bulk_create()``), which Django hands to no field hook. The router's
     choice when the caller is not a compiler (a direct call)."""
-    frame = sys._getframe(2)  # the compiler's pre_save_val(), or a subclass's pre_save()
+    # the compiler's pre_save_val(), or a subclass's pre_save() below it
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(3):
         if frame is None:
             break

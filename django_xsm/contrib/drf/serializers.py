@@ -19,7 +19,8 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import QueryDict
 from rest_framework import serializers
 
-from django_xsm.fields import AvailableEvent, BoundStatechart
+from django_xsm.exceptions import StoreUnavailableError
+from django_xsm.fields import AvailableEvent, BoundStatechart, column_value
 
 __all__ = [
     "AvailableEventSerializer",
@@ -54,6 +55,11 @@ class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
 
     The user is ``context["request"].user``; without a request in the
     context only the events that need no permission are listed, never all.
+
+    When Redis is unreachable the row's own column answers instead of an
+    error (the row is committed: a 503 would say nothing was written):
+    ``full_value`` gives the value the column stands for and
+    ``with_events`` gives ``"events": null`` (unknown).
     """
 
     def __init__(self, *, with_events: bool = False, full_value: bool = False, **kwargs: Any):
@@ -73,11 +79,22 @@ class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
                 f"StatechartSerializerField {self.field_name!r} needs a StatechartField as its "
                 f"source; {self.source!r} is a {type(value).__name__}"
             )
-        events = describe_events(value.events(user=self._user())) if self.with_events else None
-        state = value.value if self.full_value else value.column
-        if events is None:
+        events: list[dict[str, Any]] | None = None
+        try:
+            if self.with_events:
+                events = describe_events(value.events(user=self._user()))
+            state = value.value if self.full_value else value.column
+        except StoreUnavailableError:
+            events = None  # unknown until Redis answers again
+            state = self._column_value(value) if self.full_value else value.column
+        if not self.with_events:
             return state
         return {"state": state, "events": events}
+
+    @staticmethod
+    def _column_value(value: BoundStatechart) -> Any:
+        found = column_value(value.entry.machine.root, value.column)
+        return value.column if found is None else found
 
 
 class StatechartEventSerializer(serializers.Serializer):  # type: ignore[type-arg]
