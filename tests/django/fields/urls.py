@@ -9,4 +9,6 @@ urlpatterns = [
     path("orders/<int:pk>/pay", views.pay),
     path("orders/<int:pk>/apay", views.apay),
     path("slug-orders/<str:name>/add", views.add),
+    path("tickets/<uuid:pk>/assign", views.assign),
+    path("tickets/<uuid:pk>/split", views.split),
 ]
