@@ -23,11 +23,11 @@ from django.db import transaction
 
 from django_xsm import backend as stores
 from django_xsm.backend.build import get_outbox
-from django_xsm.fields import BoundStatechart, column_value, project_value
+from django_xsm.fields import BoundStatechart
 from django_xsm.persistence import retry_on_conflict
 from django_xsm.registry import machines
 from tests.django.fields.conftest import DB_ALIASES
-from tests.fieldapp.machines import DESK_ENTRY_FAILS, PARCEL, parcel
+from tests.fieldapp.machines import DESK_ENTRY_FAILS
 from tests.fieldapp.models import Order, Ticket
 
 pytestmark = pytest.mark.django_db(databases=DB_ALIASES, transaction=True)
@@ -352,28 +352,3 @@ def _sync(alias: str, **kwargs: Any) -> Any:
     from django_xsm.fields.sync import sync_field
 
     return sync_field(Ticket._meta.get_field("status"), using=alias, **kwargs)
-
-
-# --- the value a state column stands for --------------------------------------------
-
-
-def _configurations() -> list[Any]:
-    values: list[Any] = ["packing", {"shipping": "picked"}, {"shipping": "loaded"}]
-    for road in PARCEL["states"]["tracking"]["states"]["road"]["states"]:
-        for customs in PARCEL["states"]["tracking"]["states"]["customs"]["states"]:
-            values.append({"tracking": {"road": road, "customs": customs}})
-    return values
-
-
-@pytest.mark.parametrize("value", _configurations())
-def test_column_value_inverts_the_projection(value: Any) -> None:
-    assert column_value(parcel.root, project_value(value)) == value
-
-
-@pytest.mark.parametrize(
-    "column",
-    ["", "nowhere", "shipping", "packing,packing", "tracking.road.moving",
-     "shipping.picked,shipping.loaded", "packing.inner", "tracking.road.moving,elsewhere.x"],
-)  # fmt: skip
-def test_column_value_is_none_for_a_column_the_chart_cannot_hold(column: str) -> None:
-    assert column_value(parcel.root, column) is None
