@@ -20,6 +20,7 @@ from django.core import serializers
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import transaction
+from django.test.utils import isolate_apps
 
 from django_xsm import backend as stores
 from django_xsm.backend.build import get_outbox
@@ -119,6 +120,21 @@ def test_bulk_create_creates_every_instance(alias: str, backend: Any) -> None:
     for order in orders:  # primary keys the database returned
         assert order.pk is not None
         assert machines["shop"].objects.get(f"shop:{order.pk}").version == 1
+
+
+def test_a_proxy_models_create_creates_the_instance(alias: str, backend: Any) -> None:
+    with isolate_apps("tests.fieldapp"):
+
+        class ProxyTicket(Ticket):
+            class Meta:
+                proxy = True
+                app_label = "fieldapp"
+
+    ticket = ProxyTicket.objects.using(
+        alias
+    ).create()  # autocommit: post_save's sender is the proxy
+    assert machines["desk"].objects.get(f"desk:{ticket.pk}").version == 1
+    assert desk_row(ticket) == ("open", 1)
 
 
 def test_acreate_and_asave_create_the_instance(alias: str, backend: Any) -> None:
