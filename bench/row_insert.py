@@ -14,7 +14,7 @@ free loopback port, stopped by pid, or ``XSM_REDIS_URL``), for
 
 The two run interleaved in one process: ``--rounds`` rounds of
 ``--number`` inserts each, the order flipped every other round (ABBA), so
-a busy machine's drift hits both alike; a warm-up round is discarded.
+a busy machine's drift hits both alike, after 20 warm-up inserts of each.
 Prints one JSON row per round and variant, then the median, minimum and
 maximum µs per insert of each, and the SQL statements and Redis round
 trips of one insert.
@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from model_field import BENCH_DB, RoundTrips, _pg_admin, redis_server, setup_django  # noqa: E402
+from model_field import BENCH_DB, RoundTrips, _pg_admin, redis_server, setup_django
 
 
 def plain_model() -> Any:
@@ -73,13 +73,16 @@ def costs(insert: Callable[[int], Any], rt: RoundTrips) -> dict[str, int]:
     before = rt.count
     with CaptureQueriesContext(connections["postgres"]) as queries:
         insert(0)
+    if os.environ.get("BENCH_SHOW_SQL"):
+        for query in queries.captured_queries:
+            print(query["sql"][:160], file=sys.stderr)
     return {"round_trips": rt.count - before, "sql": len(queries.captured_queries)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--number", type=int, default=300, help="inserts per round and variant")
-    parser.add_argument("--rounds", type=int, default=9, help="measured rounds (after a warm-up)")
+    parser.add_argument("--rounds", type=int, default=9, help="measured rounds")
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, redis_server() as url:
@@ -95,14 +98,14 @@ def main() -> None:
             "plain": lambda i: plain.objects.using("postgres").create(total=i),
             "field": lambda i: Order.objects.using("postgres").create(total=i),
         }
-        found = {name: costs(fn, rt) for name, fn in variants.items()}
         order = list(variants)
+        for name in order:  # warm-up: connections, scripts, the namespace marker
+            per_insert(variants[name], 20)
+        found = {name: costs(fn, rt) for name, fn in variants.items()}
         runs: dict[str, list[float]] = {name: [] for name in order}
-        for r in range(args.rounds + 1):
+        for r in range(1, args.rounds + 1):
             for name in order if r % 2 else reversed(order):
                 us = per_insert(variants[name], args.number)
-                if r == 0:
-                    continue  # warm-up: connections, scripts, caches
                 runs[name].append(us)
                 print(json.dumps({"round": r, "variant": name, "us_per_insert": round(us, 1)}))
         summary = {

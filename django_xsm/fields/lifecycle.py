@@ -98,9 +98,11 @@ def _create(field: FieldSpec, row: models.Model) -> None:
         # database did not return (bulk_create(ignore_conflicts=True))
         return
     try:
-        BoundStatechart(row, field).create()
+        validate_key(instance_key(row, field))
     except (UnsavedInstanceError, InvalidConfigError):
         return  # no usable key: the reconciler reports the row as unkeyed
+    try:
+        BoundStatechart(row, field).create()
     except XsmError as exc:
         # The class only: a message may name the server (never logged).
         logger.warning(
@@ -111,10 +113,11 @@ def _create(field: FieldSpec, row: models.Model) -> None:
             type(exc).__name__,
         )
     except Exception:
-        # An entry action raised: a bug in the chart's code, not the row's.
+        # An entry action raised (a bug in the chart's code), or worse: the
+        # traceback says which.
         logger.exception(
             "%s pk=%r: its statechart was not created when the row was saved; "
-            "'manage.py xsm_sync_models' creates it once the action is fixed",
+            "'manage.py xsm_sync_models' creates it once the error below is fixed",
             row._meta.label,
             row.pk,
         )

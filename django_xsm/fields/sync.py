@@ -143,10 +143,10 @@ def sync_field(
 ) -> SyncReport:
     """Repair lagging rows of ``f``, create the instances of rows that have
     none, and report what cannot be repaired (see the module docstring).
-    One Redis load per row (and two round trips per instance created). ``orphan_min_age_s``:
-    ``forget_orphans`` leaves instances committed less than that many
-    seconds ago (a row created in a transaction that has not committed
-    yet looks exactly like an orphan)."""
+    One Redis load per row, two round trips more per instance created.
+    ``orphan_min_age_s``: ``forget_orphans`` leaves instances committed
+    less than that many seconds ago (a row created in a transaction that
+    has not committed yet looks exactly like an orphan)."""
     model = f.model
     report = SyncReport(f"{model._meta.label}.{f.name}", dry_run=dry_run)
     objects = machines[f.machine_name].objects
