@@ -90,6 +90,9 @@ def test_a_new_rows_initial_timer_fires_through_the_scanner(
     assert emitted(key) == ["desk.opened"]  # the entry action's event, queued once
     assert desk_row(ticket) == ("open", 1)  # the row moved to the created version
     assert ticket.status_version == 1
+    inspected = io.StringIO()
+    call_command("xsm_inspect", key, stdout=inspected)  # the key exists
+    assert "deadlines     1" in inspected.getvalue()
     clock_behind(0)
     result = scan()
     assert result["scanned"] == 1 and result["fired"] == 1 and result["errors"] == 0
