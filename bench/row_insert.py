@@ -10,7 +10,9 @@ free loopback port, stopped by pid, or ``XSM_REDIS_URL``), for
 
 * ``plain`` — a model with the same integer column and no field;
 * ``field`` — ``tests.fieldapp.models.Order`` (``status =
-  StatechartField(machine="shop")``): INSERT, creation, UPDATE.
+  StatechartField(machine="shop")``): INSERT, creation, UPDATE;
+* ``block`` — the creation's block alone, on keys no row has
+  (``objects.open(key)`` + ``save_created()``): the Redis part of it.
 
 The two run interleaved in one process: ``--rounds`` rounds of
 ``--number`` inserts each, the order flipped every other round (ABBA), so
@@ -90,13 +92,22 @@ def main() -> None:
             raise SystemExit("no PostgreSQL answers on 127.0.0.1:5432: nothing to measure")
         from django.db import connections
 
+        from django_xsm.registry import machines
         from tests.fieldapp.models import Order
 
         plain = plain_model()
         rt = RoundTrips()
+        shop = machines["shop"].objects
+        blocks = iter(range(10**9))
+
+        def block(i: int) -> None:
+            with shop.open(f"bench-new:{next(blocks)}") as b:
+                b.save_created()
+
         variants: dict[str, Callable[[int], Any]] = {
             "plain": lambda i: plain.objects.using("postgres").create(total=i),
             "field": lambda i: Order.objects.using("postgres").create(total=i),
+            "block": block,
         }
         order = list(variants)
         for name in order:  # warm-up: connections, scripts, the namespace marker
