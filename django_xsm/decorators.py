@@ -31,6 +31,10 @@ What a decorated view may rely on:
 * Errors become the responses of :mod:`django_xsm.http`, and so does a
   request body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413 problem, not
   Django's HTML 400) when the fingerprint or the view reads it.
+* Bound to a model (``model=``), a sync view's attempt runs inside
+  ``transaction.atomic()`` on the row's database: rows the view writes
+  there commit after the Redis commit and roll back with a failed block
+  or a conflict re-run, so an error answer (a 503 included) leaves none.
 
 Sync views run on the process's sync client, ``async def`` views on the
 event loop's asyncio client; both behave the same.
@@ -46,7 +50,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
 from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
-from django.db import models
+from django.db import models, router, transaction
 from django.http import HttpRequest, HttpResponseBase
 
 from django_xsm import backend, conf, http
@@ -206,6 +210,16 @@ class ViewInstance:
 
     def __repr__(self) -> str:
         return repr(self._block)
+
+
+def _row_transaction(row: models.Model | None) -> contextlib.AbstractContextManager[Any]:
+    """A model-bound view's attempt runs in a transaction of its row's
+    database: what the view writes there commits after the Redis commit,
+    and rolls back when the block fails (a 503 then means nothing was
+    written) or is run again on a conflict. Key-based views open none."""
+    if row is None:
+        return contextlib.nullcontext()
+    return transaction.atomic(using=row._state.db or router.db_for_write(type(row)))
 
 
 def _error_response(exc: XsmError, request: HttpRequest) -> HttpResponseBase:
@@ -417,7 +431,7 @@ def stateful_view(
                         opened = binding.statechart(row).open(**options(call))
                     else:
                         opened = call.entry.objects.open(call.key, **options(call))
-                    with opened as block:
+                    with _row_transaction(row), opened as block:
                         if block.duplicate:
                             return http.replay_response(block.replayed_result, request)
                         response = view(

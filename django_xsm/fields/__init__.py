@@ -11,12 +11,13 @@ from __future__ import annotations
 from .bound import BoundStatechart
 from .events import AvailableEvent
 from .field import StatechartField, StatechartVersionField
-from .projection import project_value
+from .projection import column_value, project_value
 
 __all__ = [
     "AvailableEvent",
     "BoundStatechart",
     "StatechartField",
     "StatechartVersionField",
+    "column_value",
     "project_value",
 ]

@@ -192,6 +192,30 @@ class BoundStatechart:
         """The transition log of this row's instance, oldest first."""
         return list(self.entry.objects.history(self.key, after_seq=after_seq, limit=limit))
 
+    # --- creating ------------------------------------------------------------------
+
+    def create(self) -> bool:
+        """Store the row's instance now unless it exists: the machine's
+        initial configuration, with the ``after`` deadlines of its states
+        armed and the events its entry actions emitted queued in the
+        outbox, in one commit; the row moves to that version. True when
+        this call stored it, False when the instance was there already.
+
+        What the commit of the row's INSERT runs (and ``manage.py
+        xsm_sync_models`` for a row whose creation failed). Fenced by the
+        commit's version check: of this call and a concurrent first send
+        (or another creation), exactly one stores the initial entry; the
+        other's commit conflicts, and its retry finds the instance.
+        Optimistic whatever ``XSM["LOCK"]`` says: a creation never waits."""
+
+        def attempt() -> bool:
+            with self.open(lock="optimistic") as block:
+                if block.created:
+                    block.save_created()
+            return block.committed is not None
+
+        return retry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
+
     # --- sending -------------------------------------------------------------------
 
     @contextlib.contextmanager

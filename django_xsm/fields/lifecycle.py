@@ -1,6 +1,22 @@
-"""What a row's lifecycle does to its statechart: deletion.
+"""What a row's lifecycle does to its statechart: creation and deletion.
 
-With ``on_delete="forget"`` (the default) deleting a row erases its Redis
+**Creation.** Once a row's INSERT commits (``transaction.on_commit``; at
+once in autocommit), its instance is stored: the initial configuration,
+its ``after`` deadlines armed, its entry actions' emitted events in the
+outbox (:meth:`~django_xsm.fields.bound.BoundStatechart.create`). Every
+non-raw INSERT calls the field's ``pre_save(add=True)``, which hands the
+row here with the database of the INSERT: ``save()``, ``objects.create()``
+and ``bulk_create()`` alike (fixtures and ``loaddata`` are raw: they are
+left to ``xsm_sync_models``). Inside a transaction the creation waits for
+its commit, and a rolled-back INSERT (or savepoint) creates nothing; an
+autocommit ``save()`` creates it from ``post_save``, once the row is
+written. The creation is fenced by the commit's version check, so a
+concurrent first send cannot apply the initial entry twice. If it fails
+(Redis unreachable), the row stays, one WARNING names it (model and
+primary key) and ``manage.py xsm_sync_models`` creates it later; nothing
+is raised to the code that saved the row.
+
+**Deletion.** With ``on_delete="forget"`` (the default) deleting a row erases its Redis
 instance and transition log once the deletion commits (through
 ``transaction.on_commit``: a rolled-back delete erases nothing). The
 erase is fenced: the instance's version is read when the row is deleted,
@@ -16,29 +32,98 @@ every proxy of the field's model as it is defined.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from django.db import models, transaction
-from django.db.models.signals import class_prepared, post_delete
+from django.db.models.signals import class_prepared, post_delete, post_save
 
 from django_xsm import backend
 from django_xsm.exceptions import InvalidConfigError, UnsavedInstanceError, XsmError
 from django_xsm.persistence.base import validate_key
 from django_xsm.registry import machines
 
+from .bound import BoundStatechart
 from .keys import FieldSpec, instance_key
 
-__all__ = ["forget_on_delete"]
+__all__ = ["create_after_save", "created_on_insert", "forget_on_delete"]
 
 logger = logging.getLogger("django_xsm.fields")
 
-#: (field, receiver) of every field that forgets on delete: a proxy of the
-#: field's (concrete) model defined later gets the same receivers.
-_RECEIVERS: list[tuple[FieldSpec, Callable[..., None]]] = []
+#: (signal, field, receiver) of every field: a proxy of the field's
+#: (concrete) model defined later gets the same receivers.
+_RECEIVERS: list[tuple[Any, FieldSpec, Callable[..., None]]] = []
 
 _LATER = "'manage.py xsm_sync_models --forget-orphans' erases it later"
+
+
+# --- creation ------------------------------------------------------------------------
+
+
+def _waiting(field: FieldSpec) -> str:
+    """The row attribute marking an INSERT whose creation ``post_save`` runs."""
+    return f"_xsm_create_{field.attname}"
+
+
+def created_on_insert(field: FieldSpec, row: models.Model, using: str) -> None:
+    """Called by the field's ``pre_save(add=True)``, just before the row's
+    INSERT on ``using``: inside a transaction, the creation is registered
+    with ``transaction.on_commit`` (the primary key is read when it runs);
+    in autocommit the INSERT has not run yet, so ``post_save`` creates it
+    (:func:`create_after_save`)."""
+    if transaction.get_connection(using).in_atomic_block:
+        transaction.on_commit(functools.partial(_create, field, row), using=using)
+    else:
+        row.__dict__[_waiting(field)] = True
+
+
+def create_after_save(field: FieldSpec) -> Callable[..., None]:
+    """A ``post_save`` receiver: the creation of a row saved in autocommit
+    (committed by now). Also connected for proxies of the model."""
+
+    def receiver(sender: Any, instance: models.Model, created: bool, **kwargs: Any) -> None:
+        if instance.__dict__.pop(_waiting(field), False) and created:
+            _create(field, instance)
+
+    _RECEIVERS.append((post_save, field, receiver))
+    return receiver
+
+
+def _create(field: FieldSpec, row: models.Model) -> None:
+    """Store ``row``'s instance; log instead of raising (the row is committed)."""
+    if row.pk is None:
+        # deleted since (delete() clears the primary key), or a key the
+        # database did not return (bulk_create(ignore_conflicts=True))
+        return
+    try:
+        validate_key(instance_key(row, field))
+    except (UnsavedInstanceError, InvalidConfigError):
+        return  # no usable key: the reconciler reports the row as unkeyed
+    try:
+        BoundStatechart(row, field).create()
+    except XsmError as exc:
+        # The class only: a message may name the server (never logged).
+        logger.warning(
+            "%s pk=%r: its statechart was not created when the row was saved (%s); "
+            "'manage.py xsm_sync_models' creates it",
+            row._meta.label,
+            row.pk,
+            type(exc).__name__,
+        )
+    except Exception:
+        # An entry action raised (a bug in the chart's code), or worse: the
+        # traceback says which.
+        logger.exception(
+            "%s pk=%r: its statechart was not created when the row was saved; "
+            "'manage.py xsm_sync_models' creates it once the error below is fixed",
+            row._meta.label,
+            row.pk,
+        )
+
+
+# --- deletion ------------------------------------------------------------------------
 
 
 def forget_on_delete(field: FieldSpec) -> Callable[..., None]:
@@ -90,19 +175,19 @@ def forget_on_delete(field: FieldSpec) -> Callable[..., None]:
 
         transaction.on_commit(forget, using=using)
 
-    _RECEIVERS.append((field, receiver))
+    _RECEIVERS.append((post_delete, field, receiver))
     return receiver
 
 
 def _connect_proxy(sender: type[models.Model], **kwargs: Any) -> None:
-    """``class_prepared``: a proxy model's deletions send ``post_delete``
-    with the proxy as sender; connect its concrete model's receivers."""
+    """``class_prepared``: a proxy model's saves and deletions send their
+    signals with the proxy as sender; connect its concrete model's receivers."""
     if not sender._meta.proxy:
         return
     concrete = sender._meta.concrete_model
-    for field, receiver in _RECEIVERS:
+    for signal, field, receiver in _RECEIVERS:
         if field.model is concrete:
-            post_delete.connect(receiver, sender=sender, weak=False)
+            signal.connect(receiver, sender=sender, weak=False)
 
 
 class_prepared.connect(_connect_proxy, dispatch_uid="django_xsm.fields.lifecycle.proxies")

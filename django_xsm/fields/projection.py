@@ -35,6 +35,7 @@ __all__ = [
     "RowMove",
     "aadvance_row",
     "advance_row",
+    "column_value",
     "field_move",
     "leaf_paths",
     "project_commit",
@@ -85,6 +86,52 @@ def leaf_paths(value: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, 
 def project_value(value: Any) -> str:
     """The state column for a state value (see the module docstring)."""
     return ",".join(".".join(path) for path in leaf_paths(value))
+
+
+_LEAVES = ("atomic", "final")
+
+
+def column_value(root: Any, column: str) -> Any:
+    """The XState state value a state column stands for, under ``root`` (a
+    chart's root node): the inverse of :func:`project_value`, without I/O.
+    None when the column names no configuration of this chart (a state
+    renamed since, a hand-edited column)."""
+    paths = [tuple(leaf.split(".")) for leaf in column.split(",")] if column else []
+    try:
+        return _value_below(root, paths)
+    except LookupError:
+        return None
+
+
+def _value_below(node: Any, paths: list[tuple[str, ...]]) -> Any:
+    """The value of ``node`` whose active leaves are ``paths`` (relative to
+    it); LookupError when they are not a configuration of it. Recursion is
+    bounded by the chart's depth."""
+    if node.type in _LEAVES:
+        # an atomic root has no leaf path; an atomic region is its own leaf
+        if paths != ([] if node.parent is None else [()]):
+            raise LookupError(paths)
+        return {}
+    if any(not path for path in paths):
+        raise LookupError(paths)
+    if node.type == "parallel":
+        value: dict[str, Any] = {}
+        for region in node.regions:
+            below = [path[1:] for path in paths if path[0] == region.key]
+            value[region.key] = _value_below(region, below)
+        if any(path[0] not in value for path in paths):
+            raise LookupError(paths)  # a leaf under no region
+        return value
+    keys = {path[0] for path in paths}
+    child = next((c for c in node.regions if c.key in keys), None)
+    if child is None or len(keys) != 1:
+        raise LookupError(paths)  # a compound state has one active child
+    below = [path[1:] for path in paths]
+    if child.type in _LEAVES:
+        if below != [()]:
+            raise LookupError(paths)
+        return child.key
+    return {child.key: _value_below(child, below)}
 
 
 class RowMove(TypedDict):

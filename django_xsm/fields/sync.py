@@ -5,11 +5,19 @@ lags when the database transaction around a send rolled back after the
 Redis commit (or the process died in between). :func:`sync_field` walks
 one field's rows in primary-key order, page by page, and moves every
 lagging row forward with the same fenced ``UPDATE`` the field uses, so
-running it beside live traffic never moves a row backwards. It also
-reports what it cannot repair:
+running it beside live traffic never moves a row backwards.
+
+It *creates* the instance of every row that never had one (version 0, no
+instance): its creation when the INSERT committed failed (Redis was
+unreachable), or the row was written raw (fixtures, ``loaddata``, a data
+migration, SQL). That is :meth:`BoundStatechart.create`, the creation the
+INSERT's commit runs, fenced the same way.
+
+It also reports what it cannot repair:
 
 - *missing* rows: the row saw a version but Redis has no instance (Redis
-  lost it, or it was forgotten);
+  lost it, or it was forgotten); creating it anew would restart a row
+  that had moved on, so it is only reported;
 - rows *ahead* of Redis: the row's version is higher than the instance's
   (a row copied or created with a version, a Redis restored from an older
   backup); a forward-only move cannot bring them back;
@@ -48,6 +56,7 @@ from django_xsm.exceptions import (
 from django_xsm.persistence.base import validate_key
 from django_xsm.registry import machines
 
+from .bound import BoundStatechart
 from .field import StatechartField
 from .keys import instance_key, key_pattern, row_lookup
 from .projection import advance_row, field_move, project_value
@@ -62,6 +71,8 @@ class SyncReport:
     label: str
     rows: int = 0
     repaired: int = 0
+    #: keys of the instances created (``dry_run``: that would be created)
+    created: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     ahead: list[str] = field(default_factory=list)
     #: rows without a usable key, by primary key (``repr``)
@@ -76,8 +87,9 @@ class SyncReport:
 
     @property
     def findings(self) -> bool:
-        """Anything ``--check`` reports: lagging, missing, ahead or orphaned."""
-        return bool(self.repaired or self.missing or self.ahead or self.orphans)
+        """Anything ``--check`` reports: lagging, uncreated, missing, ahead
+        or orphaned."""
+        return bool(self.repaired or self.created or self.missing or self.ahead or self.orphans)
 
 
 def statechart_fields(labels: list[str] | None = None) -> list[StatechartField]:
@@ -129,11 +141,12 @@ def sync_field(
     using: str = DEFAULT_DB_ALIAS,
     progress: Callable[[SyncReport], None] | None = None,
 ) -> SyncReport:
-    """Repair lagging rows of ``f`` and report what cannot be repaired (see
-    the module docstring). One Redis load per row. ``orphan_min_age_s``:
-    ``forget_orphans`` leaves instances committed less than that many
-    seconds ago (a row created in a transaction that has not committed
-    yet looks exactly like an orphan)."""
+    """Repair lagging rows of ``f``, create the instances of rows that have
+    none, and report what cannot be repaired (see the module docstring).
+    One Redis load per row, two round trips more per instance created.
+    ``orphan_min_age_s``: ``forget_orphans`` leaves instances committed
+    less than that many seconds ago (a row created in a transaction that
+    has not committed yet looks exactly like an orphan)."""
     model = f.model
     report = SyncReport(f"{model._meta.label}.{f.name}", dry_run=dry_run)
     objects = machines[f.machine_name].objects
@@ -172,6 +185,8 @@ def _sync_row(
     except InstanceNotFoundError:
         if seen > 0:
             report.missing.append(key)
+        else:
+            _create(f, row, key, report)
         return
     except StoreUnavailableError:
         raise  # Redis is down: every other row would fail the same way
@@ -195,6 +210,22 @@ def _sync_row(
     except DatabaseError as exc:
         report.repaired -= 1
         report.failed.append((key, f"{type(exc).__name__}: {exc}".splitlines()[0]))
+
+
+def _create(f: StatechartField, row: models.Model, key: str, report: SyncReport) -> None:
+    """Create the instance of a row that never had one (unless a dry run)."""
+    if report.dry_run:
+        report.created.append(key)
+        return
+    try:
+        made = BoundStatechart(row, f).create()
+    except StoreUnavailableError:
+        raise  # Redis is down: every other row would fail the same way
+    except Exception as exc:  # an entry action raised, an unstorable context: this row only
+        report.failed.append((key, f"{type(exc).__name__}: {exc}".splitlines()[0]))
+        return
+    if made:  # else its own creation or a first send stored it meanwhile
+        report.created.append(key)
 
 
 def _claimants(f: StatechartField) -> list[tuple[StatechartField, str | None]]:

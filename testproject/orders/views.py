@@ -120,7 +120,9 @@ def create_order(request: HttpRequest, *, instance: Any) -> HttpResponse:
     except BadInput as exc:
         return _bad(request, exc)  # nothing sent: nothing stored, the key is released
     # The row and the statechart are created together; a retried create
-    # (same key) finds both. The commit's projection fills the row's status.
+    # (same key) finds both. The row's INSERT commits at once (autocommit)
+    # and stores its statechart, so this block's commit conflicts and the
+    # view runs once more on it; the commit's projection fills the status.
     Order.objects.get_or_create(id=order_id_of(instance.key))
     for item in items:
         instance.send("ADD_ITEM", **item)

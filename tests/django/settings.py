@@ -79,6 +79,7 @@ XSM = {
         },
         "parcel": "tests.fieldapp.machines.parcel",
         "signup": "tests.fieldapp.machines.signup",
+        "desk": "tests.fieldapp.machines.desk",
     },
     "LOCK_TIMEOUT_S": 0.2,
     "CONFLICT_RETRIES": 2,
@@ -88,6 +89,7 @@ XSM = {
         "HANDLERS": {
             "order.paid": "testproject.orders.effects.send_receipt",
             "order.shipped": "testproject.orders.effects.ship_to_warehouse",
+            "desk.*": "tests.fieldapp.machines.desk_effect",
         }
     },
 }

@@ -58,6 +58,18 @@ class TinyParcel(models.Model):
     state = StatechartField(machine="parcel", max_length=12)
 
 
+class Ticket(models.Model):
+    """A help-desk ticket (UUID key): its initial state arms a timer and
+    emits an event, so its instance must exist once the row is saved."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4)
+    title = models.CharField(max_length=100, blank=True)
+    status = StatechartField(machine="desk", key="desk:{pk}")
+
+    def __str__(self) -> str:
+        return f"Ticket {self.pk}"
+
+
 class Signup(models.Model):
     """A chart whose initial state has an entry action (reads must not run it)."""
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from django_xsm.engine import MachineLogic, create_machine
-from django_xsm.exceptions import EventNotAcceptedError, UnstorableValueError
+from django_xsm.exceptions import ConflictError, EventNotAcceptedError, UnstorableValueError
 from django_xsm.persistence import AuditPlugin, IdempotencyPlugin, persisted
 from django_xsm.persistence.outbox import OutboxEntry
 from tests.support import Backends, backend_factory
@@ -158,3 +158,47 @@ def test_a_payload_member_named_strict_is_payload(b: Backends):
         inst.send({"type": "PAY", "amount": 2, "strict": False})  # payload, not the option
     (record,) = b.log.read("order:6")
     assert record.payload == {"amount": 2, "strict": False}
+
+
+#: Its initial state emits on entry and arms a 5 s timer.
+OPENING = create_machine(
+    {
+        "id": "desk",
+        "initial": "open",
+        "states": {
+            "open": {
+                "entry": {"type": "xstate.emit", "event": {"type": "desk.opened"}},
+                "after": {"5000": "late"},
+            },
+            "late": {},
+        },
+    }
+)
+
+
+def test_save_created_commits_a_started_instance_with_its_deadline_and_entry_events(
+    b: Backends,
+):
+    with persisted(b.store, "desk:1", OPENING) as desk:
+        assert desk.created
+        desk.save_created()  # nothing is sent: the start alone is committed
+    record = b.store.load("desk:1")
+    assert record is not None and record.version == 1 and record.snapshot["value"] == "open"
+    [(key, due_ms)] = b.store.due_keys(10**10)  # in the due index: the scanner finds it
+    assert key == "desk:1" and due_ms == record.snapshot["deadlines"][0]["due_ms"]
+    assert [(e.event, e.version) for e in outbox(b)] == [({"type": "desk.opened"}, 1)]
+    with persisted(b.store, "desk:1", OPENING) as desk:
+        desk.save_created()  # a stored instance: nothing to write
+    assert b.store.load("desk:1").version == 1 and len(outbox(b)) == 1
+
+
+def test_two_blocks_that_start_the_same_instance_commit_it_once(b: Backends):
+    first, second = persisted(b.store, "desk:2", OPENING), persisted(b.store, "desk:2", OPENING)
+    for block in (first.__enter__(), second.__enter__()):
+        block.save_created()
+    assert first.__exit__(None, None, None) is False
+    with pytest.raises(ConflictError) as lost:
+        second.__exit__(None, None, None)
+    assert (lost.value.expected, lost.value.actual) == (0, 1)
+    assert b.store.load("desk:2").version == 1
+    assert [e.event for e in outbox(b)] == [{"type": "desk.opened"}]  # one initial entry

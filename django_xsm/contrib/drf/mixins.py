@@ -40,6 +40,7 @@ from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import set_rollback
 
 from django_xsm import conf, http
 from django_xsm.engine.run.context import too_deep
@@ -185,12 +186,15 @@ class StatechartEventsMixin(_ViewSet):
 
     def handle_exception(self, exc: Exception) -> Response:
         """A django-xsm error from any action of the viewset (a store outage
-        while a ``with_events`` field loads, say) is its problem, as behind
-        XsmMiddleware; DRF's own errors on the events endpoint are problems
-        too."""
+        in ``perform_create``, say) is its problem, as behind XsmMiddleware,
+        and rolls back an ``ATOMIC_REQUESTS`` transaction as DRF's errors do;
+        DRF's own errors on the events endpoint are problems too."""
         if isinstance(exc, XsmError):
             found = problem_for_error(exc, self.request)  # re-raises for Django's debug page
             found.exception = True
+            # As DRF's own handler does: an ATOMIC_REQUESTS transaction rolls
+            # back, so a problem answer never leaves the action's rows behind.
+            set_rollback()
             return found
         if isinstance(exc, RequestDataTooBig) and getattr(self, "action", None) == _ACTION:
             # initial() hashes the body: over DATA_UPLOAD_MAX_MEMORY_SIZE, a 413

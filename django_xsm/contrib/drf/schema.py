@@ -124,8 +124,11 @@ class StatechartSerializerFieldSchema(OpenApiSerializerFieldExtension):  # type:
                 "state": state,
                 "events": {
                     "type": "array",
+                    "nullable": True,
                     "items": _EVENT_ITEM,
-                    "description": "The events the state accepts that the user may send.",
+                    "description": "The events the state accepts that the user may send; "
+                    "null when the statechart could not be read (its store was unreachable: "
+                    "state is then the row's column).",
                 },
             },
             "required": ["state", "events"],

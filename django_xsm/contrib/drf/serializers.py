@@ -20,8 +20,13 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import QueryDict
 from rest_framework import serializers
 
-from django_xsm.exceptions import InvalidConfigError, UnsavedInstanceError, brief
-from django_xsm.fields import AvailableEvent, BoundStatechart
+from django_xsm.exceptions import (
+    InvalidConfigError,
+    StoreUnavailableError,
+    UnsavedInstanceError,
+    brief,
+)
+from django_xsm.fields import AvailableEvent, BoundStatechart, column_value
 from django_xsm.persistence.base import validate_key
 
 __all__ = [
@@ -67,6 +72,10 @@ class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
     Redis I/O instead of failing the whole response: ``full_value`` gives
     the row's column (the state the database holds), ``with_events`` that
     column and no events; a WARNING names the row.
+    When Redis is unreachable the row's own column answers instead of an
+    error (the row is committed: a 503 would say nothing was written):
+    ``full_value`` gives the value the column stands for and
+    ``with_events`` gives ``"events": null`` (unknown).
     """
 
     def __init__(self, *, with_events: bool = False, full_value: bool = False, **kwargs: Any):
@@ -89,12 +98,24 @@ class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
         if not (self.full_value or self.with_events):
             return value.column  # no I/O, and no key needed
         if not _usable_key(value):
-            return {"state": value.column, "events": []} if self.with_events else value.column
-        events = describe_events(value.events(user=self._user())) if self.with_events else None
-        state = value.value if self.full_value else value.column
-        if events is None:
+            state = self._column_value(value) if self.full_value else value.column
+            return {"state": state, "events": []} if self.with_events else state
+        events: list[dict[str, Any]] | None = None
+        try:
+            if self.with_events:
+                events = describe_events(value.events(user=self._user()))
+            state = value.value if self.full_value else value.column
+        except StoreUnavailableError:
+            events = None  # unknown until Redis answers again
+            state = self._column_value(value) if self.full_value else value.column
+        if not self.with_events:
             return state
         return {"state": state, "events": events}
+
+    @staticmethod
+    def _column_value(value: BoundStatechart) -> Any:
+        found = column_value(value.entry.machine.root, value.column)
+        return value.column if found is None else found
 
 
 def _usable_key(bound: BoundStatechart) -> bool:

@@ -17,12 +17,17 @@ class Command(XsmCommand):
 Redis is the source of truth. A row lags when the database transaction of a
 send rolled back after the Redis commit; this moves every lagging row
 forward (fenced by version: it never moves a row backwards, so it is safe
-beside live traffic). It also reports rows whose instance Redis no longer
-has (missing), rows whose version is ahead of Redis (ahead), rows without a
-usable key (unkeyed), rows it could not read or update (failed) and Redis
-instances whose row is gone (orphans); --forget-orphans erases those.
-Exit status 1 when Redis or the database fails (a failed row included),
-3 with --check when anything lags, is missing, is ahead or is orphaned.
+beside live traffic). It creates the instance of every row that never had
+one (Redis was unreachable when the row's INSERT committed, or the row was
+loaded from a fixture): initial state, its timers armed, its initial
+emitted events queued; --dry-run lists them instead. It also reports rows
+whose instance Redis no longer has (missing: not re-created, the row had
+moved on), rows whose version is ahead of Redis (ahead), rows without a
+usable key (unkeyed), rows it could not read, create or update (failed)
+and Redis instances whose row is gone (orphans); --forget-orphans erases
+those. Exit status 1 when Redis or the database fails (a failed row
+included), 3 with --check when anything lags, had no instance, is missing,
+is ahead or is orphaned.
 
 examples:
   manage.py xsm_sync_models
@@ -67,7 +72,8 @@ examples:
         parser.add_argument(
             "--check",
             action="store_true",
-            help="Exit 3 when any row lagged, was missing or ahead, or any orphan was found.",
+            help="Exit 3 when any row lagged, had no instance, was missing or ahead, or any "
+            "orphan was found.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -108,7 +114,8 @@ examples:
             raise CommandError("some rows or models could not be synced (see above)")
         if options["check"] and found_any:
             raise CommandError(
-                "rows lagged, were missing or ahead, or orphans were found (see above)",
+                "rows lagged, had no instance, were missing or ahead, or orphans were found "
+                "(see above)",
                 returncode=3,
             )
 
@@ -121,6 +128,9 @@ examples:
             f"{report.label}: {report.rows} row(s), {verb} {report.repaired}, "
             f"{len(report.missing)} missing, {len(report.orphans)} orphan(s)"
         )
+        if report.created:
+            verb = "would create" if report.dry_run else "created"
+            line += f", {verb} {len(report.created)} instance(s)"
         for count, what in (
             (len(report.ahead), "ahead of Redis"),
             (len(report.unkeyed), "unkeyed"),
@@ -135,6 +145,11 @@ examples:
         if report.dry_run:
             line += " (dry run: nothing changed)"
         self.say(line, style=self.style.SUCCESS if not report.dry_run else None)
+        for key in report.created:
+            if report.dry_run:  # what a dry run is for: listed at every verbosity
+                self.say(f"  would create: {key}")
+            else:
+                self.say(f"  created: {key}", 2)
         for key in report.missing:
             self.say(f"  missing in Redis: {key}", 2)
         for key in report.ahead:

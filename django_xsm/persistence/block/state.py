@@ -88,6 +88,7 @@ class BlockState(InstanceReads):
         self._emitted: list[dict[str, Any]] = []  # for the outbox, in order
         self._accepted = 0
         self._changed = False
+        self._save_created = False
         self._poisoned: BaseException | None = None
         self._result: Any = _UNSET
 
@@ -113,6 +114,16 @@ class BlockState(InstanceReads):
         snapshot codec round-trips exactly (Decimal, datetime, UUID...);
         anything else raises ``TypeError`` naming its path, here."""
         self._result = to_json_ready(result, "$.result")
+
+    def save_created(self) -> None:
+        """Commit the instance this block started even if the body sends
+        nothing: its initial snapshot, the deadlines its initial states
+        armed and the events their entry actions emitted. No effect on a
+        block that loaded a stored instance (there is nothing to write);
+        the commit's version check makes a concurrent first commit of the
+        key win or lose as a whole (``ConflictError``)."""
+        self._check_open()
+        self._save_created = True
 
     # --- open ----------------------------------------------------------------
 
@@ -254,7 +265,8 @@ class BlockState(InstanceReads):
         current = self.instance.snapshot()
         # A body may also mutate the context directly: that is saved too.
         changed = self._changed or current != self._loaded
-        snapshot = current if changed or (self.record is None and self._accepted) else None
+        new = self.record is None and (self._accepted > 0 or self._save_created)
+        snapshot = current if changed or new else None
         failures = self.record.timer_failures if self.record is not None else {}
         new_failures: dict[str, TimerFailure] | None = None
         if snapshot is not None and failures:

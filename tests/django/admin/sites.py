@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin
 
 from django_xsm.admin import StatechartAdminMixin
-from tests.fieldapp.models import Order, Parcel, Shipment
+from tests.fieldapp.models import Order, Parcel, Shipment, Ticket
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -33,3 +33,10 @@ class ParcelAdmin(StatechartAdminMixin, _ModelAdmin):
 class ShipmentAdmin(StatechartAdminMixin, _ModelAdmin):
     list_display = ["id"]
     list_filter = ["delivery"]  # a plain name: the mixin puts its state filter there
+
+
+@admin.register(Ticket, site=shop_site)
+class TicketAdmin(StatechartAdminMixin, _ModelAdmin):
+    """An add form (title only): the new row's instance is created on commit."""
+
+    fields = ["title"]

@@ -20,6 +20,7 @@ XSM = {
         "shop": _BASE["MACHINES"]["shop"],
         "parcel": _BASE["MACHINES"]["parcel"],
         "signup": _BASE["MACHINES"]["signup"],
+        "desk": _BASE["MACHINES"]["desk"],
     },
     "TIMERS": {"MAX_ATTEMPTS": 2, "BACKOFF_S": 0.05},
 }

@@ -15,7 +15,7 @@ pytest.importorskip("rest_framework")
 from rest_framework.test import APIClient
 
 from tests.django.drf import views
-from tests.django.fields.conftest import DB_ALIASES, alias  # noqa: F401
+from tests.django.fields.conftest import DB_ALIASES, alias, routed  # noqa: F401
 
 __all__ = ["DB_ALIASES"]
 

@@ -14,6 +14,7 @@ router.register("members-orders", views.MembersOrderViewSet, basename="members-o
 router.register("slug-orders", views.SlugOrderViewSet, basename="slug-order")
 router.register("parcels", views.ParcelViewSet, basename="parcel")
 router.register("deliveries", views.DeliveryViewSet, basename="delivery")
+router.register("tickets", views.TicketViewSet, basename="ticket")
 
 urlpatterns = [
     path("", include("tests.django.urls")),

@@ -14,7 +14,7 @@ from typing import Any
 from rest_framework import authentication, mixins, permissions, serializers, viewsets
 
 from django_xsm.contrib.drf import StatechartEventsMixin, StatechartSerializerField
-from tests.fieldapp.models import Order, Parcel, Shipment, SlugOrder
+from tests.fieldapp.models import Order, Parcel, Shipment, SlugOrder, Ticket
 
 DATABASE = {"alias": "default"}
 #: ``HOOK["before_send"](view, block, row, event)``, when set.
@@ -125,3 +125,22 @@ class DeliveryViewSet(StatechartEventsMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> Any:
         return Shipment.objects.using(DATABASE["alias"])
+
+
+class TicketSerializer(serializers.ModelSerializer):
+    """docs/drf.md's serializer, on a model whose initial state arms a timer."""
+
+    status = StatechartSerializerField()
+    status_value = StatechartSerializerField(source="status", full_value=True)
+    status_events = StatechartSerializerField(source="status", with_events=True)
+
+    class Meta:
+        model = Ticket
+        fields = ["id", "title", "status", "status_value", "status_events", "status_version"]
+
+
+class TicketViewSet(StatechartEventsMixin, viewsets.ModelViewSet):
+    serializer_class = TicketSerializer
+
+    def get_queryset(self) -> Any:
+        return Ticket.objects.using(DATABASE["alias"]).order_by("pk")

@@ -60,7 +60,7 @@ def test_a_row_created_and_sent_to_during_the_pass_is_not_forgotten(
     args = ("--model", "fieldapp.Order", "--database", alias)
     sync_cmd(*args, "--forget-orphans", "--orphan-min-age", "0")
     [row] = created
-    assert machines["shop"].objects.get(row.status.key).version == 1  # still there
+    assert machines["shop"].objects.get(row.status.key).version == 2  # still there
     assert not machines["shop"].objects.exists("shop:999999")  # the real orphan is gone
 
 
@@ -117,8 +117,8 @@ def test_a_row_recreated_with_the_same_key_in_the_deleting_transaction_keeps_its
         new = Order.objects.using(alias).create(pk=pk)
         new.status.send("PAY_ANYWAY")
     view = machines["shop"].objects.get(f"shop:{pk}")
-    assert view.value == "paid" and view.version == 2
-    assert row_in_db(Order, pk, alias) == ("paid", 2)
+    assert view.value == "paid" and view.version == 3  # created, ADD, then the new row's send
+    assert row_in_db(Order, pk, alias) == ("paid", 3)
 
 
 def test_a_plain_delete_still_forgets(alias: str, backend: Any) -> None:
@@ -216,8 +216,8 @@ def test_the_command_reports_failed_rows_syncs_the_rest_and_exits_1(
 ) -> None:
     long, _ = _tiny_rows(tiny, alias)
     order = Order.objects.using(alias).create()
-    machines["shop"].objects.send(order.status.key, "PAY_ANYWAY", create=True)
-    Order.objects.using(alias).filter(pk=order.pk).update(status="cart", status_version=0)
+    machines["shop"].objects.send(order.status.key, "PAY_ANYWAY")  # v2: v1 was its creation
+    Order.objects.using(alias).filter(pk=order.pk).update(status="cart", status_version=1)
     fields = [tiny._meta.get_field("state"), Order._meta.get_field("status")]
     monkeypatch.setattr(xsm_sync_models, "statechart_fields", lambda labels: fields)
     out, err = io.StringIO(), io.StringIO()
@@ -227,7 +227,7 @@ def test_the_command_reports_failed_rows_syncs_the_rest_and_exits_1(
     assert "1 failed" in out.getvalue() and f"failed: tiny:{long.pk}: IntegrityError" in (
         err.getvalue()
     )
-    assert row_in_db(Order, order.pk, alias) == ("paid", 1)  # the next model still ran
+    assert row_in_db(Order, order.pk, alias) == ("paid", 2)  # the next model still ran
 
 
 def test_a_database_error_reading_a_model_is_a_command_error(

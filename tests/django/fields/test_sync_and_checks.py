@@ -52,11 +52,11 @@ def test_sync_repairs_lagging_rows_and_reports_orphans(alias: str, backend: Any)
     out = sync("--model", "fieldapp.Order", "--database", alias, "--dry-run", "-v", "2")
     assert "fieldapp.Order.status: 2 row(s), would repair 1, 0 missing, 1 orphan(s)" in out
     assert "orphan: shop:999999" in out and "dry run" in out
-    assert row_in_db(Order, lagging.pk, alias) == ("cart", 0)  # dry run: unchanged
+    assert row_in_db(Order, lagging.pk, alias) == ("cart", 1)  # dry run: unchanged
     out = sync("--model", "fieldapp.Order", "--database", alias)
     assert "repaired 1" in out
-    assert row_in_db(Order, lagging.pk, alias) == ("paid", 1)
-    assert row_in_db(Order, fine.pk, alias) == ("cart", 1)
+    assert row_in_db(Order, lagging.pk, alias) == ("paid", 2)  # created (v1), then sent
+    assert row_in_db(Order, fine.pk, alias) == ("cart", 2)
     out = sync("--model", "fieldapp.Order", "--database", alias, "--forget-orphans")
     assert "1 orphan(s) kept" in out and orphan.exists("shop:999999")  # too recent (300 s)
     out = sync(
@@ -190,7 +190,7 @@ def test_makemigrations_writes_both_columns_as_ordinary_fields() -> None:
     text = out.getvalue()
     assert "('status', django_xsm.fields.StatechartField(machine='shop'))" in text
     assert "key='uuid-order:{pk}', machine='shop'" in text and "on_delete='keep'" in text
-    assert text.count("('status_version', django_xsm.fields.StatechartVersionField())") == 3
+    assert text.count("('status_version', django_xsm.fields.StatechartVersionField())") == 4
     assert "('state_version', django_xsm.fields.StatechartVersionField())" in text
 
 

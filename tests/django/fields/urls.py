@@ -11,4 +11,6 @@ urlpatterns = [
     path("orders/<int:pk>/send_body", views.send_body),
     path("orders/<int:pk>/asend_body", views.asend_body),
     path("slug-orders/<str:name>/add", views.add),
+    path("tickets/<uuid:pk>/assign", views.assign),
+    path("tickets/<uuid:pk>/split", views.split),
 ]

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from django.http import HttpRequest, JsonResponse
 
 from django_xsm.decorators import stateful_view
-from tests.fieldapp.models import Order, SlugOrder
+from tests.fieldapp.models import Order, SlugOrder, Ticket
+
+#: ``HOOK["split"](parent, child)``: runs in the split view once it created its row.
+HOOK: dict[str, Callable[..., Any]] = {}
 
 
 @stateful_view(model=Order)
@@ -40,3 +45,20 @@ async def asend_body(request: HttpRequest, pk: int, *, instance: Any, row: Order
 def add(request: HttpRequest, name: str, *, instance: Any, row: SlugOrder) -> JsonResponse:
     instance.send("ADD")
     return JsonResponse({"items": instance.context["items"]}, status=201)
+
+
+@stateful_view(model=Ticket, create=False)
+def assign(request: HttpRequest, pk: UUID, *, instance: Any, row: Ticket) -> JsonResponse:
+    instance.send("ASSIGN")
+    return JsonResponse({"ticket": str(row.pk), "state": instance.value})
+
+
+@stateful_view(model=Ticket)
+def split(request: HttpRequest, pk: UUID, *, instance: Any, row: Ticket) -> JsonResponse:
+    """Writes a row (a follow-up ticket) and notes it on this ticket."""
+    child = Ticket.objects.create(title=f"follow-up of {row.pk}")
+    hook = HOOK.get("split")
+    if hook is not None:
+        hook(row, child)
+    instance.send("NOTE")
+    return JsonResponse({"created": str(child.pk)}, status=201)
