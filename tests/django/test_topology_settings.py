@@ -9,6 +9,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,7 +28,7 @@ from django.test import Client
 
 from django_xsm import backend as stores
 from django_xsm import checks, conf
-from django_xsm.backend import clients
+from django_xsm.backend import clients, twins
 from django_xsm.backend.readiness import (
     NamespaceInfo,
     bucket_problem,
@@ -34,6 +39,7 @@ from django_xsm.backend.readiness import (
 from django_xsm.checks import check_deploy, check_settings
 from django_xsm.exceptions import StoreError, StoreUnavailableError
 from django_xsm.redis import LAYOUT_VERSION
+from tests.topology.sentinel import close_sentinels
 
 SENTINEL = {"HOSTS": [("127.0.0.1", 1), ["127.0.0.1", 2]], "SERVICE": "mymaster"}
 
@@ -373,6 +379,121 @@ def test_a_misspelt_sentinel_option_fails_at_build_time(xsm: Any, name: str, opt
     assert "hunter2" not in str(info.value)
 
 
+# --- unreachable sentinels: discovery bounded by their timeouts -----------------------------
+
+#: The sentinels' (and the primary's) socket and connect timeout in these tests.
+SENTINEL_TIMEOUT_S = 0.3
+
+
+@contextmanager
+def unreachable_sentinels(kind: str, count: int = 3) -> Iterator[list[tuple[str, int]]]:
+    """``count`` loopback ports where sentinels should be. ``"silent"`` ones
+    accept every connection and never answer (a hung sentinel, a proxy
+    whose backend is gone); ``"refusing"`` ones are bound without
+    listening, so every connection is refused."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+    threads = []
+
+    def hold(listener: socket.socket) -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])  # kept open, never read nor written
+            except TimeoutError:
+                continue
+
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+            if kind == "silent":
+                sock.listen(16)
+                threads.append(threading.Thread(target=hold, args=(sock,), daemon=True))
+                threads[-1].start()
+        yield [("127.0.0.1", sock.getsockname()[1]) for sock in sockets]
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        for sock in [*held, *sockets]:
+            sock.close()
+
+
+def discovery_bound(hosts: list[tuple[str, int]]) -> float:
+    """What docs/redis.md promises (the connect and the socket timeout of
+    each sentinel, asked once in turn), plus 1 s for a busy machine."""
+    return len(hosts) * 2 * SENTINEL_TIMEOUT_S + 1.0
+
+
+def on_sentinels(xsm: Any, hosts: list[tuple[str, int]]) -> None:
+    xsm(
+        EMBEDDED=None,
+        SOCKET_TIMEOUT_S=SENTINEL_TIMEOUT_S,
+        SENTINEL={"HOSTS": hosts, "SERVICE": "mymaster"},
+    )
+
+
+def assert_unavailable(error: StoreUnavailableError) -> None:
+    assert error.cause == "MasterNotFoundError"
+    assert "127.0.0.1" not in str(error)  # redis-py's text names every sentinel: not shown
+
+
+@pytest.mark.parametrize("kind", ["silent", "refusing"])
+def test_unreachable_sentinels_fail_within_their_timeouts(xsm: Any, kind: str) -> None:
+    """redis-py 8 retries a sentinel's client 10 times: three silent
+    sentinels held one call for ~10 s here (~45 s with 1 s timeouts)."""
+    with unreachable_sentinels(kind) as hosts:
+        on_sentinels(xsm, hosts)
+        found = stores.get_backend()
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailableError) as info:
+                found.store.load("order:1")
+            elapsed = time.monotonic() - started
+        finally:
+            found.client.close()
+            close_sentinels(found.client.connection_pool.sentinel_manager)
+    assert elapsed <= discovery_bound(hosts)
+    assert_unavailable(info.value)
+
+
+@pytest.mark.parametrize("kind", ["silent", "refusing"])
+def test_unreachable_sentinels_fail_within_their_timeouts_async(xsm: Any, kind: str) -> None:
+    async def load() -> tuple[float, StoreUnavailableError]:
+        store = stores.get_async_backend().store
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as info:
+            await store.load("order:1")
+        return time.monotonic() - started, info.value
+
+    with unreachable_sentinels(kind) as hosts:
+        on_sentinels(xsm, hosts)
+        elapsed, error = asyncio.run(load())  # the loop's end closes the client
+    assert elapsed <= discovery_bound(hosts)
+    assert_unavailable(error)
+
+
+def test_retries_set_for_the_sentinels_are_kept() -> None:
+    """Only the hidden default is replaced: a retry policy the settings
+    give the sentinels' clients is theirs to keep."""
+    import redis.asyncio.retry
+    import redis.retry
+
+    own_choices = [
+        {"retry": None},  # redis-py's connection default: no retries
+        {"retry_on_timeout": True},
+        {"retry_on_error": [redis.exceptions.TimeoutError]},
+    ]
+    for is_async, kind in ((False, redis.retry.Retry), (True, redis.asyncio.retry.Retry)):
+        for given in ({"socket_timeout": 1}, {"retry_on_timeout": False, "retry_on_error": []}):
+            legs = twins.ask_each_sentinel_once(given, is_async=is_async)
+            assert isinstance(legs["retry"], kind) and legs["retry"]._retries == 0
+            assert legs.items() >= given.items()
+        for own in own_choices:
+            assert twins.ask_each_sentinel_once(own, is_async=is_async) == own
+
+
 def test_the_async_cluster_backend_is_built_without_io(xsm: Any) -> None:
     xsm(REDIS_URL="redis://127.0.0.1:1/0", REDIS_CLUSTER=True, EMBEDDED=None, SOCKET_TIMEOUT_S=0.3)
     found = async_backend()
@@ -449,6 +570,44 @@ def test_the_async_twin_of_a_django_redis_sentinel_client(sentinel_cache: Any) -
     assert [(k["host"], k["port"]) for k in legs] == [("127.0.0.1", 1), ("127.0.0.1", 2)]
     assert all(k["password"] == "sentinel-pw" for k in legs)
     assert async_backend().description == "sentinel 'mymaster' (cache 'xsm')"
+
+
+def test_the_async_twin_asks_each_unreachable_sentinel_once(settings: Any, xsm: Any) -> None:
+    """The twin's clients of the sentinels take no retries the cache did not
+    ask for (the cache's retry objects are sync-only and not copied)."""
+    from django_redis.pool import ConnectionFactory
+
+    async def load() -> tuple[float, StoreUnavailableError]:
+        store = stores.get_async_backend().store
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as info:
+            await store.load("order:1")
+        return time.monotonic() - started, info.value
+
+    timeouts = {"socket_timeout": SENTINEL_TIMEOUT_S, "socket_connect_timeout": SENTINEL_TIMEOUT_S}
+    with unreachable_sentinels("silent") as hosts:
+        settings.CACHES = {
+            **settings.CACHES,
+            "xsm": {
+                "BACKEND": "django_redis.cache.RedisCache",
+                "LOCATION": "redis://mymaster/3",
+                "OPTIONS": {
+                    "CLIENT_CLASS": "django_redis.client.SentinelClient",
+                    "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+                    "SENTINELS": hosts,
+                    "SENTINEL_KWARGS": timeouts,
+                    "SOCKET_TIMEOUT": SENTINEL_TIMEOUT_S,
+                    "SOCKET_CONNECT_TIMEOUT": SENTINEL_TIMEOUT_S,
+                },
+            },
+        }
+        xsm(CACHE_ALIAS="xsm", EMBEDDED=None)
+        try:
+            elapsed, error = asyncio.run(load())
+        finally:
+            ConnectionFactory._pools.clear()
+    assert elapsed <= discovery_bound(hosts)
+    assert_unavailable(error)
 
 
 def test_the_cluster_factory_reads_django_redis_options() -> None:
