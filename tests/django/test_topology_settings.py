@@ -248,6 +248,137 @@ def test_durability_shape(value: Any, expected: str) -> None:
     assert expected in only({"DURABILITY": value})
 
 
+# --- DURABILITY TIMEOUT_MS against the socket timeout of the commits' connection ------------
+
+#: Waits for a replica: DURABILITY['TIMEOUT_MS'] then matters.
+WAITS = {"MIN_REPLICAS": 1}
+
+
+def cache(location: str = "redis://10.0.0.5:6379/0", **options: Any) -> dict[str, Any]:
+    return {
+        "xsm": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": location,
+            "OPTIONS": options,
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "caches", "seconds", "where"),
+    [
+        ({"REDIS_URL": "redis://10.0.0.5/0"}, None, 5, "XSM['SOCKET_TIMEOUT_S']"),
+        (
+            {"REDIS_URL": "redis://10.0.0.5/0", "REDIS_CLUSTER": True, "SOCKET_TIMEOUT_S": 2},
+            None,
+            2,
+            "XSM['SOCKET_TIMEOUT_S']",
+        ),
+        (
+            {"REDIS_URL": "redis://10.0.0.5/0", "REDIS_OPTIONS": {"socket_timeout": 1.5}},
+            None,
+            1.5,
+            "XSM['REDIS_OPTIONS']['socket_timeout']",
+        ),
+        (  # redis-py: the URL's query wins over keyword arguments
+            {
+                "REDIS_URL": "rediss://u:hunter2@10.0.0.5/0?socket_timeout=1&ssl_cert_reqs=none",
+                "REDIS_OPTIONS": {"socket_timeout": 30},
+            },
+            None,
+            1,
+            "the socket_timeout in the query of XSM['REDIS_URL']",
+        ),
+        ({"SENTINEL": SENTINEL, "SOCKET_TIMEOUT_S": 1}, None, 1, "XSM['SOCKET_TIMEOUT_S']"),
+        (
+            {"SENTINEL": {**SENTINEL, "OPTIONS": {"socket_timeout": 0.5}}, "SOCKET_TIMEOUT_S": 30},
+            None,
+            0.5,
+            "XSM['SENTINEL']['OPTIONS']['socket_timeout']",
+        ),
+        (
+            {"CACHE_ALIAS": "xsm", "SOCKET_TIMEOUT_S": 30},
+            cache(SOCKET_TIMEOUT=1),
+            1,
+            "CACHES['xsm']['OPTIONS']['SOCKET_TIMEOUT']",
+        ),
+        (
+            {"CACHE_ALIAS": "xsm"},
+            cache(SOCKET_TIMEOUT=30, CONNECTION_POOL_KWARGS={"socket_timeout": 1}),
+            1,
+            "CACHES['xsm']['OPTIONS']['CONNECTION_POOL_KWARGS']['socket_timeout']",
+        ),
+        (
+            {"CACHE_ALIAS": "xsm"},
+            cache("redis://a:6379/0?socket_timeout=1,redis://b:6379/0", SOCKET_TIMEOUT=30),
+            1,
+            "the socket_timeout in the query of CACHES['xsm']['LOCATION']",
+        ),
+    ],
+)
+def test_a_wait_longer_than_half_the_socket_timeout_is_refused(
+    value: dict[str, Any], caches: Any, seconds: float, where: str
+) -> None:
+    """A WAIT that outlasts the socket timeout turns "not durable" into
+    "unavailable" after the socket timeout: refused, naming both values,
+    where the timeout comes from, and both fixes."""
+    wait_ms = int(seconds * 500) + 1
+    with pytest.raises(conf.InvalidSettings) as info:
+        conf.parse(
+            {**value, "DURABILITY": {**WAITS, "TIMEOUT_MS": wait_ms}}, debug=False, caches=caches
+        )
+    [problem] = info.value.problems
+    assert problem.startswith(
+        f"XSM['DURABILITY']['TIMEOUT_MS']: {wait_ms} ms is more than half the socket timeout "
+        f"of the connection commits run on ({seconds:g} s, from {where})"
+    )
+    assert "would fail as unavailable instead of not durable" in problem
+    assert problem.endswith(
+        f"(lower TIMEOUT_MS to at most {wait_ms - 1} ms, or raise {where} to at least "
+        f"{wait_ms * 2 / 1000:g} s)"
+    )
+    assert "hunter2" not in problem and "10.0.0.5" not in problem
+    # half the socket timeout is accepted, and so is any TIMEOUT_MS that nothing waits for
+    for durability in ({**WAITS, "TIMEOUT_MS": wait_ms - 1}, {"TIMEOUT_MS": 60_000}):
+        conf.parse({**value, "DURABILITY": durability}, debug=False, caches=caches)
+
+
+@pytest.mark.parametrize(
+    ("value", "caches"),
+    [
+        ({"REDIS_URL": "redis://10.0.0.5/0", "REDIS_OPTIONS": {"socket_timeout": None}}, None),
+        ({"SENTINEL": {**SENTINEL, "OPTIONS": {"socket_timeout": None}}}, None),
+        ({"CACHE_ALIAS": "xsm"}, cache()),  # django-redis: no timeout (xsm.W005 says so)
+        ({"CACHE_ALIAS": "xsm"}, None),  # CACHES not given to parse(): not known
+        ({"CACHE_ALIAS": "other"}, cache(SOCKET_TIMEOUT=0.1)),  # no such cache: xsm.E005
+        # a value redis-py refuses when it builds the client (reported there)
+        ({"REDIS_URL": "redis://10.0.0.5/0?socket_timeout=soon"}, None),
+        ({"REDIS_URL": "redis://10.0.0.5/0", "REDIS_OPTIONS": {"socket_timeout": "1"}}, None),
+        ({"EMBEDDED": True}, None),  # no socket at all
+    ],
+)
+def test_no_known_socket_timeout_leaves_timeout_ms_alone(
+    value: dict[str, Any], caches: Any
+) -> None:
+    durability = {"MIN_REPLICAS": 0 if value.get("EMBEDDED") else 1, "TIMEOUT_MS": 60_000}
+    s = conf.parse({**value, "DURABILITY": durability}, debug=False, caches=caches)
+    assert s.durability.timeout_ms == 60_000
+
+
+def test_the_wait_check_reads_caches_and_stops_the_backend(xsm: Any, settings: Any) -> None:
+    """Through Django: the cache alias's timeout comes from CACHES; the
+    problem is one more xsm.E001 and the backend refuses to build."""
+    settings.CACHES = {**settings.CACHES, **cache(SOCKET_TIMEOUT=1, SOCKET_CONNECT_TIMEOUT=1)}
+    xsm(CACHE_ALIAS="xsm", EMBEDDED=None, DURABILITY={**WAITS, "TIMEOUT_MS": 800})
+    [error] = [m for m in check_settings() if m.id == "xsm.E001"]
+    assert error.msg.startswith("XSM['DURABILITY']['TIMEOUT_MS']: 800 ms is more than half")
+    assert "CACHES['xsm']['OPTIONS']['SOCKET_TIMEOUT']" in error.msg
+    with pytest.raises(ImproperlyConfigured, match="TIMEOUT_MS"):
+        stores.get_backend()
+    settings.CACHES = {**settings.CACHES, **cache(SOCKET_TIMEOUT=2, SOCKET_CONNECT_TIMEOUT=2)}
+    assert [m for m in check_settings() if m.id == "xsm.E001"] == []
+
+
 # --- cached, reset, reported by check ------------------------------------------------------
 
 
@@ -327,7 +458,7 @@ def test_a_sentinel_backend_and_its_connection_options(xsm: Any) -> None:
         SENTINEL={
             **SENTINEL,
             "DB": 3,
-            "OPTIONS": {"password": "hunter2", "username": "app", "socket_timeout": 0.25},
+            "OPTIONS": {"password": "hunter2", "username": "app", "socket_timeout": 0.75},
             "SENTINEL_OPTIONS": {"password": "sentinel-pw"},
         },
         DURABILITY={"MIN_REPLICAS": 1, "TIMEOUT_MS": 250},
@@ -340,7 +471,7 @@ def test_a_sentinel_backend_and_its_connection_options(xsm: Any) -> None:
     assert pool.service_name == "mymaster"
     kwargs = pool.connection_kwargs
     assert (kwargs["db"], kwargs["password"], kwargs["username"]) == (3, "hunter2", "app")
-    assert kwargs["socket_timeout"] == 0.25  # OPTIONS win
+    assert kwargs["socket_timeout"] == 0.75  # OPTIONS win
     assert kwargs["socket_connect_timeout"] == 0.5  # SOCKET_TIMEOUT_S otherwise
     legs = [c.connection_pool.connection_kwargs for c in pool.sentinel_manager.sentinels]
     assert [(k["host"], k["port"]) for k in legs] == [("127.0.0.1", 1), ("127.0.0.1", 2)]
