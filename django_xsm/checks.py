@@ -2,7 +2,9 @@
 
 Errors (E002-E006, E008 and E009 are the connection problems of
 :mod:`django_xsm.backend.readiness`, which the backend refuses to build on)
-  ``xsm.E001`` the XSM setting is invalid (unknown key, wrong type or value)
+  ``xsm.E001`` the XSM setting is invalid (unknown key, wrong type or value,
+  or values that do not fit together, e.g. ``DURABILITY['TIMEOUT_MS']``
+  above half the socket timeout)
   ``xsm.E002`` ``PREFIX`` missing or not 1-64 of ``A-Z a-z 0-9 _ . - : /``
   ``xsm.E003`` both ``REDIS_URL`` and ``CACHE_ALIAS`` are set
   ``xsm.E004`` ``REDIS_URL`` is not a ``redis://``, ``rediss://`` or ``unix://`` URL

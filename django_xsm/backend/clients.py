@@ -21,7 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django_xsm import conf
 from django_xsm.exceptions import StoreUnavailableError
 
-from .twins import async_twin, is_cluster
+from .twins import ask_each_sentinel_once, async_twin, is_cluster
 
 __all__ = [
     "ClusterConnectionFactory",
@@ -239,7 +239,11 @@ def sentinel_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
     demoted (``READONLY``), so after a failover the next connection goes to
     the new primary. ``SOCKET_TIMEOUT_S`` is the socket and connect timeout
     of both legs unless ``OPTIONS`` / ``SENTINEL_OPTIONS`` set their own.
-    Building it does no I/O.
+    Each sentinel is asked once per discovery (no retries unless
+    ``SENTINEL_OPTIONS`` sets them), so when none answers a call fails
+    with ``StoreUnavailableError`` (``MasterNotFoundError``) after at most
+    the connect and socket timeouts of each sentinel in turn. Building it
+    does no I/O.
     """
     import redis.asyncio.sentinel
     import redis.sentinel
@@ -248,9 +252,8 @@ def sentinel_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
     assert cfg is not None
     module: Any = redis.asyncio.sentinel if is_async else redis.sentinel
     try:
-        manager = module.Sentinel(
-            list(cfg.hosts), sentinel_kwargs={**_timeouts(s), **cfg.sentinel_options}
-        )
+        legs = ask_each_sentinel_once({**_timeouts(s), **cfg.sentinel_options}, is_async=is_async)
+        manager = module.Sentinel(list(cfg.hosts), sentinel_kwargs=legs)
     except (ValueError, TypeError) as exc:
         raise ImproperlyConfigured(
             f"XSM['SENTINEL']['SENTINEL_OPTIONS'] is invalid ({type(exc).__name__}: an option "

@@ -7,6 +7,10 @@ Only options that mean the same on both sides are copied: everything else
 in a sync pool's kwargs (parsers, retry objects, event handlers) has a
 sync-only type. The address of a cluster or Sentinel connection is not an
 option at all: the cluster's slot map and the sentinels decide it.
+
+The clients of the sentinels themselves, sync or asyncio, ask each sentinel
+once (:func:`ask_each_sentinel_once`), so master discovery is bounded by
+their timeouts.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_xsm.redis import is_cluster
 
-__all__ = ["async_twin", "is_cluster"]
+__all__ = ["ask_each_sentinel_once", "async_twin", "is_cluster"]
 
 
 # Connection options that mean the same for redis.Redis and redis.asyncio;
@@ -37,6 +41,35 @@ _PORTABLE_OPTIONS = frozenset([
 #: Where a connection goes: a topology's client decides it (the sentinels
 #: name the primary; the cluster's slot map names the nodes).
 _ADDRESS = ("host", "port", "path")
+
+
+def ask_each_sentinel_once(options: Mapping[str, Any], *, is_async: bool) -> dict[str, Any]:
+    """The options of the clients of the sentinels (``sentinel_kwargs``),
+    with retries off unless they ask for their own.
+
+    Master discovery asks the sentinels in turn, each through a
+    ``redis.Redis`` built from these options. redis-py 6 and later give
+    such a client retries on timeouts and connection errors by default
+    (8.x: 10, with backoff; 5.x: none), so three sentinels that accept and
+    never answer, with a 1 s timeout, held each call some 45 s. Without
+    retries discovery takes at most the connect and socket timeouts of
+    each sentinel. A ``retry`` (even None), a true ``retry_on_timeout``
+    or a non-empty ``retry_on_error`` is the caller's choice and is kept.
+    """
+    found = dict(options)
+    if "retry" in found or found.get("retry_on_timeout") or found.get("retry_on_error"):
+        return found
+    from redis.backoff import NoBackoff
+
+    if is_async:
+        from redis.asyncio.retry import Retry as AsyncRetry
+
+        found["retry"] = AsyncRetry(NoBackoff(), 0)
+    else:
+        from redis.retry import Retry
+
+        found["retry"] = Retry(NoBackoff(), 0)
+    return found
 
 
 def _portable(kwargs: Mapping[str, Any], *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -90,6 +123,9 @@ def _sentinel_twin(pool: Any) -> Any:
     sentinel_kwargs = _portable(given, drop=_ADDRESS)
     if given.get("ssl"):  # a redis.Redis argument of the sentinels' clients
         sentinel_kwargs["ssl"] = True
+    # The cache's retry objects are sync-only: the twin asks each sentinel
+    # once (unless retry_on_timeout was given), whatever the cache does.
+    sentinel_kwargs = ask_each_sentinel_once(sentinel_kwargs, is_async=True)
     master = _portable(pool.connection_kwargs, drop=_ADDRESS)
     if _uses_tls(pool.connection_class):
         master["ssl"] = True

@@ -69,7 +69,11 @@ def get_settings() -> XsmSettings:
 
     Raises ``ImproperlyConfigured`` naming the offending key.
     """
-    return parse(getattr(django_settings, "XSM", None), debug=bool(django_settings.DEBUG))
+    return parse(
+        getattr(django_settings, "XSM", None),
+        debug=bool(django_settings.DEBUG),
+        caches=getattr(django_settings, "CACHES", None),
+    )
 
 
 # --- reset ---------------------------------------------------------------------

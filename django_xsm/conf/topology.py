@@ -11,12 +11,18 @@ shows one of their values, only key names and types.
 Which source wins when several are set (``REDIS_URL``, ``CACHE_ALIAS``,
 ``SENTINEL``) is a connection problem (``xsm.E003``), decided by
 :mod:`django_xsm.backend.readiness` with the others.
+
+``DURABILITY['TIMEOUT_MS']`` is checked against the socket timeout of the
+connection the commits run on (:func:`wait_fits`), read from wherever that
+connection's settings put it (:func:`commit_socket_timeout`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from django_xsm.exceptions import brief
 
@@ -26,10 +32,12 @@ from .values import SENTINEL_DEFAULTS, Durability, Sentinel, XsmSettings
 __all__ = [
     "MAX_MIN_REPLICAS",
     "MAX_WAIT_MS",
+    "commit_socket_timeout",
     "durability",
     "durability_fits",
     "redis_cluster",
     "sentinel",
+    "wait_fits",
 ]
 
 #: The most replicas a commit may wait for. ``WAIT`` takes any number, but
@@ -227,3 +235,139 @@ def durability_fits(s: XsmSettings) -> None:
             hint="keep 0 where the embedded store runs (tests, DEBUG), or set REDIS_URL, "
             "CACHE_ALIAS or SENTINEL",
         )
+
+
+#: A setting that is not there (``None`` is there: it means no timeout).
+_ABSENT = object()
+
+
+def _seconds(value: Any) -> float | None:
+    """A socket timeout as redis-py applies it, in seconds; None for no
+    timeout (``None``) and for a value redis-py refuses when it builds the
+    client (reported there)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def _query_timeout(url: Any) -> Any:
+    """``socket_timeout`` of a Redis URL's query (redis-py lets it win over
+    keyword arguments): a number, None when redis-py would refuse it, or
+    ``_ABSENT``. The URL itself is never shown (it may hold a password)."""
+    if not isinstance(url, str):
+        return _ABSENT
+    try:
+        found = parse_qs(urlsplit(url).query).get("socket_timeout")
+    except ValueError:
+        return None
+    if not found:
+        return _ABSENT
+    try:
+        return float(found[0])
+    except ValueError:
+        return None
+
+
+def _cache_sources(alias: str, caches: Mapping[str, Any] | None) -> list[tuple[Any, str]]:
+    """Where django-redis takes the socket timeout of cache ``alias``'s
+    write connection, strongest first: the first ``LOCATION``'s query, the
+    pool's keyword arguments, ``OPTIONS['SOCKET_TIMEOUT']``. Without them
+    django-redis sets none (``xsm.W005``)."""
+    cache = (caches or {}).get(alias)
+    if not isinstance(cache, Mapping):
+        return []  # no such cache: xsm.E005
+    options = cache.get("OPTIONS")
+    options = options if isinstance(options, Mapping) else {}
+    pool = options.get("CONNECTION_POOL_KWARGS")
+    pool = pool if isinstance(pool, Mapping) else {}
+    location = cache.get("LOCATION")
+    if isinstance(location, str):
+        location = location.split(",")[0]
+    elif isinstance(location, list | tuple) and location:
+        location = location[0]
+    where = f"CACHES[{alias!r}]"
+    return [
+        (_query_timeout(location), f"the socket_timeout in the query of {where}['LOCATION']"),
+        (
+            pool.get("socket_timeout", _ABSENT),
+            f"{where}['OPTIONS']['CONNECTION_POOL_KWARGS']['socket_timeout']",
+        ),
+        (options.get("SOCKET_TIMEOUT", _ABSENT), f"{where}['OPTIONS']['SOCKET_TIMEOUT']"),
+    ]
+
+
+def commit_socket_timeout(
+    s: XsmSettings, caches: Mapping[str, Any] | None
+) -> tuple[float, str] | None:
+    """The socket (read) timeout of the connection commits run on, in
+    seconds, and the setting it comes from; None when that connection has
+    none or it cannot be known from the settings.
+
+    The connection is the backend's (``REDIS_URL``, else ``CACHE_ALIAS``,
+    else ``SENTINEL``), and for each the strongest setting wins, as in
+    redis-py and django-redis: for ``REDIS_URL`` the URL's
+    ``?socket_timeout=``, then ``REDIS_OPTIONS['socket_timeout']``, then
+    ``SOCKET_TIMEOUT_S``; for ``SENTINEL`` its ``OPTIONS['socket_timeout']``,
+    then ``SOCKET_TIMEOUT_S``; for ``CACHE_ALIAS`` see
+    :func:`_cache_sources` (``caches`` is Django's ``CACHES``). The
+    embedded store has no socket.
+    """
+    sources: list[tuple[Any, str]]
+    if s.redis_url:
+        sources = [
+            (_query_timeout(s.redis_url), "the socket_timeout in the query of XSM['REDIS_URL']"),
+            (
+                s.redis_options.get("socket_timeout", _ABSENT),
+                "XSM['REDIS_OPTIONS']['socket_timeout']",
+            ),
+            (s.socket_timeout_s, "XSM['SOCKET_TIMEOUT_S']"),
+        ]
+    elif s.cache_alias:
+        sources = _cache_sources(s.cache_alias, caches)
+    elif s.sentinel is not None:
+        sources = [
+            (
+                s.sentinel.options.get("socket_timeout", _ABSENT),
+                "XSM['SENTINEL']['OPTIONS']['socket_timeout']",
+            ),
+            (s.socket_timeout_s, "XSM['SOCKET_TIMEOUT_S']"),
+        ]
+    else:
+        return None
+    for value, where in sources:
+        if value is not _ABSENT:
+            seconds = _seconds(value)
+            return None if seconds is None else (seconds, where)
+    return None
+
+
+def wait_fits(s: XsmSettings, caches: Mapping[str, Any] | None) -> None:
+    """With ``MIN_REPLICAS`` above 0, ``TIMEOUT_MS`` must be at most half
+    the socket timeout of the commits' connection.
+
+    A commit's ``WAIT`` holds that connection's read for up to
+    ``TIMEOUT_MS`` when the replicas lag; the commit script, the round trip
+    and a busy server need the rest. A ``WAIT`` that outlasts the socket
+    timeout ends in a socket timeout: ``StoreUnavailableError`` (503
+    unavailable) after the socket timeout instead of ``NotDurableError``
+    (503 not-durable) after ``TIMEOUT_MS``.
+    """
+    wait_ms = s.durability.timeout_ms
+    if not s.durability.min_replicas:
+        return
+    found = commit_socket_timeout(s, caches)
+    if found is None:
+        return
+    seconds, where = found
+    most = round(seconds * 1000) // 2
+    if wait_ms <= most:
+        return
+    lower = f"lower TIMEOUT_MS to at most {most} ms, or " if most >= 1 else ""
+    raise fail(
+        f"{wait_ms} ms is more than half the socket timeout of the connection commits run on "
+        f"({seconds:g} s, from {where}): when the replicas lag, the socket would time out "
+        "before WAIT answers, and the commit would fail as unavailable instead of not durable",
+        "DURABILITY",
+        "TIMEOUT_MS",
+        hint=f"{lower}raise {where} to at least {wait_ms * 2 / 1000:g} s",
+    )

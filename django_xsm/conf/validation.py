@@ -136,9 +136,13 @@ def _connection(m: Mapping[str, Any], p: Problems) -> dict[str, Any]:
     }
 
 
-def parse(user: Any, *, debug: bool) -> XsmSettings:
+def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) -> XsmSettings:
     """Validate a raw ``XSM`` value; raises :class:`InvalidSettings` (an
-    ``ImproperlyConfigured``) listing every problem found."""
+    ``ImproperlyConfigured``) listing every problem found.
+
+    ``caches`` is Django's ``CACHES``: with ``CACHE_ALIAS`` the alias's
+    socket timeout is read from it (:func:`.topology.wait_fits`); without
+    it that one check is skipped."""
     if user is None:
         user = {}
     if not isinstance(user, Mapping):
@@ -249,6 +253,7 @@ def parse(user: Any, *, debug: bool) -> XsmSettings:
         raw=m,
     )
     p.take(lambda: topology.durability_fits(found))
+    p.take(lambda: topology.wait_fits(found, caches))
     p.take(lambda: backoff_fits("TIMERS", found.timers.backoff_s, found.timers.max_backoff_s))
     if p.found:
         raise InvalidSettings(p.found)

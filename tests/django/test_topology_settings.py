@@ -9,6 +9,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,7 +28,7 @@ from django.test import Client
 
 from django_xsm import backend as stores
 from django_xsm import checks, conf
-from django_xsm.backend import clients
+from django_xsm.backend import clients, twins
 from django_xsm.backend.readiness import (
     NamespaceInfo,
     bucket_problem,
@@ -34,6 +39,7 @@ from django_xsm.backend.readiness import (
 from django_xsm.checks import check_deploy, check_settings
 from django_xsm.exceptions import StoreError, StoreUnavailableError
 from django_xsm.redis import LAYOUT_VERSION
+from tests.topology.sentinel import close_sentinels
 
 SENTINEL = {"HOSTS": [("127.0.0.1", 1), ["127.0.0.1", 2]], "SERVICE": "mymaster"}
 
@@ -242,6 +248,137 @@ def test_durability_shape(value: Any, expected: str) -> None:
     assert expected in only({"DURABILITY": value})
 
 
+# --- DURABILITY TIMEOUT_MS against the socket timeout of the commits' connection ------------
+
+#: Waits for a replica: DURABILITY['TIMEOUT_MS'] then matters.
+WAITS = {"MIN_REPLICAS": 1}
+
+
+def cache(location: str = "redis://10.0.0.5:6379/0", **options: Any) -> dict[str, Any]:
+    return {
+        "xsm": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": location,
+            "OPTIONS": options,
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "caches", "seconds", "where"),
+    [
+        ({"REDIS_URL": "redis://10.0.0.5/0"}, None, 5, "XSM['SOCKET_TIMEOUT_S']"),
+        (
+            {"REDIS_URL": "redis://10.0.0.5/0", "REDIS_CLUSTER": True, "SOCKET_TIMEOUT_S": 2},
+            None,
+            2,
+            "XSM['SOCKET_TIMEOUT_S']",
+        ),
+        (
+            {"REDIS_URL": "redis://10.0.0.5/0", "REDIS_OPTIONS": {"socket_timeout": 1.5}},
+            None,
+            1.5,
+            "XSM['REDIS_OPTIONS']['socket_timeout']",
+        ),
+        (  # redis-py: the URL's query wins over keyword arguments
+            {
+                "REDIS_URL": "rediss://u:hunter2@10.0.0.5/0?socket_timeout=1&ssl_cert_reqs=none",
+                "REDIS_OPTIONS": {"socket_timeout": 30},
+            },
+            None,
+            1,
+            "the socket_timeout in the query of XSM['REDIS_URL']",
+        ),
+        ({"SENTINEL": SENTINEL, "SOCKET_TIMEOUT_S": 1}, None, 1, "XSM['SOCKET_TIMEOUT_S']"),
+        (
+            {"SENTINEL": {**SENTINEL, "OPTIONS": {"socket_timeout": 0.5}}, "SOCKET_TIMEOUT_S": 30},
+            None,
+            0.5,
+            "XSM['SENTINEL']['OPTIONS']['socket_timeout']",
+        ),
+        (
+            {"CACHE_ALIAS": "xsm", "SOCKET_TIMEOUT_S": 30},
+            cache(SOCKET_TIMEOUT=1),
+            1,
+            "CACHES['xsm']['OPTIONS']['SOCKET_TIMEOUT']",
+        ),
+        (
+            {"CACHE_ALIAS": "xsm"},
+            cache(SOCKET_TIMEOUT=30, CONNECTION_POOL_KWARGS={"socket_timeout": 1}),
+            1,
+            "CACHES['xsm']['OPTIONS']['CONNECTION_POOL_KWARGS']['socket_timeout']",
+        ),
+        (
+            {"CACHE_ALIAS": "xsm"},
+            cache("redis://a:6379/0?socket_timeout=1,redis://b:6379/0", SOCKET_TIMEOUT=30),
+            1,
+            "the socket_timeout in the query of CACHES['xsm']['LOCATION']",
+        ),
+    ],
+)
+def test_a_wait_longer_than_half_the_socket_timeout_is_refused(
+    value: dict[str, Any], caches: Any, seconds: float, where: str
+) -> None:
+    """A WAIT that outlasts the socket timeout turns "not durable" into
+    "unavailable" after the socket timeout: refused, naming both values,
+    where the timeout comes from, and both fixes."""
+    wait_ms = int(seconds * 500) + 1
+    with pytest.raises(conf.InvalidSettings) as info:
+        conf.parse(
+            {**value, "DURABILITY": {**WAITS, "TIMEOUT_MS": wait_ms}}, debug=False, caches=caches
+        )
+    [problem] = info.value.problems
+    assert problem.startswith(
+        f"XSM['DURABILITY']['TIMEOUT_MS']: {wait_ms} ms is more than half the socket timeout "
+        f"of the connection commits run on ({seconds:g} s, from {where})"
+    )
+    assert "would fail as unavailable instead of not durable" in problem
+    assert problem.endswith(
+        f"(lower TIMEOUT_MS to at most {wait_ms - 1} ms, or raise {where} to at least "
+        f"{wait_ms * 2 / 1000:g} s)"
+    )
+    assert "hunter2" not in problem and "10.0.0.5" not in problem
+    # half the socket timeout is accepted, and so is any TIMEOUT_MS that nothing waits for
+    for durability in ({**WAITS, "TIMEOUT_MS": wait_ms - 1}, {"TIMEOUT_MS": 60_000}):
+        conf.parse({**value, "DURABILITY": durability}, debug=False, caches=caches)
+
+
+@pytest.mark.parametrize(
+    ("value", "caches"),
+    [
+        ({"REDIS_URL": "redis://10.0.0.5/0", "REDIS_OPTIONS": {"socket_timeout": None}}, None),
+        ({"SENTINEL": {**SENTINEL, "OPTIONS": {"socket_timeout": None}}}, None),
+        ({"CACHE_ALIAS": "xsm"}, cache()),  # django-redis: no timeout (xsm.W005 says so)
+        ({"CACHE_ALIAS": "xsm"}, None),  # CACHES not given to parse(): not known
+        ({"CACHE_ALIAS": "other"}, cache(SOCKET_TIMEOUT=0.1)),  # no such cache: xsm.E005
+        # a value redis-py refuses when it builds the client (reported there)
+        ({"REDIS_URL": "redis://10.0.0.5/0?socket_timeout=soon"}, None),
+        ({"REDIS_URL": "redis://10.0.0.5/0", "REDIS_OPTIONS": {"socket_timeout": "1"}}, None),
+        ({"EMBEDDED": True}, None),  # no socket at all
+    ],
+)
+def test_no_known_socket_timeout_leaves_timeout_ms_alone(
+    value: dict[str, Any], caches: Any
+) -> None:
+    durability = {"MIN_REPLICAS": 0 if value.get("EMBEDDED") else 1, "TIMEOUT_MS": 60_000}
+    s = conf.parse({**value, "DURABILITY": durability}, debug=False, caches=caches)
+    assert s.durability.timeout_ms == 60_000
+
+
+def test_the_wait_check_reads_caches_and_stops_the_backend(xsm: Any, settings: Any) -> None:
+    """Through Django: the cache alias's timeout comes from CACHES; the
+    problem is one more xsm.E001 and the backend refuses to build."""
+    settings.CACHES = {**settings.CACHES, **cache(SOCKET_TIMEOUT=1, SOCKET_CONNECT_TIMEOUT=1)}
+    xsm(CACHE_ALIAS="xsm", EMBEDDED=None, DURABILITY={**WAITS, "TIMEOUT_MS": 800})
+    [error] = [m for m in check_settings() if m.id == "xsm.E001"]
+    assert error.msg.startswith("XSM['DURABILITY']['TIMEOUT_MS']: 800 ms is more than half")
+    assert "CACHES['xsm']['OPTIONS']['SOCKET_TIMEOUT']" in error.msg
+    with pytest.raises(ImproperlyConfigured, match="TIMEOUT_MS"):
+        stores.get_backend()
+    settings.CACHES = {**settings.CACHES, **cache(SOCKET_TIMEOUT=2, SOCKET_CONNECT_TIMEOUT=2)}
+    assert [m for m in check_settings() if m.id == "xsm.E001"] == []
+
+
 # --- cached, reset, reported by check ------------------------------------------------------
 
 
@@ -321,7 +458,7 @@ def test_a_sentinel_backend_and_its_connection_options(xsm: Any) -> None:
         SENTINEL={
             **SENTINEL,
             "DB": 3,
-            "OPTIONS": {"password": "hunter2", "username": "app", "socket_timeout": 0.25},
+            "OPTIONS": {"password": "hunter2", "username": "app", "socket_timeout": 0.75},
             "SENTINEL_OPTIONS": {"password": "sentinel-pw"},
         },
         DURABILITY={"MIN_REPLICAS": 1, "TIMEOUT_MS": 250},
@@ -334,7 +471,7 @@ def test_a_sentinel_backend_and_its_connection_options(xsm: Any) -> None:
     assert pool.service_name == "mymaster"
     kwargs = pool.connection_kwargs
     assert (kwargs["db"], kwargs["password"], kwargs["username"]) == (3, "hunter2", "app")
-    assert kwargs["socket_timeout"] == 0.25  # OPTIONS win
+    assert kwargs["socket_timeout"] == 0.75  # OPTIONS win
     assert kwargs["socket_connect_timeout"] == 0.5  # SOCKET_TIMEOUT_S otherwise
     legs = [c.connection_pool.connection_kwargs for c in pool.sentinel_manager.sentinels]
     assert [(k["host"], k["port"]) for k in legs] == [("127.0.0.1", 1), ("127.0.0.1", 2)]
@@ -371,6 +508,121 @@ def test_a_misspelt_sentinel_option_fails_at_build_time(xsm: Any, name: str, opt
         stores.get_backend()
     assert f"XSM['SENTINEL'][{name!r}] is invalid (TypeError" in str(info.value)
     assert "hunter2" not in str(info.value)
+
+
+# --- unreachable sentinels: discovery bounded by their timeouts -----------------------------
+
+#: The sentinels' (and the primary's) socket and connect timeout in these tests.
+SENTINEL_TIMEOUT_S = 0.3
+
+
+@contextmanager
+def unreachable_sentinels(kind: str, count: int = 3) -> Iterator[list[tuple[str, int]]]:
+    """``count`` loopback ports where sentinels should be. ``"silent"`` ones
+    accept every connection and never answer (a hung sentinel, a proxy
+    whose backend is gone); ``"refusing"`` ones are bound without
+    listening, so every connection is refused."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+    threads = []
+
+    def hold(listener: socket.socket) -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])  # kept open, never read nor written
+            except TimeoutError:
+                continue
+
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+            if kind == "silent":
+                sock.listen(16)
+                threads.append(threading.Thread(target=hold, args=(sock,), daemon=True))
+                threads[-1].start()
+        yield [("127.0.0.1", sock.getsockname()[1]) for sock in sockets]
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        for sock in [*held, *sockets]:
+            sock.close()
+
+
+def discovery_bound(hosts: list[tuple[str, int]]) -> float:
+    """What docs/redis.md promises (the connect and the socket timeout of
+    each sentinel, asked once in turn), plus 1 s for a busy machine."""
+    return len(hosts) * 2 * SENTINEL_TIMEOUT_S + 1.0
+
+
+def on_sentinels(xsm: Any, hosts: list[tuple[str, int]]) -> None:
+    xsm(
+        EMBEDDED=None,
+        SOCKET_TIMEOUT_S=SENTINEL_TIMEOUT_S,
+        SENTINEL={"HOSTS": hosts, "SERVICE": "mymaster"},
+    )
+
+
+def assert_unavailable(error: StoreUnavailableError) -> None:
+    assert error.cause == "MasterNotFoundError"
+    assert "127.0.0.1" not in str(error)  # redis-py's text names every sentinel: not shown
+
+
+@pytest.mark.parametrize("kind", ["silent", "refusing"])
+def test_unreachable_sentinels_fail_within_their_timeouts(xsm: Any, kind: str) -> None:
+    """redis-py 8 retries a sentinel's client 10 times: three silent
+    sentinels held one call for ~10 s here (~45 s with 1 s timeouts)."""
+    with unreachable_sentinels(kind) as hosts:
+        on_sentinels(xsm, hosts)
+        found = stores.get_backend()
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailableError) as info:
+                found.store.load("order:1")
+            elapsed = time.monotonic() - started
+        finally:
+            found.client.close()
+            close_sentinels(found.client.connection_pool.sentinel_manager)
+    assert elapsed <= discovery_bound(hosts)
+    assert_unavailable(info.value)
+
+
+@pytest.mark.parametrize("kind", ["silent", "refusing"])
+def test_unreachable_sentinels_fail_within_their_timeouts_async(xsm: Any, kind: str) -> None:
+    async def load() -> tuple[float, StoreUnavailableError]:
+        store = stores.get_async_backend().store
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as info:
+            await store.load("order:1")
+        return time.monotonic() - started, info.value
+
+    with unreachable_sentinels(kind) as hosts:
+        on_sentinels(xsm, hosts)
+        elapsed, error = asyncio.run(load())  # the loop's end closes the client
+    assert elapsed <= discovery_bound(hosts)
+    assert_unavailable(error)
+
+
+def test_retries_set_for_the_sentinels_are_kept() -> None:
+    """Only the hidden default is replaced: a retry policy the settings
+    give the sentinels' clients is theirs to keep."""
+    import redis.asyncio.retry
+    import redis.retry
+
+    own_choices = [
+        {"retry": None},  # redis-py's connection default: no retries
+        {"retry_on_timeout": True},
+        {"retry_on_error": [redis.exceptions.TimeoutError]},
+    ]
+    for is_async, kind in ((False, redis.retry.Retry), (True, redis.asyncio.retry.Retry)):
+        for given in ({"socket_timeout": 1}, {"retry_on_timeout": False, "retry_on_error": []}):
+            legs = twins.ask_each_sentinel_once(given, is_async=is_async)
+            assert isinstance(legs["retry"], kind) and legs["retry"]._retries == 0
+            assert legs.items() >= given.items()
+        for own in own_choices:
+            assert twins.ask_each_sentinel_once(own, is_async=is_async) == own
 
 
 def test_the_async_cluster_backend_is_built_without_io(xsm: Any) -> None:
@@ -449,6 +701,61 @@ def test_the_async_twin_of_a_django_redis_sentinel_client(sentinel_cache: Any) -
     assert [(k["host"], k["port"]) for k in legs] == [("127.0.0.1", 1), ("127.0.0.1", 2)]
     assert all(k["password"] == "sentinel-pw" for k in legs)
     assert async_backend().description == "sentinel 'mymaster' (cache 'xsm')"
+
+
+def test_the_async_twin_asks_each_unreachable_sentinel_once(settings: Any, xsm: Any) -> None:
+    """A django-redis Sentinel cache configured as docs/django.md shows
+    (``retry`` in ``SENTINEL_KWARGS``): its blocking client asks each
+    sentinel once, and so does the asyncio twin django-xsm builds, although
+    the cache's retry object is sync-only and not copied."""
+    from django_redis.pool import ConnectionFactory
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    async def load() -> tuple[float, StoreUnavailableError]:
+        store = stores.get_async_backend().store
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as info:
+            await store.load("order:1")
+        return time.monotonic() - started, info.value
+
+    legs = {
+        "socket_timeout": SENTINEL_TIMEOUT_S,
+        "socket_connect_timeout": SENTINEL_TIMEOUT_S,
+        "retry": Retry(NoBackoff(), 0),
+    }
+    with unreachable_sentinels("silent") as hosts:
+        settings.CACHES = {
+            **settings.CACHES,
+            "xsm": {
+                "BACKEND": "django_redis.cache.RedisCache",
+                "LOCATION": "redis://mymaster/3",
+                "OPTIONS": {
+                    "CLIENT_CLASS": "django_redis.client.SentinelClient",
+                    "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+                    "SENTINELS": hosts,
+                    "SENTINEL_KWARGS": legs,
+                    "SOCKET_TIMEOUT": SENTINEL_TIMEOUT_S,
+                    "SOCKET_CONNECT_TIMEOUT": SENTINEL_TIMEOUT_S,
+                },
+            },
+        }
+        xsm(CACHE_ALIAS="xsm", EMBEDDED=None)
+        try:
+            async_elapsed, async_error = asyncio.run(load())
+            store = stores.get_backend().store
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailableError) as info:
+                store.load("order:1")
+            elapsed = time.monotonic() - started
+        finally:
+            built = stores.build._backend
+            if built is not None:  # the cache's client: its sentinels' sockets
+                close_sentinels(built.client.connection_pool.sentinel_manager)
+            ConnectionFactory._pools.clear()
+    for took, error in ((async_elapsed, async_error), (elapsed, info.value)):
+        assert took <= discovery_bound(hosts)
+        assert_unavailable(error)
 
 
 def test_the_cluster_factory_reads_django_redis_options() -> None:
