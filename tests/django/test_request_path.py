@@ -22,7 +22,6 @@ MAX_FRAMES = {"key": 16, "model": 17, "async": 15}
 
 def _check(path: CommitPath, bound: int) -> None:
     assert path.status in (200, 201), path
-    assert path.frames[-1].module.startswith("redis/"), path.frames  # the call on the wire
     assert path.loops >= 1, path  # the sans-I/O generators were seen waiting
     assert path.count <= bound, "\n".join(str(f) for f in path.frames)
 
