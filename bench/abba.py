@@ -9,12 +9,14 @@ own ``django_xsm`` is imported), ``parser`` is ``plain`` or ``hiredis``
 on ``PYTHONPATH``). Odd rounds run the configurations in reverse order.
 Prints one JSON row per run, then the medians.
 
-Usage::
+Usage (from the repository root; ``../xsm-base`` made with ``git worktree
+add ../xsm-base <commit>``, ``.venv-hiredis`` with ``pip install --target
+.venv-hiredis hiredis``)::
 
-    python bench/abba.py --tree base=/tmp/base --tree head=. \\
+    python bench/abba.py --tree base=../xsm-base --tree head=. --hiredis-path .venv-hiredis \\
         --configs base/hiredis,head/hiredis --rounds 10 floor
-    python bench/abba.py --tree head=. --configs head/plain,head/hiredis \\
-        --rounds 4 persisted
+    python bench/abba.py --tree head=. --hiredis-path .venv-hiredis \\
+        --configs head/plain,head/hiredis --rounds 4 persisted
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-HARNESS = Path(__file__).resolve().parents[2] / "shared" / "bench" / "peer_harness.py"
+HARNESS = Path(__file__).resolve().parent / "peer" / "harness.py"
 
 
 def floor_row(cwd: str, env: dict[str, str], number: int) -> dict[str, Any]:
@@ -81,16 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--number", type=int, default=1000, help="floor.py --number")
     ap.add_argument("--sends", type=int, default=1500, help="harness --sends")
-    ap.add_argument("--hiredis-path", default="/tmp/hiredis-site")
+    ap.add_argument("--hiredis-path", help="a pip install --target directory holding hiredis")
     a = ap.parse_args(argv)
     trees = dict(t.split("=", 1) for t in a.tree)
     order = [tuple(c.split("/")) for c in a.configs.split(",")]
+    if any(parser == "hiredis" for _, parser in order) and not a.hiredis_path:
+        ap.error("a hiredis configuration needs --hiredis-path (pip install --target DIR hiredis)")
     rows = []
     for r in range(a.rounds):
         for tree, parser in order if r % 2 == 0 else order[::-1]:
             env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XSM_REDIS_URL")}
             if parser == "hiredis":
-                env["PYTHONPATH"] = a.hiredis_path
+                env["PYTHONPATH"] = os.path.abspath(a.hiredis_path)
             cwd = os.path.abspath(trees[tree])
             if a.what == "floor":
                 row = floor_row(cwd, env, a.number)

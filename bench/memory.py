@@ -22,13 +22,12 @@ import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import redis
-from peer_harness import redis_server
 from scale import fill
 
+from bench.peer.harness import redis_server
 from django_xsm.redis import RedisStore
 from django_xsm.redis.keys import KeyLayout
 

@@ -15,7 +15,7 @@ loaded server:
 
 Usage::
 
-    python bench/scale.py --sizes 1000,1000000 --json /tmp/scale.json
+    python bench/scale.py --sizes 1000,1000000 --json scale.json
 
 Prints one JSON line per size; the ratio of medians is what matters
 (absolute µs include this machine's noise).
@@ -31,12 +31,11 @@ import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import redis
-from peer_harness import redis_server
 
+from bench.peer.harness import redis_server
 from django_xsm.engine import MachineLogic, create_machine
 from django_xsm.persistence.records import CommitUnit, LogEntry
 from django_xsm.redis import RedisLog, RedisStore

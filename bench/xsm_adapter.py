@@ -1,15 +1,16 @@
-"""django-xsm adapter for ``../shared/bench/peer_harness.py``.
+"""django-xsm adapter for the side-by-side harness ``bench/peer/harness.py``.
 
-Usage (from the repository root)::
+Usage (from the repository root; ``bench/peer/run.py`` runs the peer and
+these adapters in alternating rounds)::
 
-    python ../shared/bench/peer_harness.py --engine --imports \\
-        --adapter bench.xsm_adapter:Adapter --json /tmp/xsm-engine.json
+    python bench/peer/harness.py --engine --imports \\
+        --adapter bench.xsm_adapter:Adapter --json xsm-engine.json
 
 and for the persisted round trips (``--persisted``, ``rt_count.py``)::
 
-    python ../shared/bench/peer_harness.py --persisted --start-redis \
-        --adapter bench.xsm_adapter:Adapter --json /tmp/xsm-persisted.json
-    python ../shared/bench/rt_count.py --start-redis --new-key \
+    python bench/peer/harness.py --persisted --start-redis \\
+        --adapter bench.xsm_adapter:Adapter --json xsm-persisted.json
+    python bench/peer/rt_count.py --start-redis --new-key \\
         --adapter bench.xsm_adapter:Adapter
 
 ``make_sender`` builds the store, inbox and log on the client the harness
@@ -133,6 +134,18 @@ class Adapter:
                 return block.send(event_type, **payload)
 
         return send
+
+    def script_names(self) -> dict[str, str]:
+        """sha1 -> name of django-xsm's Lua scripts (``rt_count.py`` names
+        the ``EVALSHA`` calls with it)."""
+        import hashlib
+
+        from django_xsm.redis import scripts
+
+        return {
+            hashlib.sha1(getattr(scripts, name).encode(), usedforsecurity=False).hexdigest(): name
+            for name in scripts.__all__
+        }
 
     def snapshot_size(self, client: Any, prefix: str, key: str) -> int:
         from django_xsm.redis import RedisStore

@@ -13,14 +13,15 @@ summary.
 
 Usage (from the repository root)::
 
-    # once: the two virtualenvs (never the project's), wrk
+    # once: the two virtualenvs .venv-http and .venv-http-peer (never the
+    # project's), wrk
     python3 bench/http/run.py setup
     # a round of every stack and workload (about 6 minutes)
-    /tmp/bench-venv/bin/python bench/http/run.py bench --rounds 1
+    .venv-http/bin/python bench/http/run.py bench --rounds 1
     # a subset, shorter
-    /tmp/bench-venv/bin/python bench/http/run.py bench --stacks xsm,fsm --workloads hot -d 5
+    .venv-http/bin/python bench/http/run.py bench --stacks xsm,fsm --workloads hot -d 5
     # py-spy on one gunicorn worker of django-xsm (not a throughput figure)
-    /tmp/bench-venv/bin/python bench/http/run.py profile --stack xsm --workload many
+    .venv-http/bin/python bench/http/run.py profile --stack xsm --workload many
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RESULTS = ROOT / "bench" / "results" / "http"
-BENCH_VENV = Path(os.environ.get("BENCH_VENV", "/tmp/bench-venv"))
-PEER_VENV = Path(os.environ.get("PEER_VENV", "/tmp/peer"))
+# the benchmark's own virtualenvs (never the project's), in the clone
+# (".venv-*" is ignored by git); BENCH_VENV / PEER_VENV put them elsewhere
+BENCH_VENV = Path(os.environ.get("BENCH_VENV", ROOT / ".venv-http"))
+PEER_VENV = Path(os.environ.get("PEER_VENV", ROOT / ".venv-http-peer"))
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 
 
@@ -875,7 +878,7 @@ def profile_report(path: Path, top: int = 25) -> str:
 
 
 def cmd_setup(a: argparse.Namespace) -> None:
-    """The two virtualenvs under /tmp (never the project's) and wrk."""
+    """The two virtualenvs (never the project's) and wrk."""
     py = a.python
     if shutil.which("wrk") is None:
         subprocess.run(["apt-get", "install", "-y", "wrk"], check=True)
