@@ -121,9 +121,10 @@ class LogCore:
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidConfigError(f"limit must be a positive int, got {limit!r}", path="limit")
-        block_ms = int(min(validate_seconds(seconds), self.wait_slice_s) * 1000)
-        if not block_ms >= 1:  # BLOCK 0 blocks forever (and NaN is no time)
+        seconds = min(validate_seconds(seconds), self.wait_slice_s)
+        if not seconds >= 0.001:  # BLOCK 0 blocks forever (and NaN is no time)
             return (yield from self.read(key, after_seq, limit))
+        block_ms = int(seconds * 1000)
         layout = yield from self.state.ensure()
         reply = yield Cmd(
             "XREAD",
