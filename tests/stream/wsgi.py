@@ -1,0 +1,7 @@
+"""The WSGI application gunicorn serves in the stream tests."""
+
+from __future__ import annotations
+
+from django.core.wsgi import get_wsgi_application
+
+application = get_wsgi_application()
