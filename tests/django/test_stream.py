@@ -6,146 +6,33 @@ are tests/stream/test_two_servers.py."""
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
-from django.test import AsyncClient, Client
+from django.test import Client
 
 from django_xsm import stream as live
 from django_xsm.backend import get_backend
 from django_xsm.redis.log import MAX_SEQ
 from django_xsm.registry import machines
 from tests.redis.servers import needs_redis_server, redis_server
-from tests.stream.sse import Message, Parser, events
+from tests.stream import inprocess
+from tests.stream.inprocess import URL, Outcome, transitions
 
 pytestmark = pytest.mark.django_db(transaction=False)
 
 ALLOW = "tests.stream.permissions.anyone"
-URL = "/_xsm/stream/"
-
-
-@dataclass
-class Outcome:
-    status: int
-    headers: dict[str, str]
-    messages: list[Message] = field(default_factory=list)
-    body: bytes = b""
-    elapsed: float = 0.0
-
-    @property
-    def events(self) -> list[Message]:
-        return events(self.messages)
-
-    @property
-    def transitions(self) -> list[Message]:
-        return [m for m in self.messages if m.event == "transition"]
-
-    def problem(self) -> dict[str, Any]:
-        import json
-
-        assert self.headers["Content-Type"] == "application/problem+json", self.headers
-        data: dict[str, Any] = json.loads(self.body)
-        assert data["status"] == self.status
-        return data
-
-
-Until = Callable[[list[Message]], bool]
-
-
-def _never(found: list[Message]) -> bool:
-    return False
-
-
-def _transitions(n: int) -> Until:
-    return lambda found: sum(m.event == "transition" for m in found) >= n
-
-
-def _sync_stream(
-    path: str, headers: dict[str, str], until: Until, during: Callable[[], None] | None, login: Any
-) -> Outcome:
-    client = Client()
-    if login is not None:
-        client.force_login(login)
-    started = time.monotonic()
-    response = client.get(path, headers=headers)
-    out = Outcome(response.status_code, dict(response.items()))
-    if not response.streaming:
-        out.body = response.content
-        return out
-    parser, worker = Parser(), None
-    try:
-        for chunk in response.streaming_content:
-            out.messages += parser.feed(chunk)
-            if during is not None and worker is None:
-                worker = threading.Thread(target=during)
-                worker.start()
-            if until(out.messages):
-                break
-    finally:
-        response.close()
-        if worker is not None:
-            worker.join()
-    out.elapsed = time.monotonic() - started
-    return out
-
-
-async def _async_stream(
-    path: str, headers: dict[str, str], until: Until, during: Callable[[], None] | None, login: Any
-) -> Outcome:
-    client = AsyncClient()
-    if login is not None:
-        await client.aforce_login(login)
-    started = time.monotonic()
-    response = await client.get(path, headers=headers)
-    out = Outcome(response.status_code, dict(response.items()))
-    if not response.streaming:
-        out.body = response.content
-        return out
-    parser, worker = Parser(), None
-    try:
-        async for chunk in response.streaming_content:
-            out.messages += parser.feed(chunk)
-            if during is not None and worker is None:
-                worker = threading.Thread(target=during)
-                worker.start()
-            if until(out.messages):
-                break
-    finally:
-        await response.streaming_content.aclose()
-        if worker is not None:
-            worker.join()
-    out.elapsed = time.monotonic() - started
-    return out
 
 
 @pytest.fixture(params=["wsgi", "asgi"])
 def watch(request: pytest.FixtureRequest) -> Callable[..., Outcome]:
-    """``watch(key, until=..., during=..., headers=..., after=...)``: open the
-    stream through the WSGI or the ASGI handler, read until ``until(messages)``
-    (or the stream ends), running ``during()`` in a thread once it opened."""
-
-    def run(
-        key: str,
-        *,
-        until: Until = _never,
-        during: Callable[[], None] | None = None,
-        headers: dict[str, str] | None = None,
-        query: str = "",
-        login: Any = None,
-    ) -> Outcome:
-        path = URL + key + (f"?{query}" if query else "")
-        args = (path, headers or {}, until, during, login)
-        if request.param == "wsgi":
-            return _sync_stream(*args)
-        return async_to_sync(_async_stream)(*args)
-
-    return run
+    """``watch(key, until=..., during=..., headers=..., query=...)`` through
+    the WSGI or the ASGI handler (tests.stream.inprocess.watch)."""
+    return functools.partial(inprocess.watch, request.param)
 
 
 @pytest.fixture
@@ -177,7 +64,7 @@ def test_a_commit_made_while_streaming_arrives_with_every_field(watch: Any, stre
     bump("ticket:s1")
     got = watch(
         "ticket:s1",
-        until=_transitions(1),
+        until=transitions(1),
         during=lambda: bump("ticket:s1", actor="alice", reason="live"),
     )
     assert got.status == 200
@@ -203,7 +90,7 @@ def test_without_a_cursor_a_stream_sends_only_what_is_committed_after_it_opened(
     watch: Any, streams: Any
 ):
     bump("ticket:s2", 3)
-    got = watch("ticket:s2", until=_transitions(1), during=lambda: bump("ticket:s2"))
+    got = watch("ticket:s2", until=transitions(1), during=lambda: bump("ticket:s2"))
     assert [m.seq for m in got.transitions] == [4]
 
 
@@ -212,7 +99,7 @@ def test_last_event_id_resumes_exactly_after_it_then_goes_on_live(watch: Any, st
     got = watch(
         "ticket:s3",
         headers={"Last-Event-ID": "2"},
-        until=_transitions(4),
+        until=transitions(4),
         during=lambda: bump("ticket:s3"),
     )
     assert [m.seq for m in got.transitions] == [3, 4, 5, 6]
@@ -221,21 +108,21 @@ def test_last_event_id_resumes_exactly_after_it_then_goes_on_live(watch: Any, st
 
 def test_after_does_the_same_and_the_header_wins_over_it(watch: Any, streams: Any):
     bump("ticket:s4", 4)
-    by_query = watch("ticket:s4", query="after=2", until=_transitions(2))
+    by_query = watch("ticket:s4", query="after=2", until=transitions(2))
     assert [m.seq for m in by_query.transitions] == [3, 4]
     # an EventSource reconnecting keeps the URL's ?after= and sends its newer id
     both = watch(
         "ticket:s4",
         query="after=1",
         headers={"Last-Event-ID": "3"},
-        until=_transitions(1),
+        until=transitions(1),
     )
     assert [m.seq for m in both.transitions] == [4]
 
 
 def test_a_client_catches_up_in_batches_in_order(watch: Any, streams: Any):
     bump("ticket:s5", live.BATCH + 20)
-    got = watch("ticket:s5", query="after=0", until=_transitions(live.BATCH + 20))
+    got = watch("ticket:s5", query="after=0", until=transitions(live.BATCH + 20))
     assert [m.seq for m in got.transitions] == list(range(1, live.BATCH + 21))
 
 
@@ -246,7 +133,7 @@ def test_a_trimmed_log_is_announced_by_one_gap_message(watch: Any, streams: Any)
     stream_key = log.driver.run(log.core.state.ensure()).log("ticket:s6")
     for seq in (1, 2, 3):
         log.client.xdel(stream_key, f"{seq}-0")
-    got = watch("ticket:s6", headers={"Last-Event-ID": "1"}, until=_transitions(2))
+    got = watch("ticket:s6", headers={"Last-Event-ID": "1"}, until=transitions(2))
     assert [(m.event, m.id) for m in got.events] == [
         ("gap", None), ("transition", "4"), ("transition", "5"),
     ]  # fmt: skip
@@ -255,13 +142,13 @@ def test_a_trimmed_log_is_announced_by_one_gap_message(watch: Any, streams: Any)
 
 def test_a_cursor_ahead_of_the_log_gets_a_gap_then_the_whole_log(watch: Any, streams: Any):
     bump("ticket:s7", 2)  # e.g. forgotten and created again: seqs started over
-    got = watch("ticket:s7", headers={"Last-Event-ID": "40"}, until=_transitions(2))
+    got = watch("ticket:s7", headers={"Last-Event-ID": "40"}, until=transitions(2))
     assert [(m.event, m.id) for m in got.events] == [
         ("gap", None), ("transition", "1"), ("transition", "2"),
     ]  # fmt: skip
     assert got.events[0].json == {"key": "ticket:s7", "after": 40, "first_seq": 1}
     # the largest seq there is: a gap too, not an error
-    top = watch("ticket:s7", headers={"Last-Event-ID": str(MAX_SEQ)}, until=_transitions(1))
+    top = watch("ticket:s7", headers={"Last-Event-ID": str(MAX_SEQ)}, until=transitions(1))
     assert top.events[0].json["after"] == MAX_SEQ and top.transitions[0].seq == 1
 
 
@@ -290,7 +177,7 @@ def test_a_key_with_glob_characters_is_one_literal_key(watch: Any, streams: Any)
     assert watch("ticket:*").status == 404  # not "every ticket"
     assert watch("ticket:a[1]?").status == 404
     bump("ticket:*[?]")
-    got = watch("ticket:*%5B%3F%5D", query="after=0", until=_transitions(1))
+    got = watch("ticket:*%5B%3F%5D", query="after=0", until=transitions(1))
     assert got.status == 200 and got.transitions[0].json["key"] == "ticket:*[?]"
 
 
@@ -339,7 +226,7 @@ def test_the_default_permission_is_a_staff_user_with_view_instance(
     assert watch("ticket:p1").status == 403  # anonymous
     assert watch("ticket:p1", login=plain).status == 403
     assert watch("ticket:p1", login=bare).status == 403
-    got = watch("ticket:p1", login=staff, query="after=0", until=_transitions(1))
+    got = watch("ticket:p1", login=staff, query="after=0", until=transitions(1))
     assert got.status == 200 and got.transitions[0].seq == 1
 
 
@@ -374,7 +261,7 @@ def test_streams_are_bounded_per_process_with_a_503_and_retry_after(watch: Any, 
         for response in held:
             response.close()
     assert live.open_streams() == 0  # closing gave the slots back
-    assert watch("ticket:b1", query="after=0", until=_transitions(1)).status == 200
+    assert watch("ticket:b1", query="after=0", until=transitions(1)).status == 200
 
 
 def test_a_thousand_connections_attempted_get_bounded_clear_answers(backend: Any, streams: Any):
@@ -442,5 +329,5 @@ def test_redis_dying_mid_stream_ends_it_cleanly_and_the_client_resumes(
         assert refused.status == 503 and refused.headers.get("Retry-After")
         server.start()  # same port and directory: appendonly brings the data back
         bump("ticket:d1")
-        again = watch("ticket:d1", headers={"Last-Event-ID": "3"}, until=_transitions(1))
+        again = watch("ticket:d1", headers={"Last-Event-ID": "3"}, until=transitions(1))
         assert [m.seq for m in again.transitions] == [4]
