@@ -12,6 +12,7 @@ the live stream (``django_xsm.stream``) follows an instance with.
 from __future__ import annotations
 
 import datetime as _dt
+import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -121,7 +122,8 @@ class LogCore:
             )
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidConfigError(f"limit must be a positive int, got {limit!r}", path="limit")
-        seconds = min(validate_seconds(seconds), self.wait_slice_s)
+        slice_s = self.wait_slice_s * random.uniform(0.75, 1.0)
+        seconds = min(validate_seconds(seconds), slice_s)
         if not seconds >= 0.001:  # BLOCK 0 blocks forever (and NaN is no time)
             return (yield from self.read(key, after_seq, limit))
         block_ms = int(seconds * 1000)

@@ -18,10 +18,10 @@ XSM = {
     "REDIS_URL": os.environ["XSM_TEST_REDIS_URL"],
     "EMBEDDED": None,
     "PREFIX": os.environ["XSM_TEST_PREFIX"],
-    "SOCKET_TIMEOUT_S": 2.0,
+    "SOCKET_TIMEOUT_S": float(os.environ.get("XSM_TEST_SOCKET_TIMEOUT_S", "2")),
     "STREAM": {
         "PERMISSION": os.environ.get("XSM_TEST_PERMISSION", "tests.stream.permissions.token"),
-        "HEARTBEAT_S": 1,
+        "HEARTBEAT_S": float(os.environ.get("XSM_TEST_HEARTBEAT_S", "1")),
         "MAX_SECONDS": 60,
         "MAX_CONNECTIONS": int(os.environ.get("XSM_TEST_MAX_STREAMS", "1000")),
     },
