@@ -21,20 +21,25 @@ every ``XSM['STREAM']['HEARTBEAT_S']``; a stream ends after ``MAX_SECONDS``
 logged, no traceback).
 
 One view serves both servers: under ASGI the stream is an async generator
-on ``redis.asyncio`` (no thread per connection: each stream waits in its own
-``XREAD`` on the event loop, docs/live.md says why not one shared reader);
-under WSGI a sync generator holds its worker thread. Each process keeps at
+on ``redis.asyncio`` (no thread per connection): the streams of one
+instance in a process share one feed, a blocking ``XREAD`` on its log that
+hands each record to all of them (docs/live.md says why per instance, not
+one reader for the whole process); under WSGI a sync generator holds its
+worker thread and reads for itself. Each process keeps at
 most ``MAX_CONNECTIONS`` streams open (503 + ``Retry-After`` beyond).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
 import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,10 +52,12 @@ from django.utils.module_loading import import_string
 from django.views.decorators.http import require_GET
 
 from django_xsm import backend, conf, http
+from django_xsm.backend import clients
 from django_xsm.exceptions import InstanceNotFoundError, XsmError
 from django_xsm.models import PERM_VIEW
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.records import TransitionRecord
+from django_xsm.redis import AsyncRedisLog, RedisLog
 from django_xsm.redis.log import MAX_SEQ
 
 __all__ = [
@@ -73,6 +80,12 @@ RETRY_MS = 1000
 UNAVAILABLE_RETRY_MS = 5000
 #: Retry-After of the 503 a process answers when its streams are all taken.
 RETRY_AFTER_S = 5
+#: How many records an asyncio stream may have waiting before it reads the
+#: log itself instead (a client slower than its instance's commits).
+INBOX_LIMIT = 1000
+#: How long one read of a feed may wait (the log cuts it to half the
+#: client's socket timeout).
+FEED_WAIT_S = 60.0
 
 _CURSOR = re.compile(r"[0-9]{1,19}")
 
@@ -103,6 +116,64 @@ def _permission(path: str) -> Callable[[HttpRequest, str], bool]:
     if not callable(found):
         raise ImproperlyConfigured(f"XSM['STREAM']['PERMISSION']: {path!r} is not callable")
     return found  # type: ignore[no-any-return]
+
+
+# --- the logs streams read: clients of their own ------------------------------------------
+
+
+#: Connections a stream client's pool may open beyond MAX_CONNECTIONS (the
+#: catch-up reads of streams that join a feed).
+POOL_SPARE = 16
+
+_sync_log: tuple[Any, RedisLog] | None = None
+_async_logs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, AsyncRedisLog]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _roomy(client: Any, streams: int) -> Any:
+    """``client`` with a pool that holds a connection per open stream
+    (redis-py 6+ caps a pool at 100 unless told otherwise; a cluster
+    client's per-node pools follow ``REDIS_OPTIONS``, docs/live.md)."""
+    pool = getattr(client, "connection_pool", None)
+    wanted = streams + POOL_SPARE
+    if pool is not None and isinstance(getattr(pool, "max_connections", None), int):
+        pool.max_connections = max(pool.max_connections, wanted)
+    return client
+
+
+def _log_sync(s: conf.XsmSettings) -> RedisLog:
+    """The process's log for streams: its own client, so blocking reads
+    never hold the connections requests use."""
+    global _sync_log
+    with _lock:
+        if _sync_log is None:
+            client = _roomy(backend.new_client(is_async=False), s.stream.max_connections)
+            assert s.prefix is not None  # new_client() refused a missing prefix
+            _sync_log = (client, RedisLog(client, prefix=s.prefix, buckets=s.buckets))
+        return _sync_log[1]
+
+
+def _log_async(s: conf.XsmSettings) -> AsyncRedisLog:
+    """The same for the running event loop (closed with it)."""
+    loop = asyncio.get_running_loop()
+    found = _async_logs.get(loop)
+    if found is None:
+        client = _roomy(backend.new_client(is_async=True), s.stream.max_connections)
+        assert s.prefix is not None
+        log = AsyncRedisLog(client, prefix=s.prefix, buckets=s.buckets)
+        found = _async_logs[loop] = (clients.tie_to_loop(client), log)
+    return found[1]
+
+
+@conf.on_reset
+def _forget_logs() -> None:
+    global _sync_log
+    with _lock:
+        old, _sync_log = _sync_log, None
+        _async_logs.clear()  # each closes with its loop
+    if old is not None:
+        old[0].close()
 
 
 # --- the per-process bound -------------------------------------------------------------
@@ -147,9 +218,15 @@ class _EventStream(StreamingHttpResponse):
     it (every WSGI and ASGI server calls ``close()``, also after a client
     went away mid-stream)."""
 
-    def __init__(self, content: Iterator[bytes] | AsyncIterator[bytes], slot: _Slot) -> None:
+    def __init__(
+        self,
+        content: Iterator[bytes] | AsyncIterator[bytes],
+        slot: _Slot,
+        closing: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(content, content_type="text/event-stream; charset=utf-8")
         self._slot = slot
+        self._closing = closing
         self["Cache-Control"] = "no-cache, no-transform"
         self["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
 
@@ -158,6 +235,8 @@ class _EventStream(StreamingHttpResponse):
             super().close()
         finally:
             self._slot.release()
+            if self._closing is not None:
+                self._closing()
 
 
 # --- what goes on the wire (no I/O) ------------------------------------------------------
@@ -207,6 +286,8 @@ class _Follower:
         for ``heartbeat_s``; b"" when nothing is due."""
         out: list[str] = []
         for record in records:
+            if record.seq <= self.read_from:
+                continue  # sent already (a shared feed hands on what it read)
             if self.check and record.seq != self.cursor + 1:
                 gap = {"key": self.key, "after": self.cursor, "first_seq": record.seq}
                 out.append(_message("gap", gap))
@@ -227,7 +308,11 @@ class _Follower:
 
 
 def _follow_sync(follower: _Follower) -> Iterator[bytes]:
-    log = backend.get_backend().log
+    try:
+        log = _log_sync(conf.get_settings())
+    except XsmError as exc:
+        yield follower.failed(exc)
+        return
     yield follower.opening()
     try:
         while (timeout := follower.timeout(time.monotonic())) is not None:
@@ -241,19 +326,153 @@ def _follow_sync(follower: _Follower) -> Iterator[bytes]:
         yield follower.failed(exc)
 
 
-async def _follow_async(follower: _Follower) -> AsyncIterator[bytes]:
-    log = backend.get_async_backend().log
-    yield follower.opening()
+class _Inbox:
+    """What a feed hands one asyncio stream: records, or the error that
+    ended the feed. A stream whose client reads slower than its instance
+    commits overflows at INBOX_LIMIT records: the inbox is emptied and the
+    stream reads the log itself until it caught up."""
+
+    __slots__ = ("error", "overflowed", "ready", "records")
+
+    def __init__(self) -> None:
+        self.records: list[TransitionRecord] = []
+        self.error: XsmError | None = None
+        self.overflowed = False
+        self.ready = asyncio.Event()
+
+    def put(self, records: list[TransitionRecord]) -> None:
+        if len(self.records) + len(records) > INBOX_LIMIT:
+            self.records.clear()
+            self.overflowed = True
+        else:
+            self.records.extend(records)
+        self.ready.set()
+
+    def fail(self, exc: XsmError) -> None:
+        self.error = exc
+        self.ready.set()
+
+    async def take(self, timeout: float) -> list[TransitionRecord]:
+        """The records put since the last take, waiting at most ``timeout``
+        for some; raises the feed's error."""
+        if not self.ready.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ready.wait(), timeout)
+        self.ready.clear()
+        if self.error is not None:
+            raise self.error
+        found, self.records = self.records, []
+        return found
+
+
+class _Feed:
+    """One blocking ``XREAD`` loop per followed instance and event loop:
+    every asyncio stream of that instance in the process gets its records
+    from it (a commit costs one read however many follow it;
+    docs/live.md). It ends with its last stream."""
+
+    def __init__(self, log: AsyncRedisLog, key: str, cursor: int) -> None:
+        self.log, self.key, self.cursor = log, key, cursor
+        self.inboxes: set[_Inbox] = set()
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        try:
+            while self.inboxes:
+                found = await self.log.wait(
+                    self.key, after_seq=self.cursor, timeout_s=FEED_WAIT_S, limit=BATCH
+                )
+                if found:
+                    self.cursor = found[-1].seq
+                    for inbox in list(self.inboxes):
+                        inbox.put(found)
+        except XsmError as exc:
+            for inbox in list(self.inboxes):
+                inbox.fail(exc)
+        finally:
+            feeds = _feeds.get(asyncio.get_running_loop(), {})
+            if feeds.get(self.key) is self:
+                del feeds[self.key]
+
+
+_feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Feed]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _join(log: AsyncRedisLog, key: str, cursor: int, inbox: _Inbox) -> _Feed:
+    """The running feed of ``key`` (or a new one reading after ``cursor``),
+    with ``inbox`` subscribed."""
+    feeds = _feeds.setdefault(asyncio.get_running_loop(), {})
+    feed = feeds.get(key)
+    if (
+        feed is None
+        or feed.log is not log
+        or feed.task is None
+        or feed.task.done()
+        or not feed.inboxes
+    ):
+        feed = feeds[key] = _Feed(log, key, cursor)
+        feed.inboxes.add(inbox)
+        feed.task = asyncio.get_running_loop().create_task(feed.run())
+    else:
+        feed.inboxes.add(inbox)
+    return feed
+
+
+def _leave(feed: _Feed, inbox: _Inbox) -> None:
+    """Unsubscribe ``inbox``; the last one out ends the feed (and a stream
+    that opens next starts a new one)."""
+    feed.inboxes.discard(inbox)
+    if not feed.inboxes and feed.task is not None:
+        feeds = _feeds.get(asyncio.get_running_loop(), {})
+        if feeds.get(feed.key) is feed:
+            del feeds[feed.key]
+        feed.task.cancel()  # its XREAD too: the connection is dropped, not reused
+
+
+async def _catch_up(follower: _Follower, log: AsyncRedisLog, until: int) -> AsyncIterator[bytes]:
+    """What the feed will not hand on: the records after the follower's
+    seq up to ``until`` (where the feed stood when it joined), read here."""
+    while follower.read_from < until:
+        found = await log.read(follower.key, after_seq=follower.read_from, limit=BATCH)
+        if not found:
+            return
+        chunk = follower.frames(found, time.monotonic())
+        if chunk:
+            yield chunk
+
+
+def _leave_from(loop: asyncio.AbstractEventLoop, feed: _Feed, inbox: _Inbox) -> Callable[[], None]:
+    """``_leave`` for ``close()``, which ASGI servers call from a thread."""
+
+    def leave() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: so is the feed
+            loop.call_soon_threadsafe(_leave, feed, inbox)
+
+    return leave
+
+
+async def _follow_async(
+    follower: _Follower, log: AsyncRedisLog, feed: _Feed, inbox: _Inbox
+) -> AsyncIterator[bytes]:
     try:
+        yield follower.opening()
+        async for chunk in _catch_up(follower, log, feed.cursor):
+            yield chunk
         while (timeout := follower.timeout(time.monotonic())) is not None:
-            found = await log.wait(
-                follower.key, after_seq=follower.read_from, timeout_s=timeout, limit=BATCH
-            )
+            found = await inbox.take(timeout)
+            if inbox.overflowed:
+                inbox.overflowed = False
+                async for chunk in _catch_up(follower, log, feed.cursor):
+                    yield chunk
             chunk = follower.frames(found, time.monotonic())
             if chunk:
                 yield chunk
     except XsmError as exc:
         yield follower.failed(exc)
+    finally:
+        _leave(feed, inbox)
 
 
 # --- the view ------------------------------------------------------------------------------
@@ -340,5 +559,9 @@ async def stream(request: HttpRequest, key: str) -> HttpResponseBase:
         last_write=now,
     )
     if isinstance(request, ASGIRequest):
-        return _EventStream(_follow_async(follower), slot)
+        log = _log_async(s)
+        inbox = _Inbox()
+        feed = _join(log, key, follower.read_from, inbox)
+        leave = _leave_from(asyncio.get_running_loop(), feed, inbox)
+        return _EventStream(_follow_async(follower, log, feed, inbox), slot, leave)
     return _EventStream(_follow_sync(follower), slot)

@@ -331,3 +331,73 @@ def test_redis_dying_mid_stream_ends_it_cleanly_and_the_client_resumes(
         bump("ticket:d1")
         again = watch("ticket:d1", headers={"Last-Event-ID": "3"}, until=transitions(1))
         assert [m.seq for m in again.transitions] == [4]
+
+
+# --- asyncio streams of one instance share one feed ------------------------------------------
+
+
+def _run_shared(key: str, cursors: list[str | None], commits: int) -> Any:
+    """Open one ASGI stream per cursor on ``key`` in one event loop, commit
+    ``commits`` times from a thread, read each stream until it has every
+    record after its cursor; also report how many feeds and subscribers
+    the loop held meanwhile."""
+    import asyncio
+
+    from asgiref.sync import async_to_sync, sync_to_async
+    from django.test import AsyncClient
+
+    from tests.stream.sse import Parser
+
+    async def run() -> Any:
+        clients = [AsyncClient() for _ in cursors]
+        responses = [
+            await c.get(URL + key, headers={"Last-Event-ID": cur} if cur else {})
+            for c, cur in zip(clients, cursors, strict=True)
+        ]
+        iterators = [r.streaming_content.__aiter__() for r in responses]
+        for it in iterators:
+            await it.__anext__()  # the opening: each stream has joined the feed
+        feeds = dict(live._feeds.get(asyncio.get_running_loop(), {}))
+        seen = (len(feeds), sorted(len(f.inboxes) for f in feeds.values()))
+        await asyncio.to_thread(bump, key, commits)
+        last = 1 + commits  # the instance had one record before
+        out = []
+        for it, cur in zip(iterators, cursors, strict=True):
+            parser, got = Parser(), []
+            want = last - (int(cur) if cur else 1)
+            while sum(m.event == "transition" for m in got) < want:
+                got += parser.feed(await asyncio.wait_for(it.__anext__(), 10))
+            out.append(got)
+        for r in responses:
+            await sync_to_async(r.close)()  # what an ASGI server does at the end
+        for _ in range(50):  # closing the responses ended the feed
+            if not live._feeds.get(asyncio.get_running_loop()):
+                break
+            await asyncio.sleep(0.02)
+        left = dict(live._feeds.get(asyncio.get_running_loop(), {}))
+        return seen, out, left
+
+    return async_to_sync(run)()
+
+
+def test_asyncio_streams_of_one_instance_share_one_feed(streams: Any):
+    bump("ticket:f1")
+    seen, out, left = _run_shared("ticket:f1", ["0", None, "1"], commits=3)
+    assert seen == (1, [3])  # one feed, three subscribers
+    assert [[m.seq for m in got if m.event == "transition"] for got in out] == [
+        [1, 2, 3, 4], [2, 3, 4], [2, 3, 4],
+    ]  # fmt: skip
+    assert left == {}  # the feed ended with its last stream
+    assert live.open_streams() == 0
+
+
+def test_a_stream_whose_inbox_overflows_reads_the_log_itself(
+    streams: Any, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(live, "INBOX_LIMIT", 0)  # every hand-over overflows
+    bump("ticket:f2")
+    _, out, _ = _run_shared("ticket:f2", ["1", None], commits=4)
+    assert [[m.seq for m in got if m.event == "transition"] for got in out] == [
+        [2, 3, 4, 5], [2, 3, 4, 5],
+    ]  # fmt: skip
+    assert not [m for got in out for m in got if m.event == "gap"]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.test import AsyncClient, Client
 
 from tests.stream.sse import Message, Parser, events
@@ -95,8 +95,9 @@ async def async_stream(
         out.body = response.content
         return out
     parser, worker = Parser(), None
+    content = response.streaming_content  # each access makes a new wrapper
     try:
-        async for chunk in response.streaming_content:
+        async for chunk in content:
             out.messages += parser.feed(chunk)
             if during is not None and worker is None:
                 worker = threading.Thread(target=during)
@@ -104,7 +105,8 @@ async def async_stream(
             if until(out.messages):
                 break
     finally:
-        await response.streaming_content.aclose()
+        await content.aclose()
+        await sync_to_async(response.close)()  # as Django's ASGI handler does
         if worker is not None:
             worker.join()
     out.elapsed = time.monotonic() - started
