@@ -535,16 +535,24 @@ async def stream(request: HttpRequest, key: str) -> HttpResponseBase:
             retry_after=RETRY_AFTER_S,
         )
     try:
-        found = backend.get_async_backend()
-        if not (await found.store.machine_ids([key])).get(key):
-            raise InstanceNotFoundError(key)
-        last = await found.log.last_seq(key)
+        return await _start(request, s, key, after, slot)
     except XsmError as exc:
         slot.release()
         return _failure(exc, request)
     except BaseException:
         slot.release()
         raise
+
+
+async def _start(
+    request: HttpRequest, s: conf.XsmSettings, key: str, after: int | None, slot: _Slot
+) -> HttpResponseBase:
+    """The stream of ``key`` once it may open: the instance exists, where
+    to start is known, the response owns ``slot``."""
+    found = backend.get_async_backend()
+    if not (await found.store.machine_ids([key])).get(key):
+        raise InstanceNotFoundError(key)
+    last = await found.log.last_seq(key)
     now = time.monotonic()
     follower = _Follower(
         key=key,
