@@ -57,7 +57,7 @@ from django_xsm.exceptions import InstanceNotFoundError, XsmError
 from django_xsm.models import PERM_VIEW
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.records import TransitionRecord
-from django_xsm.redis import AsyncRedisLog, RedisLog
+from django_xsm.redis import AsyncRedisLog, AsyncRedisStore, RedisLog
 from django_xsm.redis.log import MAX_SEQ
 
 __all__ = [
@@ -126,9 +126,9 @@ def _permission(path: str) -> Callable[[HttpRequest, str], bool]:
 POOL_SPARE = 16
 
 _sync_log: tuple[Any, RedisLog] | None = None
-_async_logs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, AsyncRedisLog]] = (
-    weakref.WeakKeyDictionary()
-)
+_async_logs: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[Any, AsyncRedisLog, AsyncRedisStore]
+] = weakref.WeakKeyDictionary()
 
 
 def _roomy(client: Any, streams: int) -> Any:
@@ -154,16 +154,19 @@ def _log_sync(s: conf.XsmSettings) -> RedisLog:
         return _sync_log[1]
 
 
-def _log_async(s: conf.XsmSettings) -> AsyncRedisLog:
-    """The same for the running event loop (closed with it)."""
+def _log_async(s: conf.XsmSettings) -> tuple[AsyncRedisLog, AsyncRedisStore]:
+    """The same for the running event loop (closed with it), and a store on
+    that client for the checks of a stream that opens (a burst of opening
+    streams must not drain the pool requests use either)."""
     loop = asyncio.get_running_loop()
     found = _async_logs.get(loop)
     if found is None:
         client = _roomy(backend.new_client(is_async=True), s.stream.max_connections)
         assert s.prefix is not None
         log = AsyncRedisLog(client, prefix=s.prefix, buckets=s.buckets)
-        found = _async_logs[loop] = (clients.tie_to_loop(client), log)
-    return found[1]
+        store = AsyncRedisStore(client, prefix=s.prefix, buckets=s.buckets)
+        found = _async_logs[loop] = (clients.tie_to_loop(client), log, store)
+    return found[1], found[2]
 
 
 @conf.on_reset
@@ -549,10 +552,10 @@ async def _start(
 ) -> HttpResponseBase:
     """The stream of ``key`` once it may open: the instance exists, where
     to start is known, the response owns ``slot``."""
-    found = backend.get_async_backend()
-    if not (await found.store.machine_ids([key])).get(key):
+    log, store = _log_async(s)
+    if not (await store.machine_ids([key])).get(key):
         raise InstanceNotFoundError(key)
-    last = await found.log.last_seq(key)
+    last = await log.last_seq(key)
     now = time.monotonic()
     follower = _Follower(
         key=key,
@@ -567,7 +570,6 @@ async def _start(
         last_write=now,
     )
     if isinstance(request, ASGIRequest):
-        log = _log_async(s)
         inbox = _Inbox()
         feed = _join(log, key, follower.read_from, inbox)
         leave = _leave_from(asyncio.get_running_loop(), feed, inbox)
