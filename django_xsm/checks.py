@@ -133,6 +133,7 @@ def _callables(s: conf.XsmSettings) -> list[CheckMessage]:
         ("XSM['ACTOR']", s.actor),
         ("XSM['IDEMPOTENCY']['PRINCIPAL']", s.idempotency.principal),
         ("XSM['CODEC']", s.codec),
+        ("XSM['STREAM']['PERMISSION']", s.stream.permission),
     ):
         if path is None:
             continue

@@ -25,6 +25,10 @@ new snapshot over MAX_SNAPSHOT_BYTES       422     ``snapshot-too-large``
 store refused the credentials / ACL        500     ``store-misconfigured``
 stored instance this chart cannot load     500     ``machine-changed``
 any other XsmError (DEBUG=False)           500     ``internal``
+live stream: Last-Event-ID / ?after= bad   400     ``invalid-cursor``
+live stream: permission refused            403     ``forbidden``
+live stream: transition log disabled       404     ``audit-disabled``
+live stream: too many open in the process  503     ``Retry-After``, ``too-many-streams``
 =========================================  ======  ===========================
 
 Bodies are RFC 9457 ``application/problem+json`` (``type``, ``title``,
@@ -75,6 +79,7 @@ __all__ = [
     "REPLAYED_HEADER",
     "body_too_large_response",
     "capture_response",
+    "documented_problem",
     "error_response",
     "invalid_key_response",
     "problem_response",
@@ -154,6 +159,18 @@ PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
     "replay-unavailable": (409, "The first response was not stored",
         "The key was used by a request that stored no response, so there is nothing to "
         "replay. Use a new key."),
+    "invalid-cursor": (400, "Invalid Last-Event-ID",
+        "A live stream resumes after the seq in Last-Event-ID (or ?after=): a whole number "
+        "from 0 to 9223372036854775807. Send the id of the last event received, or none."),
+    "forbidden": (403, "Not allowed",
+        "The live stream's permission (XSM['STREAM']['PERMISSION']) refused this request. "
+        "Log in as a user it allows."),
+    "audit-disabled": (404, "The transition log is disabled",
+        "The live stream sends the records of the transition log, and this deployment "
+        "keeps none (XSM['AUDIT']['ENABLED'] is False). Enable the audit log to stream."),
+    "too-many-streams": (503, "Too many open streams",
+        "This server process has as many live streams open as XSM['STREAM']"
+        "['MAX_CONNECTIONS'] allows. Retry after Retry-After seconds."),
 }  # fmt: skip
 
 
@@ -268,6 +285,22 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def documented_problem(
+    request: HttpRequest | None,
+    slug: str,
+    detail: str,
+    *,
+    retry_after: int | None = None,
+    **extensions: Any,
+) -> HttpResponse:
+    """The problem response of a slug of :data:`PROBLEM_TYPES`, with its
+    status and title."""
+    status, title, _ = PROBLEM_TYPES[slug]
+    return problem_response(
+        request, status, slug, title, detail, retry_after=retry_after, **extensions
+    )
 
 
 def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse | None:

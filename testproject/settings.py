@@ -101,6 +101,9 @@ XSM = {
         "MAX_BACKOFF_S": 4.0,
         "VISIBILITY_TIMEOUT_S": 30,
     },
+    # The order pages follow their order live (/_xsm/stream/<key>, docs/live.md);
+    # they are public in the demo, and so are their streams.
+    "STREAM": {"PERMISSION": "testproject.orders.views.may_follow"},
 }
 
 # The demo app's own settings.

@@ -322,6 +322,14 @@ def get_async_backend() -> AsyncBackend:
         return found
 
 
+def new_client(*, is_async: bool) -> Any:
+    """A client of its own on the configured connection, not the process's
+    shared one: for long blocking reads (the live stream's ``XREAD``) that
+    would otherwise hold the pooled connections requests need. The caller
+    owns it and closes it."""
+    return _connect(is_async=is_async)[3]
+
+
 def get_store() -> RedisStore:
     """Shortcut for ``get_backend().store``."""
     return get_backend().store

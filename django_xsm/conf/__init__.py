@@ -7,8 +7,8 @@
     get_settings().idempotency.header
 
 Every key of ``settings.XSM`` and of its nested ``IDEMPOTENCY`` / ``AUDIT`` /
-``TIMERS`` / ``OUTBOX`` / ``DURABILITY`` / ``SENTINEL`` dicts is checked: an unknown key
-or a value of the wrong type raises ``ImproperlyConfigured`` naming the key
+``TIMERS`` / ``OUTBOX`` / ``DURABILITY`` / ``SENTINEL`` / ``STREAM`` dicts is
+checked: an unknown key or a value of the wrong type raises ``ImproperlyConfigured`` naming the key
 (``XSM['AUDIT']['MAXLEN']``) and, when it looks like a typo, the key meant.
 The parsed settings are cached until Django sends ``setting_changed`` for ``XSM``, ``DEBUG``,
 ``CACHES`` or ``BASE_DIR`` (``override_settings`` in tests); modules that
@@ -39,6 +39,7 @@ from .values import (
     Idempotency,
     Outbox,
     Sentinel,
+    Stream,
     Timers,
     XsmSettings,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "InvalidSettings",
     "Outbox",
     "Sentinel",
+    "Stream",
     "Timers",
     "XsmSettings",
     "get_settings",

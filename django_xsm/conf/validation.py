@@ -30,6 +30,7 @@ from .values import (
     Audit,
     Diagram,
     Idempotency,
+    Stream,
     Timers,
     XsmSettings,
 )
@@ -72,6 +73,60 @@ def _header(value: Any, *parts: str) -> str:
             f"expected an HTTP header name such as 'Idempotency-Key', got {brief(value)}", *parts
         )
     return value
+
+
+def _stream(m: Mapping[str, Any], p: Problems) -> Stream:
+    """``XSM['STREAM']``; the permission's path is imported by the stream
+    (a path that does not import is ``xsm.E010``, not a settings error)."""
+    parts = ("STREAM",)
+    permission = m["PERMISSION"]
+    if not isinstance(permission, str) or not permission.strip():
+        p.found.append(
+            str(
+                fail(
+                    "expected the dotted path of fn(request, key) -> bool, "
+                    f"got {brief(permission)}",
+                    *parts,
+                    "PERMISSION",
+                    hint="the default is 'django_xsm.stream.staff_may_view'",
+                )
+            )
+        )
+        permission = ""
+    return Stream(
+        heartbeat_s=float(
+            p.take(
+                lambda: number(
+                    m["HEARTBEAT_S"],
+                    *parts,
+                    "HEARTBEAT_S",
+                    minimum=0.1,
+                    maximum=3600,
+                    hint="proxies close a silent connection, often after 30 to 60 s",
+                ),
+                15,
+            )
+        ),
+        max_seconds=p.take(
+            lambda: number(
+                m["MAX_SECONDS"],
+                *parts,
+                "MAX_SECONDS",
+                optional=True,
+                minimum=1,
+                maximum=86_400,
+                hint="a stream ends after this long and the client resumes where it left off",
+            ),
+            300,
+        ),
+        max_connections=p.take(
+            lambda: number(
+                m["MAX_CONNECTIONS"], *parts, "MAX_CONNECTIONS", integer=True, minimum=1
+            ),
+            1,
+        ),
+        permission=permission,
+    )
 
 
 def _merged(user: Mapping[str, Any], into: Problems) -> dict[str, Any]:
@@ -249,6 +304,7 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
                 "auto",
             )
         ),
+        stream=_stream(m["STREAM"], p),
         debug=debug,
         raw=m,
     )

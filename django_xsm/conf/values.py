@@ -17,6 +17,7 @@ __all__ = [
     "Idempotency",
     "Outbox",
     "Sentinel",
+    "Stream",
     "Timers",
     "XsmSettings",
 ]
@@ -79,6 +80,12 @@ DEFAULTS: dict[str, Any] = {
     "DIAGRAM": {
         "RENDERER": "auto",
     },
+    "STREAM": {
+        "HEARTBEAT_S": 15,
+        "MAX_SECONDS": 300,
+        "MAX_CONNECTIONS": 1000,
+        "PERMISSION": "django_xsm.stream.staff_may_view",
+    },
 }
 
 #: What a ``SENTINEL`` dict is merged with; HOSTS and SERVICE are required
@@ -91,7 +98,7 @@ SENTINEL_DEFAULTS: dict[str, Any] = {
     "SENTINEL_OPTIONS": {},
 }
 
-_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "OUTBOX", "DURABILITY", "DIAGRAM")
+_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "OUTBOX", "DURABILITY", "DIAGRAM", "STREAM")
 #: Settings whose change invalidates what was built from XSM.
 WATCHED = frozenset({"XSM", "DEBUG", "CACHES", "BASE_DIR"})
 _HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"})
@@ -193,6 +200,21 @@ class Diagram:
 
 
 @dataclass(frozen=True, slots=True)
+class Stream:
+    """``XSM['STREAM']``: the live transition stream (``/_xsm/stream/<key>``,
+    docs/live.md). A comment line goes out at least every ``heartbeat_s``;
+    a stream ends after ``max_seconds`` (None: never) and the client
+    reconnects where it left off; at most ``max_connections`` streams are
+    open per process; ``permission`` is the dotted path of
+    ``fn(request, key) -> bool``."""
+
+    heartbeat_s: float
+    max_seconds: float | None
+    max_connections: int
+    permission: str
+
+
+@dataclass(frozen=True, slots=True)
 class XsmSettings:
     """``settings.XSM`` validated and merged with :data:`DEFAULTS`.
 
@@ -228,6 +250,7 @@ class XsmSettings:
     outbox: Outbox
     durability: Durability
     diagram: Diagram
+    stream: Stream
     debug: bool
     raw: Mapping[str, Any]
 

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from django.db import models, router
+from django.urls import reverse
 
 from django_xsm import conf
 from django_xsm.engine import Machine, to_event
@@ -121,6 +122,14 @@ class BoundStatechart:
         if self.row._state.adding:
             raise UnsavedInstanceError(type(self.row).__name__, self.field.name, placeholder="")
         return instance_key(self.row, self.field)
+
+    @property
+    def stream_url(self) -> str:
+        """The path of the instance's live transitions (server-sent events,
+        ``/_xsm/stream/<key>``, docs/live.md): ``new EventSource(url)`` in a
+        template. No I/O; ``NoReverseMatch`` when ``django_xsm.urls`` is not
+        mounted."""
+        return reverse("django_xsm:stream", kwargs={"key": self.key})
 
     @property
     def entry(self) -> MachineEntry:

@@ -4,13 +4,16 @@ One stream per instance (``{p:b}:log:<key>``), entry id ``<seq>-0`` so
 ``XRANGE`` pages by seq; ``maxlen`` trims approximately (``MAXLEN ~``). A
 per-bucket index scores each stream by its oldest record, so
 ``purge_older_than`` and ``count_older_than`` only visit streams that hold
-something to purge (``streams_older_than`` lists them).
+something to purge (``streams_older_than`` lists them). ``wait`` blocks on
+one stream (``XREAD BLOCK``) until records after a seq are committed: what
+the live stream (``django_xsm.stream``) follows an instance with.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Sequence
+import random
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, brief
@@ -18,18 +21,25 @@ from django_xsm.persistence.base import (
     check_log_read,
     check_read_last,
     validate_key,
+    validate_seconds,
     wall_to_ms,
 )
 from django_xsm.persistence.records import LogEntry, TransitionRecord
 
 from . import ops
-from .client import AsyncSide, SyncSide
+from .client import AsyncSide, SyncSide, socket_timeout_of
 from .core import Cmd, LayoutState, Many, Op
 from .ops import Call, b2s
 
-__all__ = ["AsyncRedisLog", "LogCore", "RedisLog"]
+__all__ = ["MAX_SEQ", "AsyncRedisLog", "LogCore", "RedisLog"]
 
 PAGE = 500
+#: The longest single ``XREAD BLOCK`` of :meth:`RedisLog.wait` (s), unless
+#: half the client's socket timeout is shorter (the read must return first).
+WAIT_SLICE_S = 15.0
+#: The largest seq a stream entry id can carry (Redis ids are 64-bit
+#: unsigned; seqs stay below 2**63 so every client reads them as ints).
+MAX_SEQ = 2**63 - 1
 
 
 class LogCore:
@@ -44,6 +54,9 @@ class LogCore:
             )
         self.state = LayoutState(prefix, buckets)
         self.maxlen = maxlen
+        #: The longest XREAD BLOCK of wait() (s): WAIT_SLICE_S, or half the
+        #: client's socket timeout when that is shorter.
+        self.wait_slice_s = WAIT_SLICE_S
 
     def append(self, record: TransitionRecord) -> Op[int]:
         validate_key(record.key)
@@ -92,6 +105,40 @@ class LogCore:
     def last_seq(self, key: str) -> Op[int]:
         rows = yield from self.read_last(key, 1)
         return rows[-1].seq if rows else 0
+
+    def wait(
+        self, key: str, after_seq: int, seconds: float, limit: int
+    ) -> Op[list[TransitionRecord]]:
+        """The first ``limit`` records after ``after_seq``, waiting at most
+        ``seconds`` (and at most ``wait_slice_s``) for one to be appended:
+        one ``XREAD BLOCK`` on the key's stream; [] when none came."""
+        validate_key(key)
+        if (
+            isinstance(after_seq, bool)
+            or not isinstance(after_seq, int)
+            or not 0 <= after_seq <= MAX_SEQ
+        ):
+            raise InvalidConfigError(
+                f"after_seq must be an int from 0 to {MAX_SEQ}, got {after_seq!r}",
+                path="after_seq",
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidConfigError(f"limit must be a positive int, got {limit!r}", path="limit")
+        slice_s = self.wait_slice_s * random.uniform(0.75, 1.0)
+        seconds = min(validate_seconds(seconds), slice_s)
+        if not seconds >= 0.001:  # BLOCK 0 blocks forever (and NaN is no time)
+            return (yield from self.read(key, after_seq, limit))
+        block_ms = int(seconds * 1000)
+        layout = yield from self.state.ensure()
+        reply = yield Cmd(
+            "XREAD",
+            ("COUNT", limit, "BLOCK", block_ms, "STREAMS", layout.log(key), f"{after_seq}-0"),
+        )
+        if not reply:
+            return []
+        # RESP2: [[stream, rows]]; RESP3: {stream: rows}
+        streams = reply.values() if isinstance(reply, Mapping) else (r[1] for r in reply)
+        return [record for rows in streams for record in ops.parse_stream_rows(key, rows)]
 
     def _purge_stream(self, key: str, cutoff: int) -> Op[int]:
         layout = yield from self.state.ensure()
@@ -217,6 +264,8 @@ class _LogBase:
     """The constructor shared by both twins. ``maxlen`` caps each stream
     approximately (``MAXLEN ~``); None keeps every record."""
 
+    client: Any
+
     def __init__(
         self,
         client_or_url: Any,
@@ -229,6 +278,9 @@ class _LogBase:
         self.prefix = prefix
         self.maxlen = maxlen
         self.core = LogCore(prefix, buckets, maxlen)
+        timeout = socket_timeout_of(self.client)
+        if timeout is not None:
+            self.core.wait_slice_s = min(self.core.wait_slice_s, timeout / 2)
 
     def _connect(self, client_or_url: Any) -> None:
         """Set ``client`` and ``driver`` (blocking or asyncio)."""
@@ -257,6 +309,18 @@ class RedisLog(SyncSide, _LogBase):
 
     def last_seq(self, key: str) -> int:
         return self.driver.run(self.core.last_seq(key), key)
+
+    def wait(
+        self, key: str, *, after_seq: int, timeout_s: float, limit: int = 100
+    ) -> list[TransitionRecord]:
+        """The records after ``after_seq`` in seq order (at most ``limit``),
+        waiting at most ``timeout_s`` for one to be committed: one
+        ``XREAD BLOCK`` on the instance's stream, so a commit made by any
+        process wakes it at once. [] when none came in time; a wait is cut
+        to half the client's socket timeout (call again to wait longer).
+        Records trimmed away are skipped: the first one returned may come
+        after ``after_seq + 1``."""
+        return self.driver.run(self.core.wait(key, after_seq, timeout_s, limit), key)
 
     def purge_older_than(
         self,
@@ -327,6 +391,14 @@ class AsyncRedisLog(AsyncSide, _LogBase):
 
     async def last_seq(self, key: str) -> int:
         return await self.driver.run(self.core.last_seq(key), key)
+
+    async def wait(
+        self, key: str, *, after_seq: int, timeout_s: float, limit: int = 100
+    ) -> list[TransitionRecord]:
+        """The asyncio twin of :meth:`RedisLog.wait`: the event loop goes on
+        while the ``XREAD`` blocks its connection."""
+        op = self.core.wait(key, after_seq, timeout_s, limit)
+        return await self.driver.run(op, key)
 
     async def purge_older_than(
         self,

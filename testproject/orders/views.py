@@ -34,6 +34,7 @@ from django_xsm.decorators import stateful_view
 from django_xsm.http import problem_response
 from django_xsm.middleware import get_request_info
 from django_xsm.registry import machines
+from django_xsm.stream import staff_may_view
 
 from . import payments
 from .machines import MAIN_WAREHOUSE, WAREHOUSES
@@ -286,18 +287,28 @@ def detail(request: HttpRequest, order_id: str) -> HttpResponse:
         order = objects.get(ORDER_KEY.format(order_id=order_id))
     except objects.DoesNotExist:
         raise Http404("No such order") from None
+    newest = objects.latest(order.key, 1)
     return render(
         request,
         "orders/detail.html",
         {
             "order": order,
             "order_id": order_id,
+            # the live stream (EventSource) resumes after the newest record
+            "last_seq": newest[-1].seq if newest else 0,
             "history": objects.history(order.key, limit=200),
             "deadlines": order.to_dict()["deadlines"],
             # written by the outbox handler of order.paid (effects.py)
             "receipts": Receipt.objects.filter(order_id=order_id),
         },
     )
+
+
+def may_follow(request: HttpRequest, key: str) -> bool:
+    """``XSM['STREAM']['PERMISSION']`` of the demo: an order's page is public
+    (it is a demo), so is its live stream; other instances need the admin's
+    staff permission (the default)."""
+    return key.startswith("order:") or staff_may_view(request, key)
 
 
 @require_POST

@@ -84,6 +84,8 @@ XSM = {
     "LOCK_TIMEOUT_S": 0.2,
     "CONFLICT_RETRIES": 2,
     "IDEMPOTENCY": {"MAX_RESPONSE_BYTES": 4096},
+    # quiet streams of the in-process browser tests end soon after their page
+    "STREAM": {"HEARTBEAT_S": 1, "MAX_SECONDS": 30},
     # the demo's order emits these (xsm.E013 wants a handler for each)
     "OUTBOX": {
         "HANDLERS": {

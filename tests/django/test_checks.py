@@ -182,6 +182,9 @@ def test_e009_embedded_needs_fakeredis_and_lupa(
         {"ACTOR": "tests.django.machines.NOT_A_MACHINE"},
         {"IDEMPOTENCY": {"PRINCIPAL": "tests.django.machines.nothing"}},
         {"CODEC": "django_xsm.persistence.NoSuchCodec"},
+        {"STREAM": {"PERMISSION": "tests.stream.permissions.nothing"}},
+        {"STREAM": {"PERMISSION": "tests.stream.permissions.NOT_CALLABLE"}},
+        {"STREAM": {"PERMISSION": "a..b"}},
     ],
 )
 def test_e010_callable_paths(xsm: Any, change: dict[str, Any]):

@@ -27,6 +27,15 @@ def test_defaults_fill_every_key(settings: Any):
     assert s.max_payload_bytes == 65536
 
 
+def test_stream_defaults_and_merging(settings: Any):
+    settings.XSM = {"PREFIX": "shop", "STREAM": {"MAX_SECONDS": None, "HEARTBEAT_S": 5}}
+    s = conf.get_settings().stream
+    assert (s.heartbeat_s, s.max_seconds, s.max_connections) == (5.0, None, 1000)
+    assert s.permission == "django_xsm.stream.staff_may_view"
+    settings.XSM = {"PREFIX": "shop"}
+    assert conf.get_settings().stream.max_seconds == 300
+
+
 def test_nested_dicts_merge_key_by_key(settings: Any):
     settings.XSM = {"PREFIX": "shop", "AUDIT": {"MAXLEN": 100}, "IDEMPOTENCY": {"TTL_S": 60}}
     s = conf.get_settings()
@@ -98,6 +107,18 @@ def test_unknown_keys_are_named(settings: Any, value: dict[str, Any], named: str
         ({"AUDIT": {"REDACT": "card"}}, "XSM['AUDIT']['REDACT']"),
         ({"AUDIT": {"REDACT": ["", "x"]}}, "XSM['AUDIT']['REDACT']"),
         ({"TIMERS": {"MAX_ATTEMPTS": 0}}, "XSM['TIMERS']['MAX_ATTEMPTS']"),
+        ({"STREAM": "on"}, "XSM['STREAM']"),
+        ({"STREAM": {"HEARTBEAT_S": 0}}, "XSM['STREAM']['HEARTBEAT_S']"),
+        ({"STREAM": {"HEARTBEAT_S": "15"}}, "XSM['STREAM']['HEARTBEAT_S']"),
+        ({"STREAM": {"HEARTBEAT_S": 7200}}, "XSM['STREAM']['HEARTBEAT_S']"),
+        ({"STREAM": {"MAX_SECONDS": 0}}, "XSM['STREAM']['MAX_SECONDS']"),
+        ({"STREAM": {"MAX_SECONDS": float("inf")}}, "XSM['STREAM']['MAX_SECONDS']"),
+        ({"STREAM": {"MAX_CONNECTIONS": 0}}, "XSM['STREAM']['MAX_CONNECTIONS']"),
+        ({"STREAM": {"MAX_CONNECTIONS": 10.5}}, "XSM['STREAM']['MAX_CONNECTIONS']"),
+        ({"STREAM": {"MAX_CONNECTIONS": None}}, "XSM['STREAM']['MAX_CONNECTIONS']"),
+        ({"STREAM": {"PERMISSION": None}}, "XSM['STREAM']['PERMISSION']"),
+        ({"STREAM": {"PERMISSION": " "}}, "XSM['STREAM']['PERMISSION']"),
+        ({"STREAM": {"PERMISION": "x.y"}}, "XSM['STREAM']['PERMISION']"),
     ],
 )
 def test_wrong_types_and_values_are_named(settings: Any, value: dict[str, Any], named: str):

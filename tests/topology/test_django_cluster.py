@@ -138,6 +138,13 @@ def test_the_admin_lists_the_instances(on_cluster: RedisCluster3, admin_client: 
     django_steps.admin_lists_the_instances(admin_client)
 
 
+def test_the_live_stream_reads_each_key_on_its_own_node(
+    on_cluster: RedisCluster3, db: None
+) -> None:
+    # db: a stream that closes fires request_finished, which closes database connections
+    django_steps.streams_follow_commits_on_every_key()
+
+
 def test_readiness_needs_every_master_writable(on_cluster: RedisCluster3) -> None:
     ready = Client().get("/_xsm/ready")
     assert ready.status_code == 200, ready.content

@@ -133,6 +133,11 @@ def test_the_admin_lists_the_instances(on_sentinel: SentinelSet, admin_client: C
     django_steps.admin_lists_the_instances(admin_client)
 
 
+def test_the_live_stream_reads_each_key_on_its_own_node(on_sentinel: SentinelSet, db: None) -> None:
+    # db: a stream that closes fires request_finished, which closes database connections
+    django_steps.streams_follow_commits_on_every_key()
+
+
 def test_readiness_names_the_service(on_sentinel: SentinelSet) -> None:
     ready = Client().get("/_xsm/ready")
     assert ready.status_code == 200, ready.content
