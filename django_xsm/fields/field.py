@@ -19,16 +19,14 @@ from __future__ import annotations
 import string
 import sys
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any
 
 from django.apps import apps as global_apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import models, router
+from django.db import models
 from django.db.models.query_utils import DeferredAttribute
-from django.db.models.signals import post_delete, post_save
-from django.db.models.sql.compiler import SQLInsertCompiler
+from django.db.models.signals import post_delete
 from django.utils.functional import Promise
 
 from django_xsm import conf
@@ -36,7 +34,7 @@ from django_xsm.exceptions import ArgumentTypeError, StateAssignmentError
 from django_xsm.registry import machines
 
 from .bound import BoundStatechart, initial_column
-from .lifecycle import create_after_save, created_on_insert, forget_on_delete
+from .lifecycle import created_on_insert, forget_on_delete
 from .projection import register_field
 
 __all__ = ["ON_DELETE_CHOICES", "StatechartField", "StatechartVersionField", "longest_projection"]
@@ -157,23 +155,6 @@ def _set_by_django_model(frame: Any) -> bool:
     return bool(frame is not None and frame.f_globals.get("__name__") == "django.db.models.base")
 
 
-def _insert_database(row: models.Model) -> str:
-    """The database of the INSERT that is calling ``pre_save(add=True)``:
-    the insert compiler's (``save(using=...)``, ``QuerySet.using(...)``,
-    ``bulk_create()``), which Django hands to no field hook. The router's
-    choice when the caller is not a compiler (a direct call)."""
-    # the compiler's pre_save_val(), or a subclass's pre_save() below it
-    frame: FrameType | None = sys._getframe(2)
-    for _ in range(3):
-        if frame is None:
-            break
-        compiler = frame.f_locals.get("self")
-        if isinstance(compiler, SQLInsertCompiler):
-            return str(compiler.using)
-        frame = frame.f_back
-    return router.db_for_write(type(row), instance=row)
-
-
 class StatechartField(models.CharField):  # type: ignore[type-arg]
     """A row's state, projected from its statechart in Redis.
 
@@ -251,7 +232,6 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
         if cls._meta.apps is not global_apps:
             return  # a model rebuilt from migrations: no receivers of its own
         register_field(self)
-        post_save.connect(create_after_save(self), sender=cls, weak=False)
         if self.on_delete == "forget":
             post_delete.connect(forget_on_delete(self), sender=cls, weak=False)
 
@@ -269,7 +249,7 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
             initial = initial_column(self.machine_name)
             model_instance.__dict__[self.attname] = initial
             if self.model._meta.apps is global_apps:  # not in a migration
-                created_on_insert(self, model_instance, _insert_database(model_instance))
+                created_on_insert(self, model_instance)
             return initial
         return models.F(self.attname)
 

@@ -4,13 +4,18 @@
 once in autocommit), its instance is stored: the initial configuration,
 its ``after`` deadlines armed, its entry actions' emitted events in the
 outbox (:meth:`~django_xsm.fields.bound.BoundStatechart.create`). Every
-non-raw INSERT calls the field's ``pre_save(add=True)``, which hands the
-row here with the database of the INSERT: ``save()``, ``objects.create()``
-and ``bulk_create()`` alike (fixtures and ``loaddata`` are raw: they are
-left to ``xsm_sync_models``). Inside a transaction the creation waits for
-its commit, and a rolled-back INSERT (or savepoint) creates nothing; an
-autocommit ``save()`` creates it from ``post_save``, once the row is
-written. The creation is fenced by the commit's version check, so a
+non-raw INSERT calls the field's ``pre_save(add=True)`` just before it
+runs: ``save()``, ``objects.create()`` and ``bulk_create()`` alike
+(fixtures and ``loaddata`` are raw: they are left to
+``xsm_sync_models``). Django hands no field hook the INSERT's database nor
+calls one after it, but both ``save()`` and ``bulk_create()`` end every
+written row by setting its ``_state.adding = False`` and ``_state.db``
+(in either order, on every supported Django); ``pre_save`` therefore
+marks the row's ``_state`` (:class:`_Inserting`) and the creation is
+scheduled when both have been set: inside a transaction it waits for the
+commit (``transaction.on_commit``), and a rolled-back INSERT (or
+savepoint) creates nothing; in autocommit the row is written by then and
+the instance is created at once. The creation is fenced by the commit's version check, so a
 concurrent first send cannot apply the initial entry twice. If it fails
 (Redis unreachable), the row stays, one WARNING names it (model and
 primary key) and ``manage.py xsm_sync_models`` creates it later; nothing
@@ -37,8 +42,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.db import models, transaction
-from django.db.models.signals import class_prepared, post_delete, post_save
+from django.db import models, router, transaction
+from django.db.models.base import ModelState
+from django.db.models.signals import class_prepared, post_delete
 
 from django_xsm import backend
 from django_xsm.exceptions import InvalidConfigError, UnsavedInstanceError, XsmError
@@ -48,7 +54,7 @@ from django_xsm.registry import machines
 from .bound import BoundStatechart
 from .keys import FieldSpec, instance_key
 
-__all__ = ["create_after_save", "created_on_insert", "forget_on_delete"]
+__all__ = ["created_on_insert", "forget_on_delete"]
 
 logger = logging.getLogger("django_xsm.fields")
 
@@ -62,33 +68,58 @@ _LATER = "'manage.py xsm_sync_models --forget-orphans' erases it later"
 # --- creation ------------------------------------------------------------------------
 
 
-def _waiting(field: FieldSpec) -> str:
-    """The row attribute marking an INSERT whose creation ``post_save`` runs."""
-    return f"_xsm_create_{field.attname}"
+class _Inserting(ModelState):
+    """A row's ``_state`` between its fields' ``pre_save(add=True)`` and the
+    end of its INSERT: once Django has set both ``adding = False`` and
+    ``db`` (the row is written, its primary key known), each field's
+    creation is scheduled and the state is a plain ``ModelState`` again.
+    An INSERT that fails sets neither; the next ``save()`` marks it anew."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name not in ("adding", "db"):
+            return
+        seen = self.__dict__.setdefault(_SEEN, set())
+        seen.add(name)
+        if "db" in seen and self.__dict__.get("adding") is False:
+            pending: dict[str, tuple[FieldSpec, models.Model]] = self.__dict__.pop(_PENDING, {})
+            del self.__dict__[_SEEN]
+            self.__class__ = ModelState  # type: ignore[assignment]
+            for field, row in pending.values():
+                _schedule(field, row)
 
 
-def created_on_insert(field: FieldSpec, row: models.Model, using: str) -> None:
+_PENDING = "_xsm_creations"
+_SEEN = "_xsm_written"
+
+
+def created_on_insert(field: FieldSpec, row: models.Model) -> None:
     """Called by the field's ``pre_save(add=True)``, just before the row's
-    INSERT on ``using``: inside a transaction, the creation is registered
-    with ``transaction.on_commit`` (the primary key is read when it runs);
-    in autocommit the INSERT has not run yet, so ``post_save`` creates it
-    (:func:`create_after_save`)."""
+    INSERT: the row's instance is created once the INSERT is written (see
+    :class:`_Inserting`), on its commit."""
+    state = row._state
+    if type(state) is ModelState:
+        state.__class__ = _Inserting
+    elif not isinstance(state, _Inserting):  # a ModelState subclass of the project's
+        logger.warning(
+            "%s: its _state is a %s, not Django's ModelState; its statechart is created by "
+            "'manage.py xsm_sync_models'",
+            row._meta.label,
+            type(state).__name__,
+        )
+        return
+    state.__dict__.pop(_SEEN, None)  # a retried save() after a failed INSERT
+    state.__dict__.setdefault(_PENDING, {})[field.attname] = (field, row)
+
+
+def _schedule(field: FieldSpec, row: models.Model) -> None:
+    """The row is written on ``row._state.db``: create its instance once
+    that database commits (at once in autocommit)."""
+    using = row._state.db or router.db_for_write(type(row), instance=row)
     if transaction.get_connection(using).in_atomic_block:
         transaction.on_commit(functools.partial(_create, field, row), using=using)
     else:
-        row.__dict__[_waiting(field)] = True
-
-
-def create_after_save(field: FieldSpec) -> Callable[..., None]:
-    """A ``post_save`` receiver: the creation of a row saved in autocommit
-    (committed by now). Also connected for proxies of the model."""
-
-    def receiver(sender: Any, instance: models.Model, created: bool, **kwargs: Any) -> None:
-        if instance.__dict__.pop(_waiting(field), False) and created:
-            _create(field, instance)
-
-    _RECEIVERS.append((post_save, field, receiver))
-    return receiver
+        _create(field, row)
 
 
 def _create(field: FieldSpec, row: models.Model) -> None:
