@@ -41,7 +41,7 @@ __all__ = ["EmittedEvent", "Xsm"]
 #: Due instances fired per scanner pass.
 _SCAN_PAGE = 1000
 #: Passes in a row at one time before advance() calls it a loop.
-_SAME_TIME_PASSES = 1000
+_SAME_TIME_PASSES = 100
 #: Outbox entries read per kind (pending, waiting, dead) when looking.
 _MOST_ENTRIES = 10_000
 _DEAD_PAGE = 500
