@@ -77,6 +77,16 @@ def _guard(name: str, answer: object) -> Callable[..., Any]:
     raise ArgumentTypeError(f"guards[{name!r}]", answer, expected="True, False or a function")
 
 
+def _thaw(value: Any) -> Any:
+    """A compiled machine's frozen config (read-only mappings, tuples) as
+    the JSON-like dicts and lists a config is written in."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_thaw(v) for v in value]
+    return value
+
+
 def _copy_with_guards(machine: Machine, guards: Mapping[str, object]) -> Machine:
     if not guards:
         return machine
@@ -91,7 +101,7 @@ def _copy_with_guards(machine: Machine, guards: Mapping[str, object]) -> Machine
     logic = machine.logic
     replaced = {name: _guard(name, answer) for name, answer in guards.items()}
     return create_machine(
-        machine.config,
+        _thaw(machine.config),
         logic=MachineLogic(
             actions=logic.actions, guards={**logic.guards, **replaced}, delays=logic.delays
         ),
@@ -104,23 +114,29 @@ def shortest_paths(
     machine: Machine,
     *,
     guards: Mapping[str, bool | Callable[..., Any]] | None = None,
-    events: Mapping[str, Mapping[str, Any]] | None = None,
+    events: Mapping[str, Mapping[str, Any] | None] | None = None,
     context: Mapping[str, Any] | None = None,
 ) -> list[Path]:
     """For every reachable configuration, the shortest path to it, nearest
     first (see the module docstring). ``events``: a payload per event type
-    (actions and guards read them); ``context``: the initial context
-    (default: the chart's). An action that raises stops the search with an
-    ``InvalidConfigError`` naming the state and the event (give its payload
-    with ``events=``)."""
+    (actions and guards read them), None for a type never to send;
+    ``context``: the initial context (default: the chart's). An action that
+    raises stops the search with an ``InvalidConfigError`` naming the state
+    and the event (give its payload, or leave it out, with ``events=``)."""
     if not isinstance(machine, Machine):
         raise ArgumentTypeError("machine", machine, expected="a Machine (machines[name].machine)")
     payloads = dict(events or {})
     for name, payload in payloads.items():
-        if not isinstance(payload, Mapping):
-            raise ArgumentTypeError(f"events[{name!r}]", payload, expected="a dict (the payload)")
+        if payload is not None and not isinstance(payload, Mapping):
+            raise ArgumentTypeError(
+                f"events[{name!r}]", payload, expected="a dict (the payload) or None (never sent)"
+            )
     copy = _copy_with_guards(machine, dict(guards or {}))
-    sendable = [e for e in copy.events if not e.startswith(_INTERNAL) and not is_wildcard(e)]
+    sendable = [
+        e
+        for e in copy.events
+        if not e.startswith(_INTERNAL) and not is_wildcard(e) and payloads.get(e, {}) is not None
+    ]
 
     def clock() -> int:
         return 0  # deadlines then say how long after their state's entry they fire
@@ -133,7 +149,7 @@ def shortest_paths(
         probe = copy.restore(snapshot, clock=clock)
         if probe.status != "active":
             continue
-        moves = [Step(e, dict(payloads.get(e, {}))) for e in sendable]
+        moves = [Step(e, dict(payloads.get(e) or {})) for e in sendable]
         moves += [Step(d.event_type, {}, d.due_ms) for d in probe.deadlines]
         for step in moves:
             instance = copy.restore(snapshot, clock=clock)
@@ -146,7 +162,8 @@ def shortest_paths(
                     f"sending {step.event!r} in state {brief(probe.value)} raised "
                     f"{type(exc).__name__}: {exc}",
                     path=f"events[{step.event!r}]",
-                    hint="give the event the payload its actions and guards read with events=",
+                    hint="give the event the payload its actions and guards read with "
+                    f"events=, or leave it out with events={{{step.event!r}: None}}",
                 ) from exc
             if not receipt.accepted or instance.state_ids in found:
                 continue
