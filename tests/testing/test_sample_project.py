@@ -59,7 +59,7 @@ def shop(request: pytest.FixtureRequest, installed_plugin: None) -> Run:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
         found = subprocess.run(
-            command, cwd=SAMPLE, env=env, capture_output=True, text=True, timeout=600
+            command, check=False, cwd=SAMPLE, env=env, capture_output=True, text=True, timeout=600
         )
         if request.param == "live":
             assert not leftovers(), "a test namespace was left on the server"
@@ -147,7 +147,7 @@ def test_bad_use_gets_clear_errors(installed_plugin: None, tmp_path: Path) -> No
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
         return subprocess.run(
-            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+            command, check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
         )
 
     without_app = run("--ds=bare_settings")
