@@ -105,7 +105,7 @@ def test_its_tests_pass_with_the_plugin_of_the_entry_point_and_coverage_is_count
 ) -> None:
     result = shop("-p", "no:xdist", "--xsm-coverage-fail-under=50")
     assert result.returncode == 0, summary(result)
-    assert re.search(r"\b6 passed\b", result.stdout), summary(result)
+    assert re.search(r"\b7 passed\b", result.stdout), summary(result)
     assert coverage_report(result.stdout) == EXPECTED
     assert "total: transitions 6/12 (50.0%)" in result.stdout
     assert "chart transition coverage 50.0% reaches 50%" in result.stdout
@@ -114,7 +114,7 @@ def test_its_tests_pass_with_the_plugin_of_the_entry_point_and_coverage_is_count
 def test_fail_under_fails_the_session_when_a_transition_is_missing(shop: Run) -> None:
     result = shop("-p", "no:xdist", "--xsm-coverage-fail-under=100")
     assert result.returncode == 1, summary(result)
-    assert re.search(r"\b6 passed\b", result.stdout)  # every test passed: coverage failed
+    assert re.search(r"\b7 passed\b", result.stdout)  # every test passed: coverage failed
     assert (
         "FAIL: chart transition coverage 50.0% is below --xsm-coverage-fail-under=100"
         in result.stdout
@@ -128,7 +128,7 @@ def test_under_xdist_each_process_counts_and_the_controller_merges(shop: Run) ->
         missing("pytest-xdist is not installed (the test extra has it)")
     result = shop("-p", "xdist", "-n", "2", "-vv", "--xsm-coverage-fail-under=100")
     assert result.returncode == 1, summary(result)
-    assert re.search(r"\b6 passed\b", result.stdout), summary(result)
+    assert re.search(r"\b7 passed\b", result.stdout), summary(result)
     assert "[gw0]" in result.stdout and "[gw1]" in result.stdout  # both processes ran tests
     assert coverage_report(result.stdout) == EXPECTED
     assert "FAIL: chart transition coverage 50.0%" in result.stdout
@@ -164,8 +164,8 @@ def test_bad_use_gets_clear_errors(installed_plugin: None, tmp_path: Path) -> No
     assert too_much.returncode == 4 and "101 is not a percentage from 0 to 100" in too_much.stderr
 
 
-def test_the_docs_show_this_test_module() -> None:
+@pytest.mark.parametrize("name", ["shop_settings.py", "test_orders.py", "test_orders_unittest.py"])
+def test_the_docs_show_the_sample_projects_files(name: str) -> None:
     docs = (ROOT / "docs" / "testing.md").read_text()
-    module = (SAMPLE / "test_orders.py").read_text()
     blocks = re.findall(r"```python\n(.*?)```", docs, flags=re.S)
-    assert module in blocks, "docs/testing.md must show tests/testing/sample_project/test_orders.py"
+    assert (SAMPLE / name).read_text() in blocks, f"docs/testing.md must show {name} as it is"
