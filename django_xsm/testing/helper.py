@@ -88,9 +88,13 @@ class _RecordingWorker(OutboxWorker):
 class Xsm:
     """One test's django-xsm: see the module docstring. :meth:`start` and
     :meth:`stop` (or ``with Xsm() as xsm:``) bracket the test; the fixture
-    and :class:`~.cases.XsmTestCase` do it for you."""
+    and :class:`~.cases.XsmTestCase` do it for you. ``settings``:
+    pytest-django's ``settings`` fixture, which then carries the test's
+    ``XSM`` and puts the project's back after the test (the fixture passes
+    it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, settings: Any = None) -> None:
+        self._settings = settings
         self._namespace: TestNamespace | None = None
         self._clock: TestClock | None = None
         self._commits = CommitCallbacks()
@@ -110,7 +114,7 @@ class Xsm:
                 hint="use one xsm fixture, or one XsmTestCase, per test",
             )
         require_django_xsm()
-        namespace = TestNamespace()
+        namespace = TestNamespace(self._settings)
         clock = TestClock(system_clock_ms())
         namespace.enter()
         try:

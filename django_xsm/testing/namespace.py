@@ -67,11 +67,18 @@ def _names_a_redis(xsm: dict[str, Any]) -> bool:
 class TestNamespace:
     """The test's own ``XSM`` (see the module docstring): :meth:`enter`
     switches to it, :meth:`leave` erases it (on a real Redis) and puts the
-    project's settings back."""
+    project's settings back.
+
+    ``settings``: pytest-django's ``settings`` fixture, when the test has
+    it: the change then goes through it, so it and every change the test
+    makes through it are undone together, in order, after the test (an
+    ``override_settings`` of its own would be undone before changes made
+    on top of it)."""
 
     __test__ = False  # not a test class, whatever its name says to pytest
 
-    def __init__(self) -> None:
+    def __init__(self, settings_fixture: Any = None) -> None:
+        self._fixture = settings_fixture
         project = getattr(settings, "XSM", None) or {}
         if not isinstance(project, dict):
             raise InvalidConfigError(
@@ -84,11 +91,15 @@ class TestNamespace:
         changes: dict[str, Any] = {"PREFIX": self.prefix}
         if not self.on_redis:
             changes["EMBEDDED"] = True
-        self._override = override_settings(XSM={**project, **changes})
+        self._xsm = {**project, **changes}
+        self._override = override_settings(XSM=self._xsm)
         self._entered = False
 
     def enter(self) -> None:
-        self._override.enable()
+        if self._fixture is not None:
+            self._fixture.XSM = self._xsm
+        else:
+            self._override.enable()
         self._entered = True
 
     def leave(self) -> None:
@@ -101,7 +112,8 @@ class TestNamespace:
             if self.on_redis:
                 self._erase()
         finally:
-            self._override.disable()
+            if self._fixture is None:  # else the fixture puts them back after the test
+                self._override.disable()
 
     def _erase(self) -> None:
         found = backend.get_backend()

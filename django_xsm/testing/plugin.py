@@ -69,15 +69,29 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def xsm() -> Iterator[Xsm]:
+def xsm(request: pytest.FixtureRequest) -> Iterator[Xsm]:
     """A namespace of this test's own, a clock that moves only with
     ``xsm.advance()``, the outbox (``xsm.emitted``, ``xsm.deliver()``), the
     transition log (``xsm.history(key)``), and on-commit callbacks run as
     in production. See docs/testing.md."""
     from .helper import Xsm
 
-    with Xsm() as found:
+    with Xsm(settings=_settings_fixture(request)) as found:
         yield found
+
+
+def _settings_fixture(request: pytest.FixtureRequest) -> Any:
+    """pytest-django's ``settings`` (set up before ``xsm``, so torn down
+    after it), when it can give one: the test's ``XSM`` goes through it, so
+    the settings a test changes through it come back in order. None
+    without pytest-django or Django settings (``Xsm`` says what is missing)."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return None
+    from django.conf import settings
+
+    if not settings.configured:
+        return None
+    return request.getfixturevalue("settings")
 
 
 class CoverageReport:

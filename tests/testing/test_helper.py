@@ -299,3 +299,22 @@ def test_without_django_xsm_in_installed_apps_it_refuses(project: Any) -> None:
     assert not stores.clock_is_set()
     with Xsm():  # nothing was left behind
         pass
+
+
+def test_through_pytest_djangos_settings_every_change_comes_back_in_order(
+    project: Any, settings: Any
+) -> None:
+    """What the plugin's fixture does: the test's XSM goes through
+    pytest-django's ``settings``, so a change the test makes on top of it
+    is undone with it, in order (an ``override_settings`` of the helper's
+    own, undone first, would leave the test's prefix behind)."""
+    from tests.django.settings import XSM as ORIGINAL
+
+    found = Xsm(settings=settings).start()
+    settings.XSM = {**settings.XSM, "LOCK": "pessimistic"}  # the test's own change
+    assert (settings.XSM["PREFIX"], settings.XSM["LOCK"]) == (found.prefix, "pessimistic")
+    machines["ticket"].objects.send("t:1", "BUMP", create=True)
+    found.stop()
+    assert not stores.clock_is_set()
+    settings._finalize()  # pytest-django's teardown, after the helper's
+    assert settings.XSM == ORIGINAL
