@@ -2,7 +2,8 @@
 uses, built once from ``settings.XSM``.
 
 * :mod:`.build` — the cached accessors (:func:`get_backend`,
-  :func:`get_async_backend`, :func:`get_scanner`, :func:`lock_strategy`);
+  :func:`get_async_backend`, :func:`get_scanner`, :func:`lock_strategy`)
+  and django-xsm's clock (:func:`now_ms`, :func:`use_clock`);
 * :mod:`.clients` — Redis clients from a URL, a django-redis cache alias or
   the embedded fakeredis;
 * :mod:`.readiness` — whether the settings name a usable connection (the
@@ -21,6 +22,7 @@ from .build import (
     Backend,
     BlockPlugin,
     MachineDirectory,
+    clock_is_set,
     get_async_backend,
     get_backend,
     get_inbox,
@@ -29,8 +31,10 @@ from .build import (
     get_store,
     lock_strategy,
     new_client,
+    now_ms,
     reset,
     speculative,
+    use_clock,
     use_machines,
 )
 
@@ -39,6 +43,7 @@ __all__ = [
     "Backend",
     "BlockPlugin",
     "MachineDirectory",
+    "clock_is_set",
     "get_async_backend",
     "get_backend",
     "get_inbox",
@@ -47,7 +52,9 @@ __all__ = [
     "get_store",
     "lock_strategy",
     "new_client",
+    "now_ms",
     "reset",
     "speculative",
+    "use_clock",
     "use_machines",
 ]

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -58,7 +58,7 @@ from django_xsm.persistence import (
     PessimisticLock,
     Plugin,
 )
-from django_xsm.persistence.base import Codec
+from django_xsm.persistence.base import Codec, system_clock_ms
 from django_xsm.persistence.locks import LockStrategy
 from django_xsm.redis import (
     AsyncRedisInbox,
@@ -134,6 +134,40 @@ _async_backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBacke
 _machines: MachineDirectory | None = None
 #: The outbox of the backend it was built on (rebuilt with a new backend).
 _outbox: tuple[Backend, RedisOutbox] | None = None
+
+
+# --- the clock ------------------------------------------------------------------------
+
+#: The clock a test set with use_clock(); None: the wall clock.
+_clock: Callable[[], int] | None = None
+
+
+def now_ms() -> int:
+    """django-xsm's time in this process, in epoch milliseconds: the wall
+    clock unless a test set another with :func:`use_clock`. The stores
+    hand it to blocks (deadlines armed, transition-log timestamps) and to
+    the timer scanner (what is due); the outbox worker computes retry times
+    on it."""
+    clock = _clock
+    return system_clock_ms() if clock is None else clock()
+
+
+def use_clock(clock: Callable[[], int] | None) -> None:
+    """Make ``clock`` (epoch milliseconds) django-xsm's time in this process;
+    None: the wall clock again. While one is set the outbox worker also
+    judges by it when a retry is due, instead of the Redis server's clock,
+    so moving it brings retries back. For tests: ``xsm.advance()``
+    (:mod:`django_xsm.testing`) moves one. Leases, idempotency receipts,
+    lock and instance expiry keep the Redis server's clock."""
+    global _clock
+    if clock is not None and not callable(clock):
+        raise ArgumentTypeError("clock", clock, expected="a callable returning epoch ms, or None")
+    _clock = clock
+
+
+def clock_is_set() -> bool:
+    """Whether a test set django-xsm's clock (:func:`use_clock`)."""
+    return _clock is not None
 
 
 def use_machines(directory: MachineDirectory) -> None:
@@ -268,6 +302,8 @@ def _members(
         **durability,
     )
     inbox = inbox_kind(client, prefix=s.prefix, buckets=s.buckets, **durability)
+    # blocks and the timer scanner read the store's clock: django-xsm's
+    store.clock = now_ms
     log = log_kind(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets)
     plugins: list[BlockPlugin] = [
         IdempotencyPlugin(inbox, ttl_s=s.idempotency.ttl_s, lease_s=s.idempotency.lease_s)

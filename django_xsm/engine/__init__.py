@@ -22,6 +22,7 @@ from .chart.model import Action, Guard, StateNode, Transition
 from .events import Event, to_event
 from .machine import Instance, Machine, create_machine
 from .run.deadlines import Deadline
+from .run.observe import StepObserver, observe_steps
 from .run.results import ActionCall, Receipt, TransitionResult
 
 __all__ = [
@@ -35,8 +36,10 @@ __all__ = [
     "MachineLogic",
     "Receipt",
     "StateNode",
+    "StepObserver",
     "Transition",
     "TransitionResult",
     "create_machine",
+    "observe_steps",
     "to_event",
 ]

@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django_xsm import conf
-from django_xsm.backend.build import get_outbox
+from django_xsm.backend.build import clock_is_set, get_outbox
+from django_xsm.backend.build import now_ms as backend_now_ms
 from django_xsm.persistence.outbox import OutboxEntry
 from django_xsm.redis import OutboxLease, RedisOutbox
 
@@ -70,6 +71,8 @@ class OutboxWorker:
     """Takes leases as ``consumer`` and runs their handlers (see the module
     docstring). ``policy`` holds the attempts and backoff; ``clock`` gives
     epoch ms for retry times (the worker's clock: keep hosts NTP-synced);
+    with ``due_by_clock`` it also decides when a retry is due, instead of
+    the Redis server's clock (a test that moves django-xsm's clock);
     ``compensate`` is :func:`~.compensation.compensate` unless replaced."""
 
     def __init__(
@@ -83,6 +86,7 @@ class OutboxWorker:
         visibility_timeout_ms: int = 60_000,
         redact: Iterable[str] = (),
         clock: Callable[[], int] = now_ms,
+        due_by_clock: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
         compensate: Callable[[OutboxEntry, str, int], Compensation] = compensate,
     ) -> None:
@@ -94,6 +98,7 @@ class OutboxWorker:
         self.visibility_timeout_ms = visibility_timeout_ms
         self.redact = tuple(redact)
         self.clock = clock
+        self.due_by_clock = due_by_clock
         self.monotonic = monotonic
         self.compensate = compensate
 
@@ -103,7 +108,8 @@ class OutboxWorker:
     ) -> OutboxWorker:
         """A worker on the process backend's outbox with ``XSM['OUTBOX']``'s
         handlers and policy (``ImproperlyConfigured`` for a handler that
-        does not import)."""
+        does not import), on django-xsm's clock (:func:`~django_xsm.backend.now_ms`;
+        a clock a test set also decides when retries are due)."""
         s = conf.get_settings()
         o = s.outbox
         policy = RetryPolicy.of(o.max_attempts, o.backoff_s, o.max_backoff_s, rng)
@@ -115,6 +121,8 @@ class OutboxWorker:
             policy=policy,
             visibility_timeout_ms=o.visibility_timeout_ms,
             redact=s.audit.redact,
+            clock=backend_now_ms,
+            due_by_clock=clock_is_set(),
         )
 
     # --- one batch --------------------------------------------------------------------
@@ -123,7 +131,10 @@ class OutboxWorker:
         """Take up to ``batch`` leases and handle each (``StoreError`` when
         Redis fails; leases not finished then are taken over later)."""
         leases = self.outbox.take(
-            self.consumer, count=self.batch, visibility_timeout_ms=self.visibility_timeout_ms
+            self.consumer,
+            count=self.batch,
+            visibility_timeout_ms=self.visibility_timeout_ms,
+            now_ms=self.clock() if self.due_by_clock else None,
         )
         taken_at = self.monotonic()
         result = WorkResult(taken=len(leases))

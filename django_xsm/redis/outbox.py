@@ -21,7 +21,9 @@ commit) as long as none of them fails; a retried entry goes behind the
 ones emitted after it.
 
 Times are the Redis server's (``TIME`` in the scripts), except
-``retry_at_ms``, which the caller computes.
+``retry_at_ms``, which the caller computes, and ``take(now_ms=...)``, the
+time retries are due by when the caller names one (tests that move the
+clock, :mod:`django_xsm.testing`).
 """
 
 from __future__ import annotations
@@ -73,14 +75,17 @@ class OutboxCore:
         self.group = validate_key(group, what="group")
         self._turn = 0  # which bucket a share's remainder starts with
 
-    def take(self, consumer: str, count: int, visibility_ms: int) -> Op[list[OutboxLease]]:
+    def take(
+        self, consumer: str, count: int, visibility_ms: int, now_ms: int | None = None
+    ) -> Op[list[OutboxLease]]:
         validate_key(consumer, what="consumer")
         validate_limit(count, name="count")
         validate_limit(visibility_ms, name="visibility_timeout_ms")
+        due_by = "" if now_ms is None else check_ms(now_ms, "now_ms")
         layout = yield from self.state.ensure()
         g, turn, self._turn = self.group, self._turn, self._turn + 1
         # 1: due retries back into the streams, and what each bucket offers
-        asked = {b: [g, count, visibility_ms, count] for b in range(layout.buckets)}
+        asked = {b: [g, count, visibility_ms, count, due_by] for b in range(layout.buckets)}
         probes = dict(
             zip(asked, (yield bucket_calls(layout, "OUTBOX_PROMOTE", asked)), strict=True)
         )
@@ -324,7 +329,12 @@ class RedisOutbox(SyncSide):
         self.group = group
 
     def take(
-        self, consumer: str, *, count: int = 100, visibility_timeout_ms: int = 60_000
+        self,
+        consumer: str,
+        *,
+        count: int = 100,
+        visibility_timeout_ms: int = 60_000,
+        now_ms: int | None = None,
     ) -> list[OutboxLease]:
         """Up to ``count`` leases for ``consumer`` (never more, in total),
         oldest first. Three pipelined round trips at most, one request per
@@ -335,8 +345,11 @@ class RedisOutbox(SyncSide):
         are some. The budget is split evenly over the buckets that offer
         something. A delivery that ended without ack or fail counts as an
         attempt (``entry.attempts``). A damaged entry becomes a dead letter
-        saying what is wrong instead of a lease (one more round trip)."""
-        return self.driver.run(self.core.take(consumer, count, visibility_timeout_ms))
+        saying what is wrong instead of a lease (one more round trip).
+        ``now_ms`` (epoch ms): the time retries are due by, instead of the
+        server's clock (a test that moves django-xsm's clock; leases still
+        expire by the server's)."""
+        return self.driver.run(self.core.take(consumer, count, visibility_timeout_ms, now_ms))
 
     def ack(self, lease: OutboxLease) -> bool:
         """The handler succeeded: remove the entry. ``False`` when the lease

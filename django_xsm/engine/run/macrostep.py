@@ -22,6 +22,7 @@ from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
 from django_xsm.engine.events import AFTER_PREFIX, Event, to_event
 from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError, brief
 
+from . import observe
 from .context import MappingView, ReadOnlyError, copy_data
 from .deadlines import delay_ms
 from .microstep import OP_ARM, OP_CALL, OP_EMIT, OP_RAISE, MicroPlan, compute_plan
@@ -215,6 +216,9 @@ class Stepper:
         state.move_to(plan.new_cfg)
         if plan.done:
             state.finish()
+        observer = observe.current
+        if observer is not None:  # chart coverage (django_xsm.testing)
+            observer(self._program, plan.transitions, plan.entered)
 
     def _macrostep(self, event: Event, first: MicroPlan | None) -> list[Transition]:
         """Run ``first`` and then everything it triggers; returns the

@@ -45,12 +45,14 @@ Op = tuple[int, Any]
 
 class MicroPlan:
     """One precomputed microstep. ``simple`` plans only call actions (no
-    state change, no raise): the hot path runs ``actions`` directly."""
+    state change, no raise): the hot path runs ``actions`` directly.
+    ``entered``: the states the microstep enters, as a mask of their bits."""
 
     __slots__ = (
         "actions",
         "cancel",
         "done",
+        "entered",
         "has_calls",
         "history_updates",
         "new_cfg",
@@ -72,10 +74,12 @@ class MicroPlan:
         cancel: frozenset[str],
         done: bool,
         uses_history: bool,
+        entered: int,
     ) -> None:
         self.transitions = transitions
         self.ops = ops
         self.new_cfg = new_cfg
+        self.entered = entered
         self.history_updates = history_updates
         self.cancel = cancel
         self.done = done
@@ -287,4 +291,5 @@ def compute_plan(
         cancel=cancel,
         done=done,
         uses_history=hist_dep,
+        entered=entry.mask,
     )

@@ -16,6 +16,7 @@ from django_xsm.engine.chart.model import Transition
 from django_xsm.engine.events import AFTER_PREFIX, INIT_EVENT_TYPE, Event, to_event
 from django_xsm.exceptions import EventNotAcceptedError, ReentrantSendError
 
+from . import observe
 from .configuration import Configuration
 from .context import copy_data
 from .macrostep import UNCHANGED, Marker, Stepper
@@ -57,7 +58,8 @@ class Runner(Stepper):
                 else:
                     plan = compute_plan(self._program, cfg, found, self._state.history)
                     entry = tuple(found) if plan.uses_history else plan
-                    if plan.simple:
+                    # no fast path while an observer counts every step
+                    if plan.simple and observe.current is None:
                         taken = plan.transitions
                         plan.receipts = (
                             Receipt(event_type, True, False, ACTIVE, cfg, taken),

@@ -120,10 +120,11 @@ end
 # KEYS[1] outbox stream, KEYS[2] retry zset, KEYS[3] waiting hash,
 # KEYS[4] dead-letter stream
 # ARGV[1] group, ARGV[2] most retries to promote, ARGV[3] idle ms after
-# which a lease may be reclaimed, ARGV[4] most entries to count
+# which a lease may be reclaimed, ARGV[4] most entries to count, ARGV[5]
+# the time retries are due by (epoch ms; '' or absent: the server's clock)
 # creates the consumer group (from id 0) when missing; moves the retries
-# due by the server's clock back into the stream (their fields, new stream
-# ids); a waiting entry that is not a list of fields becomes a dead letter
+# due by then back into the stream (their fields, new stream ids); a
+# waiting entry that is not a list of fields becomes a dead letter
 # returns {promoted, dead-lettered, reclaimable, undelivered} (the last two
 # counted up to ARGV[4]: what OUTBOX_RECLAIM and OUTBOX_READ would find)
 OUTBOX_PROMOTE = (
@@ -131,7 +132,7 @@ OUTBOX_PROMOTE = (
     + r"""
 local err = outbox_types(KEYS)
 if err then return err end
-local now = now_ms()
+local now = tonumber(ARGV[5] or '') or now_ms()
 local promoted, buried = 0, 0
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 for _, id in ipairs(due) do
