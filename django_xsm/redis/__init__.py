@@ -12,6 +12,7 @@ from .client import is_cluster
 from .inbox import AsyncRedisInbox, RedisInbox
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, KeyLayout, escape_glob
 from .log import AsyncRedisLog, RedisLog
+from .memory import MemoryInbox, MemoryLog, MemoryStore
 from .outbox import DeadLetter, OutboxLease, RedisOutbox
 from .store import RedisStore
 
@@ -23,6 +24,9 @@ __all__ = [
     "AsyncRedisStore",
     "DeadLetter",
     "KeyLayout",
+    "MemoryInbox",
+    "MemoryLog",
+    "MemoryStore",
     "OutboxLease",
     "RedisInbox",
     "RedisLog",

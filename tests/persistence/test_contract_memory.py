@@ -1,4 +1,5 @@
-"""The shared contract on the in-memory reference backends."""
+"""The shared contract on MemoryStore, MemoryInbox and MemoryLog (the Redis
+backends on an in-process fakeredis, built as a user builds them)."""
 
 from __future__ import annotations
 
