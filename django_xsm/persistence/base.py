@@ -1,7 +1,7 @@
 """The storage contract, written once.
 
-Every backend (``MemoryStore`` here, ``RedisStore`` in ``django_xsm.redis``)
-implements these protocols and passes the same contract test class. The
+Every backend (``RedisStore`` in ``django_xsm.redis``, and ``MemoryStore``:
+the same on an in-process fakeredis) implements these protocols and passes the same contract test class. The
 docstrings below are the guarantees callers may rely on; backends document
 only what they add.
 

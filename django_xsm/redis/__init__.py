@@ -1,7 +1,9 @@
 """Redis backends: one-script commits, fencing locks, an idempotency inbox,
 transition logs on Streams and a durable deadline index.
 
-Imports redis-py only (no Django). See :mod:`django_xsm.redis.keys` for the
+``MemoryStore``, ``MemoryInbox`` and ``MemoryLog`` are the same backends
+on an in-process fakeredis (:mod:`django_xsm.redis.memory`). Imports
+redis-py only (no Django). See :mod:`django_xsm.redis.keys` for the
 key layout and :mod:`django_xsm.redis.scripts` for the Lua scripts.
 """
 
