@@ -1,9 +1,11 @@
 """Shared test helpers: machines, backends on every store, a fake clock.
 
-Backends come in three flavours selected by name: ``memory`` (the
-reference backends), ``fakeredis`` (redis-py against an in-process server
-running our Lua through lupa) and ``live`` (a real redis-server at
-``XSM_REDIS_URL``; tests using it skip cleanly without the variable).
+Backends come in three flavours selected by name: ``memory``
+(``MemoryStore``, ``MemoryInbox`` and ``MemoryLog``: the Redis backends on
+an in-process fakeredis, built as a user builds them), ``fakeredis``
+(redis-py against an in-process server running our Lua through lupa) and
+``live`` (a real redis-server at ``XSM_REDIS_URL``; tests using it skip
+cleanly without the variable).
 Live tests use a fresh prefix per test and delete exactly their keys.
 """
 
@@ -94,19 +96,18 @@ class Backends:
 
 
 def memory_backends(**store_kwargs: Any) -> Backends:
+    """MemoryStore, MemoryInbox and MemoryLog on one in-process server."""
     from django_xsm.persistence import MemoryInbox, MemoryLog, MemoryStore
 
-    clock = FakeClock()
     maxlen = store_kwargs.pop("maxlen", None)
-    log = MemoryLog(maxlen=maxlen)
-    store = MemoryStore(clock=clock, log=log, **store_kwargs)
+    store = MemoryStore(**store_kwargs)
     return Backends(
         "memory",
         store,
-        MemoryInbox(clock=clock),
-        log,
-        clock.advance,
-        extra={"clock": clock},
+        MemoryInbox(store),
+        MemoryLog(store, maxlen=maxlen),
+        _sleep_ms,
+        client=store.client,
     )
 
 

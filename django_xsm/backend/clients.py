@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_xsm import conf
 from django_xsm.exceptions import StoreUnavailableError
+from django_xsm.redis import memory
 
 from .twins import ask_each_sentinel_once, async_twin, is_cluster
 
@@ -59,10 +60,8 @@ def embedded_client(*, is_async: bool) -> Any:
     global _embedded_server, _embedded_logged
     # Installed: readiness.require_usable checked both (fakeredis runs the
     # Lua scripts through lupa).
-    import fakeredis
-
     if _embedded_server is None:
-        _embedded_server = fakeredis.FakeServer()
+        _embedded_server = memory.new_server()
         if not _embedded_logged:
             _embedded_logged = True
             logger.warning(
@@ -70,9 +69,7 @@ def embedded_client(*, is_async: bool) -> Any:
                 "CACHE_ALIAS or SENTINEL): state lives in this process only and is lost on "
                 "restart; set XSM['REDIS_URL'] to share it between workers"
             )
-    if is_async:
-        return fakeredis.FakeAsyncRedis(server=_embedded_server)
-    return fakeredis.FakeRedis(server=_embedded_server)
+    return memory.fakeredis_client(_embedded_server, is_async=is_async)
 
 
 def cache_client(alias: str) -> Any:

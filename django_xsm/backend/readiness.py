@@ -32,7 +32,6 @@ bump, or a version without a migration from the stored one)?
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +49,7 @@ from django_xsm.exceptions import (
     brief_error,
 )
 from django_xsm.persistence.base import validate_prefix
-from django_xsm.redis import DEFAULT_BUCKETS, KeyLayout
+from django_xsm.redis import DEFAULT_BUCKETS, KeyLayout, memory
 
 from .clients import is_cluster
 
@@ -163,7 +162,7 @@ def _embedded(s: XsmSettings) -> list[ConnectionProblem]:
                 "(or XSM['EMBEDDED']=True, e.g. in tests)",
             )
         ]
-    missing = [m for m in ("fakeredis", "lupa") if importlib.util.find_spec(m) is None]
+    missing = memory.missing_packages()
     if missing:
         return [
             ConnectionProblem(

@@ -2,11 +2,14 @@
 
 ``persisted()`` / ``apersisted()`` wrap one instance in a load → send →
 commit block; stores, inboxes and logs implement the protocols in
-:mod:`django_xsm.persistence.base`; the in-memory backends here are the
-reference implementations. Redis backends live in :mod:`django_xsm.redis`.
+:mod:`django_xsm.persistence.base`. The backends live in
+:mod:`django_xsm.redis`; ``MemoryStore``, ``MemoryInbox`` and ``MemoryLog``
+(the Redis ones over an in-process fakeredis) are importable from here too.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .audit import DEFAULT_REDACT, AuditPlugin, redact, replay
 from .base import (
@@ -28,7 +31,6 @@ from .locks import (
     aretry_on_conflict,
     retry_on_conflict,
 )
-from .memory import MemoryInbox, MemoryLog, MemoryStore
 from .records import (
     ClaimOutcome,
     ClaimRequest,
@@ -45,6 +47,11 @@ from .records import (
     TransitionRecord,
 )
 from .timers import DueTimerScanner, ScanResult
+
+if TYPE_CHECKING:
+    from django_xsm.redis.memory import MemoryInbox, MemoryLog, MemoryStore
+
+_IN_PROCESS = frozenset({"MemoryInbox", "MemoryLog", "MemoryStore"})
 
 __all__ = [
     "DEFAULT_REDACT",
@@ -91,3 +98,15 @@ __all__ = [
     "replay",
     "retry_on_conflict",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``MemoryStore``, ``MemoryInbox``, ``MemoryLog``: the in-process
+    stores (:mod:`django_xsm.redis.memory`), imported when first asked for,
+    so this stdlib-only layer does not import Redis' unless they are used
+    (the one import of a higher layer, allowed in pyproject.toml)."""
+    if name in _IN_PROCESS:
+        from django_xsm.redis import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

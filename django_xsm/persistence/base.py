@@ -1,9 +1,9 @@
 """The storage contract, written once.
 
-Every backend (``MemoryStore`` here, ``RedisStore`` in ``django_xsm.redis``)
-implements these protocols and passes the same contract test class. The
-docstrings below are the guarantees callers may rely on; backends document
-only what they add.
+Every backend (``RedisStore`` in ``django_xsm.redis``, and ``MemoryStore``:
+the same on an in-process fakeredis) implements these protocols and passes
+the same contract test class. The docstrings below are the guarantees
+callers may rely on; backends document only what they add.
 
 Vocabulary: a *key* names one instance (``"order:42"``); a *record* is what
 is stored for it (snapshot + version + metadata); a *commit* applies one

@@ -1,7 +1,9 @@
 """Redis backends: one-script commits, fencing locks, an idempotency inbox,
 transition logs on Streams and a durable deadline index.
 
-Imports redis-py only (no Django). See :mod:`django_xsm.redis.keys` for the
+``MemoryStore``, ``MemoryInbox`` and ``MemoryLog`` are the same backends
+on an in-process fakeredis (:mod:`django_xsm.redis.memory`). Imports
+redis-py only (no Django). See :mod:`django_xsm.redis.keys` for the
 key layout and :mod:`django_xsm.redis.scripts` for the Lua scripts.
 """
 
@@ -12,6 +14,7 @@ from .client import is_cluster
 from .inbox import AsyncRedisInbox, RedisInbox
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, KeyLayout, escape_glob
 from .log import AsyncRedisLog, RedisLog
+from .memory import MemoryInbox, MemoryLog, MemoryStore
 from .outbox import DeadLetter, OutboxLease, RedisOutbox
 from .store import RedisStore
 
@@ -23,6 +26,9 @@ __all__ = [
     "AsyncRedisStore",
     "DeadLetter",
     "KeyLayout",
+    "MemoryInbox",
+    "MemoryLog",
+    "MemoryStore",
     "OutboxLease",
     "RedisInbox",
     "RedisLog",

@@ -1,7 +1,7 @@
 """Fixtures of the persistence runtime tests: one backend set per flavour.
 
-``make`` builds backends of the parametrised flavour (``memory``,
-``fakeredis``, ``live``; live skips without ``XSM_REDIS_URL`` and deletes
+``make`` builds backends of the parametrised flavour (``memory``: the
+in-process MemoryStore, ``fakeredis``, ``live``; live skips without ``XSM_REDIS_URL`` and deletes
 its own namespace); ``b`` is one set of them. The contract classes in
 ``contract.py`` define their own ``make`` and are not affected.
 """
@@ -42,7 +42,7 @@ def bl(make_local: BackendFactory) -> Backends:
 
 def block_clock(backends: Backends) -> FakeClock:
     """The clock blocks on ``backends.store`` arm deadlines and stamp logs
-    with, as a FakeClock (memory: the store's own; Redis: installed)."""
+    with, as a FakeClock (installed on the store)."""
     clock: Any = backends.extra.get("clock")
     if clock is None:
         clock = FakeClock()

@@ -5,7 +5,7 @@ commit as the snapshot, in order, stamped with the key, machine and the
 version that commit produced, each under a stable delivery id; a block that
 commits nothing emits nothing. On Redis the entries are in the bucket's
 outbox stream, written by the COMMIT script itself (so still two round
-trips); the memory backend keeps them in ``store.outbox``.
+trips).
 """
 
 from __future__ import annotations
@@ -71,8 +71,6 @@ def b(request: pytest.FixtureRequest) -> Iterator[Backends]:
 
 def outbox(b: Backends) -> list[OutboxEntry]:
     """Every entry in the outbox, in commit order."""
-    if b.name == "memory":
-        return list(b.store.outbox)
     layout = b.store.layout
     rows = []
     for bucket in range(layout.buckets):

@@ -39,11 +39,8 @@ T = timer_machine()
 
 def plant_corrupt(b: Backends, key: str, data: bytes = b"{not json") -> None:
     """Damage the stored snapshot bytes of ``key`` (the version stays)."""
-    if b.name == "memory":
-        b.store._rows[key].data = data
-    else:
-        layout = b.store.layout or b.store.driver.run(b.store.core.state.ensure())
-        b.client.hset(layout.snapshot(key), "d", data)
+    layout = b.store.layout or b.store.driver.run(b.store.core.state.ensure())
+    b.client.hset(layout.snapshot(key), "d", data)
 
 
 def written(b: Backends, key: str) -> Any:

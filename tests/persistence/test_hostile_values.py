@@ -200,8 +200,6 @@ def test_a_context_key_that_is_a_3000_deep_tuple_names_the_context(b: Backends) 
 
 @pytest.mark.parametrize("version", [MAX_VERSION, 2**64, HUGE], ids=_case)
 def test_a_stored_version_beyond_what_a_script_counts_is_corrupt(b: Backends, version: int) -> None:
-    if b.name == "memory":
-        pytest.skip("the memory store keeps versions as ints of its own")
     b.store.save("order:1", snap(), expected_version=0)
     layout = b.store.layout or b.store.driver.run(b.store.core.state.ensure())
     b.client.hset(layout.snapshot("order:1"), "v", str(version) if version < HUGE else "9" * 5000)
@@ -286,8 +284,6 @@ def test_a_due_entry_scored_minus_inf_is_parked_and_the_scan_goes_on(
     first and died on it (OverflowError), so no timer of the namespace
     fired again. It is skipped with a WARNING naming it and parked (listed
     with its reason); the other timers fire; a commit re-indexes it."""
-    if b.name == "memory":
-        pytest.skip("the memory store's due index is its own dict")
     clock = block_clock(b)
     due = max(_waiting(b, k) for k in ("t:bad", "t:good"))
     layout = b.store.layout or b.store.driver.run(b.store.core.state.ensure())
@@ -309,8 +305,6 @@ def test_a_due_entry_scored_minus_inf_is_parked_and_the_scan_goes_on(
 def test_damaged_due_entries_cost_one_pass_not_every_scan(
     b: Backends, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if b.name == "memory":
-        pytest.skip("the memory store's due index is its own dict")
     clock = block_clock(b)
     keys = [f"t:{i}" for i in range(5)]
     due = max(_waiting(b, k) for k in [*keys, "t:good"])

@@ -1,5 +1,5 @@
 """The queueing lock: a pessimistic waiter blocks until the holder's release
-wakes it (Redis: BLPOP on the key's wake list; memory: a condition), instead
+wakes it (BLPOP on the key's wake list), instead
 of polling; Redis wakes one waiter per release, longest waiting first."""
 
 from __future__ import annotations

@@ -42,7 +42,9 @@ def run_seed(store: Any, inbox: Any, log: Any) -> None:
 
 
 def test_seed_quick_start_runs_on_memory_backends() -> None:
-    store, inbox, log = MemoryStore(), MemoryInbox(), MemoryLog()
+    store = MemoryStore()
+    inbox, log = MemoryInbox(store), MemoryLog(store)
+    assert store.shares_commit(inbox) and store.shares_commit(log)  # one atomic commit
     run_seed(store, inbox, log)
 
 

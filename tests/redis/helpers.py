@@ -146,3 +146,39 @@ def drop_value(client: Any, name: str, field: str) -> None:
     from django_xsm.redis.keys import LONG_PARTS
 
     client.hdel(name, field, field + "n", *(f"{field}{i}" for i in range(1, LONG_PARTS + 1)))
+
+
+def norm(value: Any) -> Any:
+    """A result without what legitimately differs between two runs (clocks)."""
+    kind = type(value).__name__
+    if kind == "StoredRecord":
+        return _record(value)
+    if kind == "CommitResult":
+        return (value.version, value.first_seq, value.replayed)
+    if kind == "OpenResult":
+        return (
+            _record(value.record),
+            value.floor,
+            value.locked,
+            value.lock_busy_ms > 0,
+            [_claim(c) for c in value.claims],
+        )
+    if kind == "ClaimOutcome":
+        return _claim(value)
+    if kind == "TransitionRecord":
+        return value.to_dict()
+    if isinstance(value, dict) and "expires_ms" in value:
+        return {k: v for k, v in value.items() if k != "expires_ms"}
+    if isinstance(value, list | tuple):
+        return [norm(v) for v in value]
+    return value
+
+
+def _record(r: Any) -> Any:
+    if r is None:
+        return None
+    return (dict(r.snapshot), r.version, r.machine_version, r.machine_id, dict(r.timer_failures))
+
+
+def _claim(c: Any) -> Any:
+    return (c.status, c.receipt, c.retry_after_ms > 0)

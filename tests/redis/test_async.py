@@ -31,8 +31,7 @@ from django_xsm.redis import (
     RedisLog,
     RedisStore,
 )
-from tests.redis.helpers import entry, snap, unit
-from tests.redis.test_stateful import norm
+from tests.redis.helpers import entry, norm, snap, unit
 from tests.support import LIVE_URL, delete_namespace, order_machine, unique_prefix
 
 FLAVOURS = ["fakeredis", pytest.param("live", marks=pytest.mark.live)]

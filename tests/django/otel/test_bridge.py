@@ -104,7 +104,8 @@ def test_a_failed_body_has_no_commit_phase_and_errors_reach_the_phase() -> None:
 
 
 def test_busy_locks_and_replays_reach_their_hooks() -> None:
-    store, inbox = MemoryStore(), MemoryInbox()
+    store = MemoryStore()
+    inbox = MemoryInbox(store)
     rec = Recorder()
     with persisted(store, "order:1", MACHINE, lock=PessimisticLock(timeout=5)):
         with pytest.raises(LockTimeoutError):
@@ -160,7 +161,8 @@ class Broken(Plugin):
 
 @pytest.mark.parametrize("where", ["enter", "exit"])
 def test_hook_errors_are_logged_never_raised(where: str, caplog: pytest.LogCaptureFixture) -> None:
-    store, inbox = MemoryStore(), MemoryInbox()
+    store = MemoryStore()
+    inbox = MemoryInbox(store)
     plugins = [IdempotencyPlugin(inbox), Broken(where)]
     with caplog.at_level(logging.ERROR, logger="django_xsm.contrib.otel"):
         for _ in range(2):

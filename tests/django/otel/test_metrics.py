@@ -102,7 +102,8 @@ def test_an_unbusy_lock_counts_no_wait(telemetry: Telemetry) -> None:
 
 
 def test_replays_count_per_scope(telemetry: Telemetry) -> None:
-    store, inbox = MemoryStore(), MemoryInbox()
+    store = MemoryStore()
+    inbox = MemoryInbox(store)
     plugins = [IdempotencyPlugin(inbox), telemetry.plugin()]
     for _ in range(3):
         with persisted(store, "order:1", MACHINE, plugins=plugins) as order:

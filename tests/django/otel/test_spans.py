@@ -172,7 +172,8 @@ def test_a_conflict_fails_the_commit_span(telemetry: Telemetry) -> None:
 
 
 def test_idempotent_replays_are_marked_duplicate(telemetry: Telemetry) -> None:
-    store, inbox = MemoryStore(), MemoryInbox()
+    store = MemoryStore()
+    inbox = MemoryInbox(store)
     plugins = [IdempotencyPlugin(inbox), telemetry.plugin()]
     for _ in range(2):
         with persisted(store, "order:1", MACHINE, plugins=plugins) as order:
