@@ -90,18 +90,6 @@ class MemoryInbox:
         validate_key(request.idempotency_key, what="idempotency key")
         return self.claim_all((request,))[0]
 
-    def first_held(self, claims: Iterable[ClaimRequest]) -> ClaimOutcome | None:
-        """For claims folded into a commit: the outcome of the first whose
-        row is not free (done, another fingerprint, another owner's live
-        lease), or None when every one could be claimed. Takes nothing."""
-        with self._lock:
-            now = self.clock()
-            for claim in claims:
-                outcome = self._outcome(claim, now)
-                if outcome.status != ClaimStatus.CLAIMED:
-                    return outcome
-            return None
-
     def check_owned(
         self, claims: Iterable[ClaimRequest], key: str, expected: int, actual: int | None
     ) -> None:

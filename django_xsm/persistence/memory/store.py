@@ -2,7 +2,7 @@
 
 A commit holds the store's, the inbox's and the log's locks together
 (always in that order), so it is atomic for every reader; an inbox or log
-of another kind is written after the snapshot, in the documented order.
+of another kind is refused (``require_shared_commit``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from django_xsm.exceptions import ConflictError, InvalidConfigError, SnapshotToo
 from django_xsm.persistence.base import (
     Codec,
     iter_pages,
+    require_shared_commit,
     system_clock_ms,
     validate_key,
     validate_limit,
@@ -41,8 +42,6 @@ from django_xsm.persistence.records import (
     check_commit_id,
     save_unit,
 )
-from django_xsm.persistence.runner import Apply, drive
-from django_xsm.persistence.unshared import unshared_writes
 
 from .inbox import MemoryInbox
 from .log import MemoryLog
@@ -168,7 +167,6 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
             row = self._live(request.key, now)
             return OpenResult(
                 record=None if row is None else self._record(request.key, row),
-                commit_id=row.commits[0][0] if row is not None and row.commits else "",
                 floor=self._floors.get(request.key, 0),
                 locked=bool(request.lock_token) and all(o.status == "claimed" for o in outcomes),
                 claims=tuple(outcomes),
@@ -187,8 +185,8 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
         log: Any = None,
     ) -> CommitResult:
         """Atomic with a MemoryInbox / MemoryLog (their locks are held with
-        ours); any other inbox or log is applied afterwards, in the
-        documented order snapshot, marks, log."""
+        ours); any other inbox or log is an ``InvalidConfigError``."""
+        require_shared_commit(self, inbox=inbox, log=log)
         validate_key(unit.key)
         check_commit_id(unit.commit_id)
         data = encode_snapshot(self.codec, unit, self.max_snapshot_bytes)  # raises before any write
@@ -202,19 +200,9 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
             seen = row.applied(unit.commit_id) if row is not None else None
             if row is not None and seen is not None:
                 return CommitResult(version=seen, updated_ms=row.updated_ms, replayed=True)
-            folded = [m.claim for m in unit.marks if m.folded]
-            if folded:
-                if not shared_inbox:
-                    raise InvalidConfigError(
-                        "A folded idempotency claim needs the store's own MemoryInbox",
-                        path="inbox",
-                    )
-                held = inbox.first_held(folded)
-                if held is not None:  # a duplicate (or a clash): nothing is written
-                    return CommitResult(version=row.version if row is not None else 0, claim=held)
             self._check_fences(unit, row, now)
             if unit.marks and shared_inbox:
-                claims = [m.claim for m in unit.marks if not m.folded]
+                claims = [m.claim for m in unit.marks]
                 actual = row.version if row is not None else None
                 inbox.check_owned(claims, unit.key, unit.expected_version, actual)
             version = row.version if row is not None else 0
@@ -271,13 +259,6 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
             self.outbox.extend(staged_outbox)
             if unit.release_lock and unit.lock_token:
                 self._release(unit.key, unit.lock_token)
-        unshared = unshared_writes(
-            unit,
-            version,
-            inbox=None if shared_inbox else inbox,
-            log=None if shared_log else log,
-        )
-        first_seq = drive(unshared, Apply.__call__) or first_seq
         return CommitResult(version=version, first_seq=first_seq, updated_ms=now)
 
     def _check_fences(self, unit: CommitUnit, row: _Row | None, now: int) -> None:
@@ -287,12 +268,6 @@ class MemoryStore(StoreKeywords[tuple[list[str], str], list[tuple[str, int]], bo
                 raise ConflictError(unit.key, expected=unit.expected_version, actual=actual)
         elif row.version != unit.expected_version:
             raise ConflictError(unit.key, expected=unit.expected_version, actual=actual)
-        elif unit.base_commit_id and unit.base_commit_id != (
-            row.commits[0][0] if row.commits else ""
-        ):
-            raise ConflictError(
-                unit.key, expected=unit.expected_version, actual=actual, reason="base"
-            )
         held = self._locks.get(unit.key)
         if held is not None and held[1] <= now:
             del self._locks[unit.key]
