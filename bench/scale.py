@@ -75,9 +75,7 @@ def fill(store: RedisStore, n: int, due: int, now_ms: int, batch: int = 1000) ->
             state_ids=state_ids,
             next_due_ms=next_due,
         )
-        calls.append(
-            commit_call(layout, unit, data, ttl_ms=0, log_maxlen=0, with_inbox=True, with_log=True)
-        )
+        calls.append(commit_call(layout, unit, data, ttl_ms=0, log_maxlen=0))
         if len(calls) == batch:
             store.driver.run(_run(Many(tuple(calls))))
             calls = []

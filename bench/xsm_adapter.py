@@ -162,15 +162,12 @@ class AdapterKeyAtOpen(Adapter):
     round trips with either lock."""
 
     name = "django-xsm (key at open)"
-    #: open speculatively (never with a pessimistic lock: the open takes it)
-    speculative = False
 
     def make_sender(self, client: Any, prefix: str, plugins: bool, lock: str) -> Any:
         from django_xsm.persistence import persisted
         from django_xsm.persistence.idempotency import event_fingerprint
 
         machine, store, plug, strategy = self._setup(client, prefix, plugins, lock)
-        speculative = self.speculative and not strategy.pessimistic
 
         def send(key: str, event_type: str, **payload: Any) -> Any:
             idem = payload.pop("idempotency_key", None) if plugins else None
@@ -186,18 +183,7 @@ class AdapterKeyAtOpen(Adapter):
                 idempotency_key=idem,
                 fingerprint=event_fingerprint(event_type, payload) if idem else "",
                 principal="tenant-1",
-                speculative=speculative,
             ) as block:
                 return block.send(event_type, idempotency_key=idem, **payload)
 
         return send
-
-
-class AdapterSpeculative(AdapterKeyAtOpen):
-    """``AdapterKeyAtOpen`` with ``speculative=True``: after its first
-    commit of a key, the store opens it from memory and the commit carries
-    the claim, so a keyed, audited request on a warm key is one round trip
-    (the harness sends every request to one key, from one process)."""
-
-    name = "django-xsm (speculative)"
-    speculative = True

@@ -53,7 +53,7 @@ from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.db import models, router, transaction
 from django.http import HttpRequest, HttpResponseBase
 
-from django_xsm import backend, conf, http
+from django_xsm import conf, http
 from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError, brief
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
@@ -264,7 +264,6 @@ def stateful_view(
     strict: bool = True,
     idempotent: Iterable[str] | bool | None = None,
     retries: int | None = None,
-    speculative: bool | None = None,
 ) -> Callable[[V], V]:
     """Run the view inside a persisted block of ``machines[machine]``.
 
@@ -275,11 +274,7 @@ def stateful_view(
     refuse (409) events the current state does not take. ``idempotent``:
     methods that require an ``Idempotency-Key`` (None: the setting; True:
     every unsafe method; False: none). ``retries``: optimistic conflict
-    re-runs (None: ``CONFLICT_RETRIES``). ``speculative``: open a key this
-    worker committed last without a round trip (None: ``SPECULATIVE``),
-    only for views whose work outside the block goes through the outbox:
-    a retried request may run the view before its commit finds the
-    stored response, which is then what the client gets.
+    re-runs (None: ``CONFLICT_RETRIES``).
 
     The view is called as ``view(request, *args, instance=block, **kwargs)``.
 
@@ -299,10 +294,6 @@ def stateful_view(
     ):
         raise ImproperlyConfigured(
             f"stateful_view(lock={brief(lock)}): use 'optimistic', 'pessimistic' or a LockStrategy"
-        )
-    if speculative is not None and not isinstance(speculative, bool):
-        raise ImproperlyConfigured(
-            f"stateful_view(speculative={brief(speculative)}) must be True, False or None"
         )
     if retries is not None and (
         isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
@@ -350,7 +341,6 @@ def stateful_view(
             "strict": strict,
             "lock": lock,
             "correlation_id": call.info.correlation_id,
-            "speculative": backend.speculative(speculative, backend.lock_strategy(lock)),
         }
 
     def attempts() -> int:
@@ -403,10 +393,7 @@ def stateful_view(
                             response = await view(
                                 request, *args, instance=ViewInstance(block), **extra, **kwargs
                             )
-                            response = remember(block, call, response, view)
-                        if block.replayed_at_close:  # speculative: the stored answer
-                            return http.replay_response(block.replayed_result, request)
-                        return response
+                            return remember(block, call, response, view)
 
                     return await aretry_on_conflict(attempt, attempts=attempts())
                 except XsmError as exc:
@@ -437,10 +424,7 @@ def stateful_view(
                         response = view(
                             request, *args, instance=ViewInstance(block), **extra, **kwargs
                         )
-                        response = remember(block, call, response, view)
-                    if block.replayed_at_close:  # speculative: the stored answer
-                        return http.replay_response(block.replayed_result, request)
-                    return response
+                        return remember(block, call, response, view)
 
                 return retry_on_conflict(attempt, attempts=attempts())
             except XsmError as exc:

@@ -31,7 +31,6 @@ __all__ = [
     "MicrostepLimitError",
     "MigrationError",
     "NotDurableError",
-    "PartialCommitError",
     "PayloadTooLargeError",
     "ReentrantSendError",
     "ReplayDivergenceError",
@@ -365,9 +364,7 @@ class ConflictError(StoreError):
     found (``None`` when the instance is gone).
     ``reason`` says which fence failed: ``"version"``, ``"lock"`` (the
     writer does not hold the instance's lock) or ``"claim"`` (an
-    idempotency claim it meant to mark was taken over after its lease) or
-    ``"base"`` (a speculative block's memory of the record is stale: the
-    record was committed by another writer, or rebuilt, since).
+    idempotency claim it meant to mark was taken over after its lease).
     ``held_lock`` is False for a ``"lock"`` conflict of a writer that never
     held a lock (an optimistic writer meeting another writer's lock).
     ``attempts`` is how many tries ``retry_on_conflict`` made before giving
@@ -410,12 +407,6 @@ class ConflictError(StoreError):
                 f"Lock for {key!r} was lost before commit (expected version "
                 f"{expected}, found {actual})"
             )
-        elif reason == "base":
-            text = (
-                f"{key!r} changed since this worker last committed it (a speculative "
-                f"block's base is stale; version {actual})"
-            )
-            hint = "run the block again: the retry reads the record (retry_on_conflict)"
         else:
             text = f"Version conflict on {key!r}: expected version {expected}, found {actual}"
         if attempts:
@@ -433,31 +424,6 @@ class LockTimeoutError(StoreError):
             f"Lock for {key!r} is held by another worker (waited {timeout:g} s)",
             key=key,
             hint="retry later, or raise PessimisticLock(timeout=...)",
-        )
-
-
-class PartialCommitError(StoreError):
-    """The snapshot was committed (``version``), but the idempotency marks
-    or log records bound for an inbox or log that does not share the
-    store's commit could not be written (``part`` is ``"inbox"`` or
-    ``"log"``).
-
-    The change is durable. Its idempotency claims are left to their lease
-    (a retry within it is refused as in flight, not run twice); the missing
-    log records are lost. Build the inbox and log on the store's client and
-    prefix to make this impossible: then all of it is one script.
-    """
-
-    def __init__(self, key: str, *, version: int, part: str, cause: str = "") -> None:
-        self.version = version
-        self.part = part
-        self.cause = cause
-        super().__init__(
-            f"{key!r} was committed at version {version}, but its {part} records "
-            f"could not be written ({cause or 'error'})",
-            key=key,
-            hint="share the inbox and log with the store (same Redis client and "
-            "prefix) so that one script commits everything",
         )
 
 

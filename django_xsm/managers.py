@@ -137,7 +137,6 @@ class OpenOptions(TypedDict, total=False):
     lock: str | LockStrategy | None
     correlation_id: str
     context: Mapping[str, Any] | None
-    speculative: bool | None
 
 
 _ExcType = type[BaseException] | None
@@ -190,11 +189,9 @@ class _Block(persisted):
         with _django_not_found(self.entry):
             return super().__enter__()
 
-    def __exit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> bool:
-        suppressed = super().__exit__(exc_type, exc, tb)
-        if not suppressed:  # a replayed duplicate refused nothing
-            _log_strict_refusal(self.entry, self.block, exc)
-        return suppressed
+    def __exit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
+        super().__exit__(exc_type, exc, tb)
+        _log_strict_refusal(self.entry, self.block, exc)
 
 
 class _AsyncBlock(apersisted):
@@ -208,12 +205,10 @@ class _AsyncBlock(apersisted):
         with _django_not_found(self.entry):
             return await super().__aenter__()
 
-    async def __aexit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> bool:
+    async def __aexit__(self, exc_type: _ExcType, exc: BaseException | None, tb: _Tb) -> None:
         # the transition plugin's aafter_commit sends the signals
-        suppressed = await super().__aexit__(exc_type, exc, tb)
-        if not suppressed:
-            _log_strict_refusal(self.entry, self.block, exc)
-        return suppressed
+        await super().__aexit__(exc_type, exc, tb)
+        _log_strict_refusal(self.entry, self.block, exc)
 
 
 def checked_event(event: object, payload: Mapping[str, Any] | None = None) -> Event:
@@ -254,8 +249,6 @@ class InstanceManager:
             "store": store,
             "plugins": plugins,
             "lock": lock,
-            # only when asked for: the caller must look at replayed_at_close
-            "speculative": bool(options.get("speculative")),
             "max_payload_bytes": conf.get_settings().max_payload_bytes,
         }
 
@@ -270,8 +263,7 @@ class InstanceManager:
         ``block.duplicate`` True and ``block.replayed_result``.
         ``create=False`` raises :class:`InstanceDoesNotExist` for a missing
         key. ``lock``: ``"optimistic"``, ``"pessimistic"``, a strategy, or
-        None (setting). ``speculative=True``: see ``persisted()`` (the
-        caller then checks ``block.replayed_at_close`` after the block).
+        None (setting).
         """
         found = backend.get_backend()
         return _Block(self.entry, key, **self._options(found.store, found.plugins, options))

@@ -33,7 +33,6 @@ from .build import (
     new_client,
     now_ms,
     reset,
-    speculative,
     use_clock,
     use_machines,
 )
@@ -54,7 +53,6 @@ __all__ = [
     "new_client",
     "now_ms",
     "reset",
-    "speculative",
     "use_clock",
     "use_machines",
 ]

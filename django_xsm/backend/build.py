@@ -398,15 +398,6 @@ def get_outbox() -> RedisOutbox:
         return _outbox[1]
 
 
-def speculative(value: bool | None, lock: LockStrategy) -> bool:
-    """``speculative=`` of a ``@stateful_view`` block: the view's, else the
-    ``SPECULATIVE`` setting, which applies to optimistic blocks only (a
-    pessimistic lock is taken by the open's round trip)."""
-    if value is not None:
-        return value
-    return conf.get_settings().speculative and not lock.pessimistic
-
-
 def lock_strategy(lock: str | LockStrategy | None = None) -> LockStrategy:
     """``"optimistic"``, ``"pessimistic"``, a strategy, or None (the
     ``LOCK`` setting) as a lock strategy; pessimistic locks wait at most

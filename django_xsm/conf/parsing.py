@@ -66,12 +66,20 @@ def fail(message: str, *parts: str | int, hint: str = "") -> ImproperlyConfigure
 
 
 def check_keys(
-    given: Mapping[Any, Any], allowed: Mapping[str, Any], *parts: str, into: Problems
+    given: Mapping[Any, Any],
+    allowed: Mapping[str, Any],
+    *parts: str,
+    into: Problems,
+    removed: Mapping[str, str] | None = None,
 ) -> None:
-    """Record every key of ``given`` that ``allowed`` lacks, with the key
-    probably meant (a typo) or the list of known keys."""
+    """Record every key of ``given`` that ``allowed`` lacks: a ``removed``
+    one with what to do instead, any other with the key probably meant (a
+    typo) or the list of known keys."""
     for key in given:
         if key in allowed:
+            continue
+        if removed and isinstance(key, str) and key in removed:
+            into.found.append(f"Removed setting {setting_name(*parts, key)}: {removed[key]}")
             continue
         # a key may be any hashable: a tuple 3000 levels deep, an int of
         # 5000 digits; str() of those raises, brief() never does

@@ -26,6 +26,7 @@ from .values import (
     _HTTP_METHODS,
     _NESTED,
     DEFAULTS,
+    REMOVED,
     SAFE_METHODS,
     Audit,
     Diagram,
@@ -203,7 +204,7 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
     if not isinstance(user, Mapping):
         raise InvalidSettings([f"settings.XSM must be a dict, got {type(user).__name__}"])
     p = Problems()
-    check_keys(user, DEFAULTS, into=p)
+    check_keys(user, DEFAULTS, into=p, removed=REMOVED)
     m = _merged(user, p)
     idem, audit, timers = m["IDEMPOTENCY"], m["AUDIT"], m["TIMERS"]
     request_id = m["REQUEST_ID_HEADER"]
@@ -230,7 +231,6 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
         conflict_retries=p.take(
             lambda: number(m["CONFLICT_RETRIES"], "CONFLICT_RETRIES", integer=True), 0
         ),
-        speculative=bool(p.take(lambda: choice(m["SPECULATIVE"], (True, False), "SPECULATIVE"))),
         socket_timeout_s=float(
             p.take(lambda: number(m["SOCKET_TIMEOUT_S"], "SOCKET_TIMEOUT_S", minimum=0.001), 1)
         ),

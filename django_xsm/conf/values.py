@@ -8,6 +8,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULTS",
+    "REMOVED",
     "SAFE_METHODS",
     "SENTINEL_DEFAULTS",
     "WATCHED",
@@ -38,7 +39,6 @@ DEFAULTS: dict[str, Any] = {
     "LOCK_TTL_MS": 30_000,
     "LOCK_TIMEOUT_S": 1.0,
     "CONFLICT_RETRIES": 3,
-    "SPECULATIVE": False,
     "SOCKET_TIMEOUT_S": 5.0,
     "MAX_SNAPSHOT_BYTES": 1024 * 1024,
     "MAX_PAYLOAD_BYTES": 64 * 1024,
@@ -90,6 +90,13 @@ DEFAULTS: dict[str, Any] = {
 
 #: What a ``SENTINEL`` dict is merged with; HOSTS and SERVICE are required
 #: (``SENTINEL`` itself defaults to None: no Sentinel).
+#: Settings that no longer exist, with what to do instead: setting one is a
+#: settings error (``xsm.E001``) saying so, never silently ignored.
+REMOVED: dict[str, str] = {
+    "SPECULATIVE": "the speculative one-round-trip block was removed and every block "
+    "now opens with a read; delete this setting",
+}
+
 SENTINEL_DEFAULTS: dict[str, Any] = {
     "HOSTS": None,
     "SERVICE": None,
@@ -234,7 +241,6 @@ class XsmSettings:
     lock_ttl_ms: int
     lock_timeout_s: float
     conflict_retries: int
-    speculative: bool
     socket_timeout_s: float
     max_snapshot_bytes: int
     max_payload_bytes: int

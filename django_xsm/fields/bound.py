@@ -245,8 +245,6 @@ class BoundStatechart:
             projecting_row.reset(tokens[1])
             signal_database.reset(tokens[0])
         self._view = _UNLOADED  # the next read loads what was committed
-        if block.replayed_at_close:
-            return  # a speculative duplicate: its state was never stored
         state, version = project_value(block.value), block.version
         if block.committed is not None:
             self._set_row(state, version, committed=True)  # post_commit wrote it
@@ -264,8 +262,6 @@ class BoundStatechart:
         finally:
             projecting_row.reset(token)
         self._view = _UNLOADED
-        if block.replayed_at_close:
-            return
         state, version = project_value(block.value), block.version
         if block.committed is not None:
             self._set_row(state, version, committed=True)

@@ -37,6 +37,7 @@ __all__ = [
     "check_log_read",
     "check_read_last",
     "iter_pages",
+    "require_shared_commit",
     "retry_after_seconds",
     "system_clock_ms",
     "validate_key",
@@ -302,6 +303,23 @@ def _seconds_to_ms(seconds: float) -> int:
     return int(nearest) if abs(ms - nearest) < 1e-3 else math.floor(ms)
 
 
+def require_shared_commit(store: Any, *, inbox: object = None, log: object = None) -> None:
+    """The one commit rule: a block's inbox and log commit in the store's
+    own atomic step (``store.shares_commit``), so a commit lands whole or
+    not at all. Anything else is an ``InvalidConfigError``, raised before
+    any I/O: there is no commit that writes them one after another."""
+    for what, other in (("inbox", inbox), ("log", log)):
+        if other is not None and not store.shares_commit(other):
+            raise InvalidConfigError(
+                f"the {what} ({type(other).__name__}) does not commit with the store "
+                f"({type(store).__name__}): a commit must write them in one atomic step",
+                path=what,
+                hint="put the inbox and the log on the store's own Redis, with its prefix "
+                "and client kind (e.g. RedisInbox(store.client, prefix=store.prefix)); "
+                "MemoryStore takes MemoryInbox and MemoryLog",
+            )
+
+
 @runtime_checkable
 class Codec(Protocol):
     """Turns a snapshot dict into bytes and back.
@@ -353,12 +371,9 @@ class StateStore(Protocol):
         self, request: records.OpenRequest, *, inbox: InboxStore | None = None
     ) -> records.OpenResult:
         """Take the lock, claim ``request.claims`` in ``inbox`` and load the
-        record in one step. Only called with claims when
-        :meth:`shares_commit` is true for ``inbox``; otherwise the runtime
-        claims through the inbox itself first. A busy lock returns
-        ``lock_busy_ms > 0`` with no claim taken. ``commit_id`` names the
-        record's newest commit; a ``speculative`` request may be answered
-        ``warm`` from memory (no claims applied; see ``OpenRequest``)."""
+        record in one step. Claims need an ``inbox`` that
+        :meth:`shares_commit` (see :func:`require_shared_commit`). A busy
+        lock returns ``lock_busy_ms > 0`` with no claim taken."""
 
     def commit(
         self,
@@ -367,16 +382,15 @@ class StateStore(Protocol):
         inbox: InboxStore | None = None,
         log: TransitionLogStore | None = None,
     ) -> records.CommitResult:
-        """Apply ``unit``. Marks go to ``inbox`` and entries to ``log``: in
-        the same atomic step when :meth:`shares_commit` says so, otherwise
-        in the order snapshot, marks, log (a crash between them can leave
-        a saved snapshot without its marks or log records). A ``folded``
-        mark's row not free returns ``CommitResult.claim`` with nothing
-        written; a ``base_commit_id`` that is not the record's newest
-        commit is ``ConflictError(reason="base")``."""
+        """Apply ``unit``, its marks to ``inbox`` and its entries to
+        ``log``, in one atomic step: all of it lands or none of it. An
+        ``inbox`` or ``log`` this store does not :meth:`shares_commit` with
+        is an ``InvalidConfigError`` before any write
+        (:func:`require_shared_commit`)."""
 
     def shares_commit(self, other: object) -> bool:
-        """True when ``other`` (an inbox or log) commits atomically with us."""
+        """True when ``other`` (an inbox or log) commits atomically with us:
+        the only inbox and log a block of this store may use."""
 
     def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
         """Compare-and-set the snapshot alone; returns the new version. The

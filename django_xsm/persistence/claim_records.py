@@ -2,9 +2,7 @@
 
 A claim is the right to run one idempotency key's work once; a mark turns
 an owned claim into a finished row holding the receipt duplicates get
-back; a release drops an unfinished one. A mark can also be *folded* into
-a commit that claimed nothing before (a speculative block): the commit
-then checks the row as a claim would, before its first write.
+back; a release drops an unfinished one.
 """
 
 from __future__ import annotations
@@ -55,19 +53,11 @@ class InboxMark:
     """Turn an owned claim into a finished row holding ``receipt``.
 
     ``receipt`` must be JSON-ready; it is returned verbatim to duplicates.
-
-    ``folded``: the claim was never taken; the commit checks its row the
-    way a claim would, before any write: a free, expired or own row is
-    marked; a finished one with the same fingerprint ends the commit with
-    nothing written and its receipt in :attr:`CommitResult.claim`; a
-    different fingerprint or another owner's live lease ends it the same
-    way, with that outcome.
     """
 
     claim: ClaimRequest
     receipt: Any
     ttl_ms: int
-    folded: bool = False
 
 
 @dataclass(frozen=True, slots=True)

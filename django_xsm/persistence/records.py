@@ -259,19 +259,12 @@ class OpenRequest:
     request key). A backend applies claims only if the lock (when asked
     for) was free, and takes the lock only if every claim came back
     CLAIMED, so a refused open leaves nothing behind.
-
-    ``speculative`` (ignored with a lock): the store may answer from its
-    memory of its own last commit of the key, without a round trip; such
-    an answer has ``warm`` set, applies none of the ``claims`` (the block
-    folds them into its commit) and may be stale, which the commit
-    detects through :attr:`CommitUnit.base_commit_id`.
     """
 
     key: str
     lock_token: str = ""
     lock_ttl_ms: int = 0
     claims: tuple[ClaimRequest, ...] = ()
-    speculative: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,8 +274,6 @@ class OpenResult:
     locked: bool = False  # the lock was taken for the caller
     lock_busy_ms: int = 0  # > 0: someone else holds it, for this long
     claims: tuple[ClaimOutcome, ...] = ()
-    warm: bool = False  # answered from the store's memory: no round trip, maybe stale
-    commit_id: str = ""  # the record's latest commit id ("" when the store cannot tell)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,12 +298,6 @@ class CommitUnit:
 
     ``commit_id`` makes the commit idempotent: a retried commit that finds
     its own id already applied reports success instead of a conflict.
-
-    ``base_commit_id`` (a block opened warm): the stored record's latest
-    commit must be this one, so a record deleted and rebuilt up to the
-    same version (a flushed Redis) is a conflict, not a base. Marks with
-    ``folded`` set are checked as claims (see :class:`InboxMark`) after
-    the commit id and before every other fence.
     """
 
     key: str
@@ -331,7 +316,6 @@ class CommitUnit:
     releases: tuple[InboxRelease, ...] = ()
     log_entries: tuple[LogEntry, ...] = ()
     emitted: tuple[Emitted, ...] = ()
-    base_commit_id: str = ""
 
     @property
     def new_version(self) -> int:
@@ -376,15 +360,9 @@ def save_unit(
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     """``version`` after the commit; ``first_seq`` of its log entries (0
-    when none); ``replayed`` when a retried commit was recognised.
-
-    ``claim``: a folded mark's row was not free (a duplicate, a different
-    fingerprint, or another owner's live lease): the outcome, and nothing
-    of the unit was written. ``version`` is then the stored one.
-    """
+    when none); ``replayed`` when a retried commit was recognised."""
 
     version: int
     first_seq: int = 0
     updated_ms: int = 0
     replayed: bool = False
-    claim: ClaimOutcome | None = None

@@ -6,7 +6,7 @@ they need done, receive the reply and return their result. :func:`drive`
 runs one with blocking I/O and :func:`adrive` with asyncio; an exception
 raised while executing a request is thrown back into the generator at the
 point that asked for it, so the logic handles its own failures (release a
-claim whose reply was lost, wrap a late write in ``PartialCommitError``).
+claim whose reply was lost).
 
 :class:`Apply` is the request for "call this backend method": a blocking
 runner calls it, an asyncio runner awaits it.

@@ -43,8 +43,7 @@ class AsyncRedisStore(
     async def commit(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> records.CommitResult:
-        op = self.core.commit(unit, inbox=inbox, log=log, shares=self.shares_commit)
-        return await self.driver.run(op, unit.key)
+        return await self.driver.run(self._commit(unit, inbox, log), unit.key)
 
     async def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
         op = self.core.save_unit(key, snapshot, expected_version)

@@ -25,7 +25,7 @@ import redis.cluster
 from redis.exceptions import NoScriptError
 
 from django_xsm.exceptions import InvalidConfigError
-from django_xsm.persistence.runner import Apply, adrive, drive
+from django_xsm.persistence.runner import adrive, drive
 
 from . import scripts
 from .core import Cmd, Many, Op, Request
@@ -279,8 +279,6 @@ class SyncDriver:
             return drive(op, self._exec)
 
     def _exec(self, request: Request) -> Any:
-        if isinstance(request, Apply):
-            return request()
         return drive(_on_the_wire(request), self._send)
 
     def _send(self, wire: _Line | _Pipeline) -> Any:
@@ -311,8 +309,6 @@ class AsyncDriver:
             return await adrive(op, self._exec)
 
     async def _exec(self, request: Request) -> Any:
-        if isinstance(request, Apply):
-            return await request()
         return await adrive(_on_the_wire(request), self._send)
 
     async def _send(self, wire: _Line | _Pipeline) -> Any:

@@ -10,11 +10,9 @@ logic and only differ in how a request is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from django_xsm.exceptions import InvalidConfigError, XsmError
 from django_xsm.persistence import records
 from django_xsm.persistence.base import (
     Codec,
@@ -25,7 +23,6 @@ from django_xsm.persistence.base import (
     validate_ttl_s,
 )
 from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
-from django_xsm.persistence.unshared import unshared_writes
 
 from . import ops
 from .durability import Durability
@@ -34,7 +31,6 @@ from .namespace import UPGRADABLE, LayoutState, parse_schema, upgrade_call
 from .ops import Call, Cmd, b2s
 from .queries import StoreQueries
 from .requests import Many, Op, Request
-from .warm import WarmRecords, validate_warm_size
 
 __all__ = [
     "LOCK_WAIT_SLICE_S",
@@ -71,7 +67,6 @@ class StoreCore(StoreQueries):
         buckets: int | None,
         min_replicas: int = 0,
         replica_timeout_ms: int = 100,
-        warm_records: int = 10_000,
     ) -> None:
         self.state = LayoutState(prefix, buckets)
         self.codec: Codec = codec or JsonCodec()
@@ -82,10 +77,6 @@ class StoreCore(StoreQueries):
         #: Set by the store on a Redis Cluster: health() then writes to
         #: every bucket, so every slot owner must be reachable and writable.
         self.per_bucket_health = False
-        #: Keys this process committed last, for speculative opens; made
-        #: on the first one, so other stores keep nothing.
-        self.warm_size = validate_warm_size(warm_records)
-        self.warm: WarmRecords | None = None
         #: The longest BLPOP of wait_unlocked (s): LOCK_WAIT_SLICE_S, or half
         #: the client's socket timeout when that is shorter.
         self.wait_slice_s = LOCK_WAIT_SLICE_S
@@ -104,16 +95,10 @@ class StoreCore(StoreQueries):
             ops.check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
         for claim in request.claims:  # before any I/O (the marker included)
             ops.same_instance(request.key, claim)
-        if request.speculative and not request.lock_token:
-            warm = self._warm_open(request)
-            if warm is not None:
-                return warm
         layout = yield from self.state.ensure()
         limit = self.max_snapshot_bytes
         reply = yield ops.open_call(layout, request, limit)
         result = ops.parse_open(request, reply, self.codec, limit)
-        if self.warm is not None:
-            self._reconcile_warm(request, reply, result)
         if self.durability and any(c.status == records.ClaimStatus.DONE for c in result.claims):
             # A replay acknowledges the commit it replays: prove that commit
             # is on enough replicas first (it may have been refused as not
@@ -121,136 +106,34 @@ class StoreCore(StoreQueries):
             yield from self.durability.confirm(layout, request.key)
         return result
 
-    def _warm_open(self, request: records.OpenRequest) -> records.OpenResult | None:
-        """The record our last commit of the key left, parsed as OPEN's
-        reply would be (None: not warm: read it)."""
-        if self.warm is None:
-            if not self.warm_size:
-                return None
-            self.warm = WarmRecords(self.warm_size)
-        hit = self.warm.get(request.key)
-        if hit is None:
-            return None
-        fields, floor, commit_id = hit
-        try:
-            record = ops.parse_record(request.key, fields, self.codec, self.max_snapshot_bytes)
-        except XsmError:  # e.g. the codec's keys rotated since: read it
-            self.warm.drop(request.key)
-            return None
-        return records.OpenResult(record=record, floor=floor, warm=True, commit_id=commit_id)
-
-    def _reconcile_warm(
-        self, request: records.OpenRequest, reply: Any, result: records.OpenResult
-    ) -> None:
-        """After a real read: a speculative (cold) open keeps what it read
-        for the next one; any other read drops a warm record it disproves."""
-        assert self.warm is not None
-        record = result.record
-        if request.speculative and record is not None:
-            self.warm.put(request.key, ops.open_fields(reply), result.floor, result.commit_id)
-            return
-        hit = self.warm.get(request.key)
-        if hit is not None and (record is None or hit[2] != result.commit_id):
-            self.warm.drop(request.key)
-
-    def _remember(self, unit: records.CommitUnit, data: bytes | None, reply: Any) -> None:
-        """Keep what a commit that wrote a snapshot left, for the next warm
-        open; anything else leaves the key cold."""
-        if self.warm is None:
-            return
-        if data is None or b2s(reply[0]) != "ok":
-            self.warm.drop(unit.key)
-            return
-        version, stamp, failures = int(reply[1]), int(reply[3]), reply[4]
-        fields = {
-            b"d": data,
-            b"v": str(version).encode(),
-            b"mv": unit.machine_version.encode(),
-            b"m": unit.machine_id.encode(),
-            b"u": str(stamp).encode(),
-        }
-        if failures:
-            fields[b"tf"] = failures if isinstance(failures, bytes) else str(failures).encode()
-        # the commit wrote the floor up to the version it made, and is now
-        # the record's newest commit
-        self.warm.put(unit.key, fields, version, unit.commit_id)
-
-    def forget_warm(self, key: str) -> None:
-        """Drop ``key`` from the warm records (deleted or forgotten here)."""
-        if self.warm is not None:
-            self.warm.drop(key)
-
     def encode(self, unit: records.CommitUnit) -> bytes | None:
         """The snapshot bytes ``unit`` stores (see ``encode_snapshot``)."""
         return encode_snapshot(self.codec, unit, self.max_snapshot_bytes)
 
-    def commit(
-        self, unit: records.CommitUnit, *, inbox: Any, log: Any, shares: Callable[[object], bool]
-    ) -> Op[records.CommitResult]:
-        """One COMMIT script for the snapshot and whatever ``shares`` says
-        commits with it; an inbox or log that does not share is written
-        afterwards (snapshot, marks, log: the documented order)."""
-        with_inbox = inbox is None or shares(inbox)
-        with_log = log is None or shares(log)
-        if not with_inbox and any(m.folded for m in unit.marks):
-            raise InvalidConfigError(
-                "A folded idempotency claim needs an inbox that commits with the store",
-                path="inbox",
-                hint="use the store's own RedisInbox, or open without speculative=True",
-            )
-        maxlen = int(getattr(log, "maxlen", None) or 0) if with_log else 0
-        result = yield from self._commit(
-            unit, with_inbox=with_inbox, with_log=with_log, log_maxlen=maxlen
-        )
-        if result.replayed:
-            return result
-        first_seq = yield from unshared_writes(
-            unit,
-            result.version,
-            inbox=None if with_inbox else inbox,
-            log=None if with_log else log,
-        )
-        return replace(result, first_seq=first_seq) if first_seq else result
+    def commit(self, unit: records.CommitUnit, *, log: Any) -> Op[records.CommitResult]:
+        """One COMMIT script for the snapshot, the marks and the log
+        entries (the caller checked that its inbox and log share it)."""
+        maxlen = int(getattr(log, "maxlen", None) or 0)
+        return (yield from self._commit(unit, log_maxlen=maxlen))
 
-    def _commit(
-        self, unit: records.CommitUnit, *, with_inbox: bool, with_log: bool, log_maxlen: int
-    ) -> Op[records.CommitResult]:
+    def _commit(self, unit: records.CommitUnit, *, log_maxlen: int) -> Op[records.CommitResult]:
         validate_key(unit.key)
         records.check_commit_id(unit.commit_id)
         data = self.encode(unit)  # raises before any I/O
         for claim in (*(m.claim for m in unit.marks), *(r.claim for r in unit.releases)):
             ops.same_instance(unit.key, claim)
         layout = yield from self.state.ensure()
-        call = ops.commit_call(
-            layout,
-            unit,
-            data,
-            ttl_ms=self.ttl_ms,
-            log_maxlen=log_maxlen,
-            with_inbox=with_inbox,
-            with_log=with_log,
-        )
-        try:
-            if not self.durability:
-                reply = yield call
-                result = ops.parse_commit(unit, reply)
-            else:
-                reply, acked = yield self.durability.around(call)
-                result = ops.parse_commit(unit, reply)  # a refused commit wrote nothing
-                if result.replayed:
-                    # A retried commit wrote nothing now: WAIT on this connection
-                    # proves nothing about the first attempt's write.
-                    yield from self.durability.confirm(layout, unit.key, version=result.version)
-                elif result.claim is not None:
-                    if result.claim.status == records.ClaimStatus.DONE:
-                        # replaying acknowledges the first attempt's commit
-                        yield from self.durability.confirm(layout, unit.key)
-                else:
-                    self.durability.check(unit.key, acked, result.version)
-        except BaseException:
-            self.forget_warm(unit.key)  # a conflict, or an outcome we cannot know
-            raise
-        self._remember(unit, data, reply)
+        call = ops.commit_call(layout, unit, data, ttl_ms=self.ttl_ms, log_maxlen=log_maxlen)
+        if not self.durability:
+            return ops.parse_commit(unit, (yield call))
+        reply, acked = yield self.durability.around(call)
+        result = ops.parse_commit(unit, reply)  # a refused commit wrote nothing
+        if result.replayed:
+            # A retried commit wrote nothing now: WAIT on this connection
+            # proves nothing about the first attempt's write.
+            yield from self.durability.confirm(layout, unit.key, version=result.version)
+        else:
+            self.durability.check(unit.key, acked, result.version)
         return result
 
     def floor(self, key: str) -> Op[int]:
@@ -261,7 +144,7 @@ class StoreCore(StoreQueries):
     def save_unit(self, key: str, snapshot: Mapping[str, Any], expected_version: int) -> Op[int]:
         floor = (yield from self.floor(key)) if expected_version == 0 else 0
         unit = records.save_unit(key, snapshot, expected_version=expected_version, floor=floor)
-        result = yield from self._commit(unit, with_inbox=False, with_log=False, log_maxlen=0)
+        result = yield from self._commit(unit, log_maxlen=0)
         return result.version
 
     # --- locks ----------------------------------------------------------------
@@ -300,7 +183,6 @@ class StoreCore(StoreQueries):
 
     def delete(self, key: str) -> Op[bool]:
         validate_key(key)
-        self.forget_warm(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
         keys = [layout.snapshot(key), layout.floors(b), *layout.index_keys(b)]
@@ -308,7 +190,6 @@ class StoreCore(StoreQueries):
 
     def forget(self, key: str) -> Op[dict[str, int]]:
         validate_key(key)
-        self.forget_warm(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
         keys = [

@@ -257,7 +257,6 @@ def parse_open(
         floor=int(floor),
         locked=bool(int(locked)),
         claims=tuple(_outcome(r, c) for r, c in zip(request.claims, claims, strict=True)),
-        commit_id=b2s(reply[7]) if len(reply) > 7 else "",
     )
 
 
@@ -295,10 +294,9 @@ def commit_call(
     *,
     ttl_ms: int,
     log_maxlen: int,
-    with_inbox: bool,
-    with_log: bool,
 ) -> Call:
-    """The COMMIT call; marks/releases/log entries only when ``with_*``."""
+    """The COMMIT call: the unit whole (snapshot, marks, releases, log
+    entries, outbox events) in one script."""
     key = unit.key
     b = layout.bucket(key)
     keys = [
@@ -322,11 +320,9 @@ def commit_call(
             inbox_slot[name] = len(keys)  # KEYS is 1-based in Lua
         return inbox_slot[name]
 
-    marks = unit.marks if with_inbox else ()
-    releases = unit.releases if with_inbox else ()
+    marks, releases, entries = unit.marks, unit.releases, unit.log_entries
     for claim in (*(m.claim for m in marks), *(r.claim for r in releases)):
         same_instance(key, claim)
-    entries = unit.log_entries if with_log else ()
     failures = unit.timer_failures
     header: list[Any] = [
         key,
@@ -354,7 +350,6 @@ def commit_call(
                 m.claim.owner,
                 _dumps(m.receipt, "$.receipt"),
                 m.ttl_ms,
-                1 if m.folded else 0,
             ]
             for m in marks
         ],
@@ -364,7 +359,6 @@ def commit_call(
         ],
         [_entry_args(entry) for entry in entries],
         [[e.delivery_id, _dumps(dict(e.event), "$.emitted")] for e in unit.emitted],
-        unit.base_commit_id,
     ]
     # Two arguments: the snapshot bytes (possibly binary: Fernet) and one
     # JSON document for the rest, which redis-py packs far cheaper than
@@ -383,11 +377,6 @@ def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.Comm
         return records.CommitResult(
             version=int(reply[1]), updated_ms=int(reply[3] or 0), replayed=True
         )
-    if status == "held":
-        # a folded mark's row was taken: nothing of the unit was written
-        _, actual, held, receipt, retry, index = reply
-        outcome = _outcome(unit.marks[int(index) - 1].claim, (held, receipt, retry))
-        return records.CommitResult(version=max(int(actual), 0), claim=outcome)
     if status == "corrupt":
         raise SnapshotCorruptError(
             f"Stored record of {unit.key!r} is damaged (unreadable version field)",
@@ -395,9 +384,7 @@ def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.Comm
         )
     actual_raw = int(reply[1])
     actual = None if actual_raw < 0 else actual_raw
-    reason = {"conflict": "version", "lock": "lock", "claim": "claim", "base": "base"}.get(
-        status, status
-    )
+    reason = {"conflict": "version", "lock": "lock", "claim": "claim"}.get(status, status)
     raise ConflictError(
         unit.key,
         expected=unit.expected_version,

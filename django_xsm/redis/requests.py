@@ -6,8 +6,6 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
-from django_xsm.persistence.runner import Apply
-
 from .durability import Replicated
 from .ops import Call, Cmd
 
@@ -23,8 +21,7 @@ class Many:
     requests: tuple[Call | Cmd, ...]
 
 
-#: What a core generator yields: a script call, a command, a pipeline, a
-#: replicated write, or a method of another backend (an inbox or log that
-#: does not share the store's commit).
-Request: TypeAlias = Call | Cmd | Many | Replicated | Apply
+#: What a core generator yields: a script call, a command, a pipeline or a
+#: replicated write.
+Request: TypeAlias = Call | Cmd | Many | Replicated
 Op: TypeAlias = Generator[Request, Any, T]

@@ -2,10 +2,9 @@
 AsyncRedisStore, lives in :mod:`django_xsm.redis.async_store`).
 
 A block's open is one script (lock + claims + load) and its commit is one
-script (fences + snapshot + indexes + inbox marks + log records + unlock)
-when the inbox and the log share the store's Redis and prefix; otherwise
-the commit applies the snapshot first, then the marks, then the log (see
-``StateStore.commit``). Both twins run the generators of
+script (fences + snapshot + indexes + inbox marks + log records + unlock);
+the inbox and the log must share the store's Redis and prefix
+(:meth:`_StoreBase.shares_commit`). Both twins run the generators of
 :mod:`django_xsm.redis.core`; only the I/O differs.
 """
 
@@ -20,6 +19,7 @@ from django_xsm.persistence import records
 from django_xsm.persistence.base import (
     Codec,
     iter_pages,
+    require_shared_commit,
     system_clock_ms,
     validate_positive_int,
     validate_ttl_s,
@@ -64,10 +64,7 @@ class _StoreBase:
     commit is followed by ``WAIT min_replicas replica_timeout_ms`` on the
     same connection, in the same round trip, and a commit fewer replicas
     acknowledged raises ``NotDurableError`` instead of succeeding (so does
-    a replay of one, until the replicas have it). ``warm_records``: how
-    many keys' last commits this store remembers for speculative opens
-    (``persisted(..., speculative=True)``; nothing is kept until the first
-    one; 0 turns them into plain reads).
+    a replay of one, until the replicas have it).
 
     Construction does no I/O: the schema marker is read on first use, so a
     store can be built while Redis is down (the first operation then raises
@@ -90,7 +87,6 @@ class _StoreBase:
         buckets: int | None = None,
         min_replicas: int = 0,
         replica_timeout_ms: int = 100,
-        warm_records: int = 10_000,
     ) -> None:
         self._connect(client_or_url)
         self.prefix = prefix
@@ -103,7 +99,6 @@ class _StoreBase:
             buckets=buckets,
             min_replicas=min_replicas,
             replica_timeout_ms=replica_timeout_ms,
-            warm_records=warm_records,
         )
         self.core.per_bucket_health = is_cluster(self.client)
         timeout = socket_timeout_of(self.client)
@@ -167,7 +162,8 @@ class _StoreBase:
         return self.core.state.layout
 
     def shares_commit(self, other: object) -> bool:
-        """Inbox or log on the same server and prefix: one-script commits."""
+        """Inbox or log on the same server, prefix and client kind: the
+        only ones a commit (one script) can write."""
         return (
             getattr(other, "prefix", None) == self.prefix
             and hasattr(other, "core")
@@ -175,12 +171,17 @@ class _StoreBase:
         )
 
     def _open(self, request: records.OpenRequest, inbox: object) -> Op[records.OpenResult]:
-        if request.claims and not self.shares_commit(inbox):
-            raise InvalidConfigError(
-                "open() got claims for an inbox that does not share this store",
-                path="inbox",
-            )
+        if request.claims:
+            if inbox is None:
+                raise InvalidConfigError("open() got claims without an inbox", path="inbox")
+            require_shared_commit(self, inbox=inbox)
         return self.core.open(request)
+
+    def _commit(
+        self, unit: records.CommitUnit, inbox: object, log: object
+    ) -> Op[records.CommitResult]:
+        require_shared_commit(self, inbox=inbox, log=log)
+        return self.core.commit(unit, log=log)
 
 
 class RedisStore(
@@ -198,8 +199,7 @@ class RedisStore(
     def commit(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> records.CommitResult:
-        op = self.core.commit(unit, inbox=inbox, log=log, shares=self.shares_commit)
-        return self.driver.run(op, unit.key)
+        return self.driver.run(self._commit(unit, inbox, log), unit.key)
 
     def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
         op = self.core.save_unit(key, snapshot, expected_version)

@@ -44,6 +44,19 @@ def test_e001_invalid_settings(xsm: Any):
     assert "XSM['LOCKS']" in messages[0].msg
 
 
+@pytest.mark.parametrize("value", [True, False])
+def test_e001_a_removed_setting_says_it_was_removed(xsm: Any, value: bool):
+    """A setting that no longer exists is never silently ignored: it is an
+    error saying what replaced it, whatever its value."""
+    xsm(SPECULATIVE=value)
+    messages = check_settings()
+    assert ids(messages) == ["xsm.E001"]
+    assert messages[0].msg.startswith("Removed setting XSM['SPECULATIVE']: ")
+    assert "speculative one-round-trip block was removed" in messages[0].msg
+    assert "delete this setting" in messages[0].msg
+    assert "Unknown setting" not in messages[0].msg
+
+
 @pytest.mark.parametrize("prefix", [None, "", "a*b", "x" * 65, "{tag}"])
 def test_e002_prefix(xsm: Any, prefix: Any):
     if prefix == "":

@@ -8,7 +8,7 @@ _VIEWS = [
     "bump", "abump", "close", "aclose", "show", "ashow", "gated", "agated", "locked",
     "alocked", "racy", "racy_no_retry", "aracy", "optional_key", "big", "binary", "template",
     "fail", "reject", "boom", "callable_key", "unknown_machine", "manager_get", "amanager_get",
-    "splat", "splat_mapping", "asplat_mapping", "manager_send", "sbump", "asbump", "sclose",
+    "splat", "splat_mapping", "asplat_mapping", "manager_send",
     "lenient_mapping", "reserved_probe",
 ]  # fmt: skip
 

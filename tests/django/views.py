@@ -51,27 +51,6 @@ async def abump(request: HttpRequest, tid: str, *, instance: Any) -> HttpRespons
     return JsonResponse(_state(instance), status=201)
 
 
-@stateful_view("ticket", key=KEY, speculative=True)
-def sbump(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
-    CALLS["sbump"] += 1
-    instance.send("BUMP")
-    return JsonResponse(_state(instance), status=201)
-
-
-@stateful_view("ticket", key=KEY, speculative=True)
-async def asbump(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
-    CALLS["asbump"] += 1
-    instance.send("BUMP")
-    return JsonResponse(_state(instance), status=201)
-
-
-@stateful_view("ticket", key=KEY, speculative=True)
-def sclose(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
-    CALLS["sclose"] += 1
-    instance.send("CLOSE")
-    return JsonResponse(_state(instance))
-
-
 @stateful_view("ticket", key=KEY)
 def close(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
     instance.send("CLOSE")

@@ -1,7 +1,8 @@
 """An exception injected at every point of a block's path — claim, open,
-send, encode, commit, marks, log, hooks — leaves the instance consistent
-and the key usable: the lock is free at once, claims are released (or
-done), and the next block commits normally."""
+send, encode, commit, hooks — leaves the instance consistent and the key
+usable: the lock is free at once, claims are released (or done), and the
+next block commits normally. Marks and log records ride in the commit's
+one atomic step, so they land with it or not at all."""
 
 from __future__ import annotations
 
@@ -10,11 +11,7 @@ from typing import Any
 
 import pytest
 
-from django_xsm.exceptions import (
-    IdempotencyInFlightError,
-    PartialCommitError,
-    StoreUnavailableError,
-)
+from django_xsm.exceptions import StoreUnavailableError
 from django_xsm.persistence import (
     AuditPlugin,
     IdempotencyPlugin,
@@ -58,17 +55,17 @@ class FaultyStore:
         self.clock = inner.clock
 
     def shares_commit(self, other: object) -> bool:
-        return bool(self.inner.shares_commit(other))
+        return bool(self.inner.shares_commit(_unwrapped(other)))
 
-    def open(self, request: Any, **kw: Any) -> Any:
+    def open(self, request: Any, *, inbox: Any = None) -> Any:
         self.faults.hit("open:before")
-        result = self.inner.open(request, **kw)
+        result = self.inner.open(request, inbox=_unwrapped(inbox))
         self.faults.hit("open:after")
         return result
 
-    def commit(self, unit: Any, **kw: Any) -> Any:
+    def commit(self, unit: Any, *, inbox: Any = None, log: Any = None) -> Any:
         self.faults.hit("commit:before")
-        result = self.inner.commit(unit, **kw)
+        result = self.inner.commit(unit, inbox=_unwrapped(inbox), log=log)
         self.faults.hit("commit:after")
         return result
 
@@ -77,8 +74,8 @@ class FaultyStore:
 
 
 class FaultyInbox:
-    """An inbox that does not share the store's commit (explicit methods
-    only, so no backend mistakes it for its own)."""
+    """The store's own inbox (FaultyStore unwraps it for the open and the
+    commit), whose claim round trip loses its reply."""
 
     def __init__(self, inner: Any, faults: Faults) -> None:
         self.inner = inner
@@ -89,23 +86,12 @@ class FaultyInbox:
         self.faults.hit("claim:after")
         return outcome
 
-    def mark(self, mark: Any) -> bool:
-        self.faults.hit("mark:before")
-        return bool(self.inner.mark(mark))
-
     def release(self, release: Any) -> bool:
         return bool(self.inner.release(release))
 
 
-class FaultyLog:
-    def __init__(self, inner: Any, faults: Faults) -> None:
-        self.inner = inner
-        self.faults = faults
-        self.maxlen = None
-
-    def append_next(self, key: str, entry: Any, *, version: int) -> int:
-        self.faults.hit("log:before")
-        return int(self.inner.append_next(key, entry, version=version))
+def _unwrapped(inbox: Any) -> Any:
+    return inbox.inner if isinstance(inbox, FaultyInbox) else inbox
 
 
 class FailingHook(Plugin):
@@ -116,19 +102,25 @@ class FailingHook(Plugin):
         self.faults.hit("after_commit")
 
 
-# point -> (wrap the inbox?, wrap the log?, does the commit land?)
-POINTS: dict[str, tuple[bool, bool, bool]] = {
-    "claim:after": (True, False, False),
-    "open:before": (True, False, False),
-    "open:after": (True, False, False),
-    "send": (False, False, False),
-    "encode": (False, False, False),
-    "commit:before": (False, False, False),
-    "commit:after": (False, False, True),
-    "mark:before": (True, False, True),
-    "log:before": (False, True, True),
-    "after_commit": (False, False, True),
+# point -> does the commit land?
+POINTS: dict[str, bool] = {
+    "claim:after": False,
+    "open:before": False,
+    "open:after": False,
+    "send": False,
+    "encode": False,
+    "commit:before": False,
+    "commit:after": True,
+    "after_commit": True,
 }
+# A key given at open is claimed inside the open (see open:after), never
+# in a claim round trip of its own.
+CASES = [
+    (point, block_key)
+    for point in POINTS
+    for block_key in (False, True)
+    if not (block_key and point == "claim:after")
+]
 
 
 def _seed(b: Backends) -> None:
@@ -136,18 +128,16 @@ def _seed(b: Backends) -> None:
         order.send("ADD")
 
 
-def _run_block(b: Backends, point: str, *, block_key: bool, lease_s: float | None = None) -> Faults:
-    wrap_inbox, wrap_log, _ = POINTS[point]
+def _run_block(b: Backends, point: str, *, block_key: bool) -> Faults:
     faults = Faults(point)
-    inbox = FaultyInbox(b.inbox, faults) if wrap_inbox else b.inbox
-    log = FaultyLog(b.log, faults) if wrap_log else b.log
-    plugins = [IdempotencyPlugin(inbox, lease_s=lease_s), AuditPlugin(log), FailingHook(faults)]
+    inbox = FaultyInbox(b.inbox, faults)
+    plugins = [IdempotencyPlugin(inbox), AuditPlugin(b.log), FailingHook(faults)]
     kw: dict[str, Any] = {"idempotency_key": "req-1"} if block_key else {}
     # A failing after_commit hook is logged, not raised: the commit is durable.
     raises = (
         contextlib.nullcontext()
         if point == "after_commit"
-        else pytest.raises((Injected, PartialCommitError, TypeError, RuntimeError))
+        else pytest.raises((Injected, TypeError, RuntimeError))
     )
     with raises:
         with persisted(
@@ -166,35 +156,37 @@ def _run_block(b: Backends, point: str, *, block_key: bool, lease_s: float | Non
     return faults
 
 
-@pytest.mark.parametrize("block_key", [False, True], ids=["send-key", "block-key"])
-@pytest.mark.parametrize("point", list(POINTS))
+@pytest.mark.parametrize(
+    ("point", "block_key"),
+    CASES,
+    ids=[f"{p}-{'block' if k else 'send'}-key" for p, k in CASES],
+)
 def test_a_fault_at_any_point_leaves_the_key_consistent_and_usable(
     b: Backends, point: str, block_key: bool
 ) -> None:
     _seed(b)
     _run_block(b, point, block_key=block_key)
-    lands = POINTS[point][2]
+    lands = POINTS[point]
     record = b.store.load("o:1")
     # Consistent: either the whole block's state or none of it.
     assert (record.version, record.snapshot["context"]["items"]) == ((2, 11) if lands else (1, 1))
     # Usable: the lock is free at once (timeout=0) ...
     assert b.store.lock_holder("o:1") is None
     # ... the claim is released, or done when the commit landed with its
-    # mark; a partial commit (the unshared inbox failed after the snapshot
-    # landed) leaves it leased, so a retry is refused rather than run twice.
+    # mark, and the log holds the block's records exactly when it landed ...
     idem = "req-1" if block_key else "evt-1"
     row = b.inbox.get("", "o:1", idem)
-    if point == "mark:before":
-        assert row is not None and row["state"] == "in_flight"
-    else:
-        assert row is None or (lands and row["state"] == "done")
+    assert row is None or (lands and row["state"] == "done")
+    if lands:
+        assert row is not None
+    assert [r.version for r in b.log.read("o:1")] == ([2] if lands else [])
     # ... and the next block commits normally.
     with persisted(b.store, "o:1", M, lock=PessimisticLock(timeout=0)) as order:
         order.send("ADD")
     assert b.store.load("o:1").version == record.version + 1
 
 
-@pytest.mark.parametrize("point", ["commit:after", "log:before", "after_commit"])
+@pytest.mark.parametrize("point", ["commit:after", "after_commit"])
 def test_a_retry_after_a_lost_commit_reply_is_a_duplicate_not_a_second_effect(
     b: Backends, point: str
 ) -> None:
@@ -204,47 +196,6 @@ def test_a_retry_after_a_lost_commit_reply_is_a_duplicate_not_a_second_effect(
         receipt = order.send("ADD", n=10, idempotency_key="evt-1")
     assert isinstance(receipt, ReplayedReceipt) and receipt.duplicate
     assert b.store.load("o:1").snapshot["context"]["items"] == 11
-
-
-def test_a_mark_lost_with_an_unshared_inbox_refuses_retries_until_the_lease_ends(
-    b: Backends,
-) -> None:
-    """The documented limit of an inbox that does not share the store's
-    commit: the snapshot landed, its mark did not (PartialCommitError). The
-    claim stays leased, so a retry within the lease is refused as in flight;
-    once the lease ends the key is free and a retry runs again. Share the
-    inbox with the store (same Redis and prefix) to avoid it."""
-    _seed(b)
-    _run_block(b, "mark:before", block_key=False, lease_s=0.2)
-    plugins = [IdempotencyPlugin(b.inbox)]
-    with pytest.raises(IdempotencyInFlightError):
-        with persisted(b.store, "o:1", M, plugins=plugins) as order:
-            order.send("ADD", n=10, idempotency_key="evt-1")
-    assert b.store.load("o:1").snapshot["context"]["items"] == 11
-    b.pass_time(300)
-    with persisted(b.store, "o:1", M, plugins=plugins) as order:
-        receipt = order.send("ADD", n=10, idempotency_key="evt-1")
-    assert not isinstance(receipt, ReplayedReceipt)
-    assert b.store.load("o:1").snapshot["context"]["items"] == 21
-
-
-def test_a_partial_commit_reports_the_durable_version(b: Backends) -> None:
-    _seed(b)
-    faults = Faults("log:before")
-    plugins = [AuditPlugin(FaultyLog(b.log, faults))]
-    with pytest.raises(PartialCommitError) as err:
-        with persisted(b.store, "o:1", M, plugins=plugins) as order:
-            order.send("ADD")
-    assert (err.value.version, err.value.part) == (2, "log")
-    assert b.store.load("o:1").version == 2
-
-
-def test_a_log_failure_with_an_unshared_log_keeps_seqs_gapless(b: Backends) -> None:
-    _seed(b)
-    _run_block(b, "log:before", block_key=False)
-    with persisted(b.store, "o:1", M, plugins=[AuditPlugin(b.log)]) as order:
-        order.send("ADD")
-    assert [(r.seq, r.version) for r in b.log.read("o:1")] == [(1, 3)]
 
 
 def test_an_after_commit_hook_error_is_logged_and_not_raised(

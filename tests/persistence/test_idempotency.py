@@ -26,6 +26,7 @@ from django_xsm.persistence import (
     PessimisticLock,
     ReplayedReceipt,
     persisted,
+    retry_on_conflict,
 )
 from tests.support import Backends, order_machine
 
@@ -314,3 +315,53 @@ def test_a_send_repeating_the_block_key_is_covered_by_the_block_claim(b: Backend
     row = b.inbox.get("", "o:1", "req-1")
     assert row["state"] == "done" and row["receipt"]["receipts"][0]["event_type"] == "ADD"
     assert [r.idempotency_key for r in b.log.read("o:1")] == ["req-1"]
+
+
+# --- concurrency on a real server --------------------------------------------------------
+
+
+def _hammer(base: Backends, store: Any, n: int, errors: list[BaseException]) -> None:
+    """Worker ``n``: 40 keyed ADDs on two hot keys, each sent twice (a
+    client retry), every block retried on conflict."""
+    plugins = [IdempotencyPlugin(base.inbox), AuditPlugin(base.log)]
+
+    def add(key: str, idem: str) -> None:
+        with persisted(store, key, order_machine(), plugins=plugins, idempotency_key=idem) as b:
+            b.send("ADD")
+
+    try:
+        for i in range(40):
+            key, idem = f"order:{i % 2}", f"w{n}-{i}"
+            for _ in range(2):
+                retry_on_conflict(lambda k=key, i=idem: add(k, i), attempts=50, max_s=0.02)
+    except BaseException as exc:  # pragma: no cover - reported by the test
+        errors.append(exc)
+
+
+@pytest.mark.live
+def test_many_workers_and_retries_apply_every_key_once() -> None:
+    """Four workers (stores) x 3 threads send 40 keyed ADDs each on two hot
+    keys, every key sent twice, with conflict retries: each key is applied
+    exactly once and logged once."""
+    import threading
+
+    from django_xsm.redis import RedisStore
+    from tests.support import backend_factory
+
+    for factory in backend_factory("live"):
+        base = factory()
+        stores = [RedisStore(base.client, prefix=base.store.prefix, buckets=4) for _ in range(4)]
+        errors: list[BaseException] = []
+        threads = [
+            threading.Thread(target=_hammer, args=(base, stores[n % 4], n, errors))
+            for n in range(12)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors[:3]
+        items = [base.store.load(k).snapshot["context"]["items"] for k in ("order:0", "order:1")]
+        assert sum(items) == 12 * 40
+        logged = [r.idempotency_key for k in ("order:0", "order:1") for r in base.log.read(k)]
+        assert len(logged) == len(set(logged)) == 12 * 40

@@ -25,7 +25,7 @@ from django_xsm.persistence import (
     persisted,
 )
 from tests.persistence.conftest import block_clock
-from tests.support import Backends, order_machine, timer_machine
+from tests.support import Backends, order_machine, snap, timer_machine, unit
 
 
 def state_of(b: Backends, key: str) -> tuple[Any, ...]:
@@ -244,6 +244,31 @@ def test_bad_keys_and_plugins_are_refused_before_any_io(b: Backends) -> None:
     with persisted(b.store, "o:1", m) as order, pytest.raises(InvalidConfigError):
         order.send("ADD", idempotency_key="k")
     assert b.store.load("o:1") is None
+
+
+@pytest.mark.parametrize("what", ["inbox", "log"])
+def test_an_inbox_or_log_that_does_not_share_the_commit_is_refused_before_any_io(
+    b: Backends, what: str
+) -> None:
+    """One atomic commit is the only commit: an inbox or log on another
+    server (or prefix) than the store is a configuration error when the
+    block is built, and the store's own commit refuses it too."""
+    import fakeredis
+
+    from django_xsm.redis import RedisInbox, RedisLog
+
+    elsewhere = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    foreign: Any = (RedisInbox if what == "inbox" else RedisLog)(elsewhere, prefix="other")
+    plugin = IdempotencyPlugin(foreign) if what == "inbox" else AuditPlugin(foreign)
+    with pytest.raises(InvalidConfigError) as err:
+        persisted(b.store, "o:1", order_machine(), plugins=[plugin])
+    assert err.value.path == what
+    assert "does not commit with the store" in str(err.value)
+    assert "put the inbox and the log on the store's own Redis" in str(err.value)
+    with pytest.raises(InvalidConfigError, match="does not commit with the store"):
+        b.store.commit(unit("o:1", 0, snap(items=1)), **{what: foreign})
+    assert b.store.load("o:1") is None
+    assert elsewhere.dbsize() == 0
 
 
 class _nullcontext:

@@ -1,7 +1,6 @@
 """The COMMIT script called directly: its replies, and every refusal
 (stale version, create over an existing record, foreign lock, lost claim,
-a folded claim's row taken, a stale base commit, foreign key type, damaged
-version) leaving the namespace byte-identical."""
+foreign key type, damaged version) leaving the namespace byte-identical."""
 
 from __future__ import annotations
 
@@ -45,7 +44,6 @@ def s(x: Any) -> str:
 
 def _full_unit(b: Backends, expected: int, **kw: Any) -> Any:
     c = kw.pop("claim", claim_req())
-    folded = kw.pop("folded", False)
     return unit(
         "order:1",
         expected,
@@ -53,7 +51,7 @@ def _full_unit(b: Backends, expected: int, **kw: Any) -> Any:
         state_ids=("order", "order.cart"),
         next_due_ms=1_900_000_000_000,
         timer_failures=kw.pop("timer_failures", {}),
-        marks=(InboxMark(c, {"ok": 1}, 60_000, folded=folded),),
+        marks=(InboxMark(c, {"ok": 1}, 60_000),),
         releases=(InboxRelease(claim_req("k2")),),
         log_entries=(entry(), entry("PAY")),
         **kw,
@@ -61,9 +59,7 @@ def _full_unit(b: Backends, expected: int, **kw: Any) -> Any:
 
 
 def _commit_raw(b: Backends, u: Any, ttl_ms: int = 0) -> list[Any]:
-    call = ops.commit_call(
-        layout_of(b.store), u, b"{}", ttl_ms=ttl_ms, log_maxlen=0, with_inbox=True, with_log=True
-    )
+    call = ops.commit_call(layout_of(b.store), u, b"{}", ttl_ms=ttl_ms, log_maxlen=0)
     return raw_script(b.client, "COMMIT")(keys=call.keys, args=call.args)  # type: ignore[no-any-return]
 
 
@@ -93,13 +89,6 @@ def test_commit_replies_ok_dup_conflict_lock_claim(b: Backends) -> None:
     b.inbox.claim(claim_req("k9", owner="thief"))
     stolen = _full_unit(b, 1, claim=claim_req("k9"))
     assert [s(x) for x in _commit_raw(b, stolen)] == ["claim", "1"]
-    # a folded claim whose row another owner holds: checked before the version
-    held = _full_unit(b, 7, claim=claim_req("k9"), folded=True)
-    status, actual, outcome, receipt, retry, index = _commit_raw(b, held)
-    assert receipt in (b"", "")  # only a finished row has one
-    assert (s(status), actual, s(outcome), index) == ("held", 1, "in_flight", 1)
-    assert retry > 0
-    assert [s(x) for x in _commit_raw(b, _full_unit(b, 1, base_commit_id="x"))] == ["base", "1"]
 
 
 def test_commit_replies_the_timer_bookkeeping_it_leaves(b: Backends) -> None:
@@ -121,23 +110,14 @@ def test_commit_replies_the_timer_bookkeeping_it_leaves(b: Backends) -> None:
         pytest.param(lambda b: _full_unit(b, 0), id="create-over-existing"),
         pytest.param(lambda b: _full_unit(b, 1, lock_token="nope"), id="lock-not-held"),
         pytest.param(lambda b: _full_unit(b, 1, claim=claim_req("k9")), id="lost-claim"),
-        pytest.param(
-            lambda b: _full_unit(b, 1, claim=claim_req("k9"), folded=True), id="folded-claim-held"
-        ),
-        pytest.param(lambda b: _full_unit(b, 1, base_commit_id="stale"), id="stale-base"),
     ],
 )
 def test_a_refused_commit_leaves_every_key_byte_identical(b: Backends, make_unit: Any) -> None:
     _prepared(b)
     b.inbox.claim(claim_req("k9", owner="thief"))
     before = namespace_state(b.client, b.store.prefix)
-    refused = make_unit(b)
-    if any(m.folded for m in refused.marks):
-        # a folded claim's row taken is an outcome, not an error
-        assert b.store.commit(refused, inbox=b.inbox, log=b.log).claim is not None
-    else:
-        with pytest.raises(ConflictError):
-            b.store.commit(refused, inbox=b.inbox, log=b.log)
+    with pytest.raises(ConflictError):
+        b.store.commit(make_unit(b), inbox=b.inbox, log=b.log)
     assert namespace_state(b.client, b.store.prefix) == before
 
 
@@ -253,9 +233,7 @@ def test_a_wrong_argument_type_fails_the_commit_before_any_write(
     _prepared(b)
     b.inbox.claim(claim_req("k4"))
     u = _full_unit(b, 1, claim=claim_req("k4"))
-    call = ops.commit_call(
-        layout_of(b.store), u, b"{}", ttl_ms=0, log_maxlen=0, with_inbox=True, with_log=True
-    )
+    call = ops.commit_call(layout_of(b.store), u, b"{}", ttl_ms=0, log_maxlen=0)
     before = namespace_state(b.client, b.store.prefix)
     with pytest.raises(redis.exceptions.ResponseError) as err:
         raw_script(b.client, "COMMIT")(keys=call.keys, args=_with_header(call, edit))

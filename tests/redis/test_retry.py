@@ -27,9 +27,7 @@ from tests.support import Backends
 def lost_reply(b: Backends, u: Any) -> None:
     """Run the commit on the server as the first attempt did; drop the reply."""
     data = None if u.snapshot is None else b.store.core.encode(u)
-    call = ops.commit_call(
-        layout_of(b.store), u, data, ttl_ms=0, log_maxlen=0, with_inbox=True, with_log=True
-    )
+    call = ops.commit_call(layout_of(b.store), u, data, ttl_ms=0, log_maxlen=0)
     status = raw_script(b.client, "COMMIT")(keys=call.keys, args=call.args)[0]
     assert status == b"ok"
 

@@ -66,9 +66,7 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         log_entries=(entry(), entry("PAY")),
         emitted=(Emitted("cid-0", {"type": "order.paid", "amount": 1}),),
     )
-    call = ops.commit_call(
-        layout, u, b"DATA", ttl_ms=9, log_maxlen=7, with_inbox=True, with_log=True
-    )
+    call = ops.commit_call(layout, u, b"DATA", ttl_ms=9, log_maxlen=7)
     bk = layout.bucket("order:1")
     assert call.script == "COMMIT"
     assert call.keys == [
@@ -105,12 +103,12 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         7,
     ]
     field = layout.inbox_field("order:1", "k1")
-    # KEYS[17] is the inbox; the last 0: the mark's claim was taken, not folded
-    assert h[15] == [[17, field, "fp", "o1", '{"ok":1}', 60_000, 0]]
+    # KEYS[17] is the inbox
+    assert h[15] == [[17, field, "fp", "o1", '{"ok":1}', 60_000]]
     assert h[16] == [[17, layout.inbox_field("order:1", "k2"), "o1"]]
     assert [e[0] for e in h[17]] == ["ADD", "PAY"]
     assert h[18] == [["cid-0", '{"type":"order.paid","amount":1}']]
-    assert h[19] == "" and len(h) == 20  # no base commit: not a speculative block
+    assert len(h) == 19
 
 
 def test_every_script_of_the_module_has_a_header() -> None:
@@ -239,10 +237,8 @@ def test_open_replies(b: Backends) -> None:
         keys=_open_keys(b) + keys,
         args=["order:1", "tok", 5_000, 1, 2**20, field, "fp", "me", 5_000],
     )
-    busy, floor, claims, values, locked, exists, size, head = reply
+    busy, floor, claims, values, locked, exists, size = reply
     assert size == 0
-    commits = b.client.hget(_open_keys(b)[0], "cid")
-    assert head == commits.split(b"/")[0]  # the newest commit id, for a speculative base
     assert (busy, floor, locked, exists) == (0, 1, 1, 1)
     assert [[s(x) for x in c] for c in claims] == [["claimed", "", "0"]]
     d, v, mv, m, u, tf = values  # HMGET d v mv m u tf

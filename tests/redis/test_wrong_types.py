@@ -147,18 +147,6 @@ SCENARIOS: dict[str, Scenario] = {
             ),
         ),
     ),
-    "commit-with-a-folded-mark": (
-        prepare,
-        # a speculative block's claim rides with its commit: the row is
-        # checked like a claim's, before any write
-        lambda b: _commit(
-            b,
-            full_unit(
-                marks=(InboxMark(claim("k8"), {"ok": 8}, 60_000, folded=True),),
-                releases=(),
-            ),
-        ),
-    ),
     "commit-marks-only": (
         prepare,
         lambda b: _commit(b, full_unit(snapshot=None, log_entries=(), emitted=())),

@@ -196,30 +196,19 @@ def _event_type(event: object) -> str:
 # --- the wrappers --------------------------------------------------------------------
 
 
-def _open_op(self: PersistedInstance, io: Any, *, claims_in_open: bool) -> BlockOp[None]:
+def _open_op(self: PersistedInstance, io: Any) -> BlockOp[None]:
     _join(self)
-    op: BlockOp[None] = _originals["open_op"](self, io, claims_in_open=claims_in_open)
+    op: BlockOp[None] = _originals["open_op"](self, io)
     hooks = _bridged(self)
     return _phased_open(self, hooks, op) if hooks else op
 
 
-def _close_op(self: PersistedInstance, *, failed: bool, recoverable: bool = True) -> BlockOp[bool]:
-    op: BlockOp[bool] = _originals["close_op"](self, failed=failed, recoverable=recoverable)
+def _close_op(self: PersistedInstance, *, failed: bool) -> BlockOp[None]:
+    op: BlockOp[None] = _originals["close_op"](self, failed=failed)
     hooks = _bridged(self)
-    if not hooks:
+    if not hooks or failed:
         return op
-    return _replays_at_close(self, hooks, op if failed else _phased_commit(self, hooks, op))
-
-
-def _replays_at_close(
-    block: PersistedInstance, hooks: list[Any], op: BlockOp[bool]
-) -> BlockOp[bool]:
-    """``yield from op``; a speculative block that found its key finished
-    at close is a replay the open could not see."""
-    replayed = yield from op
-    if replayed:
-        _notify(hooks, "on_replayed_at_close", block)
-    return replayed
+    return _phased_commit(self, hooks, op)
 
 
 def _sender(name: str) -> Any:

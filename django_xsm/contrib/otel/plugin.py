@@ -192,15 +192,6 @@ class OtelPlugin(Plugin):
             replays = self.telemetry.instruments.replays
             replays.add(1, t.labels(self.machine(block), {t.SCOPE: "send"}))
 
-    def on_replayed_at_close(self, block: PersistedInstance) -> None:
-        """A speculative block whose key had finished, found at commit:
-        nothing was written, the first attempt's answer is replayed."""
-        span = self._span(block, "open")
-        if span is not None and span.is_recording():
-            span.set_attribute(t.DUPLICATE, True)
-        replays = self.telemetry.instruments.replays
-        replays.add(1, t.labels(self.machine(block), {t.SCOPE: "block"}))
-
     # --- the Plugin hooks ----------------------------------------------------------
 
     def on_load(self, block: PersistedInstance, record: StoredRecord | None) -> None:

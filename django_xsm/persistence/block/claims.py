@@ -55,9 +55,6 @@ class ClaimBook:
         self.owner = owner
         self.lease_ms = plugin.lease_for(store) if plugin is not None else 0
         self.block: ClaimRequest | None = None
-        #: The block's claim was not taken at open (a warm open): its mark
-        #: is folded into the commit, and there is nothing to release.
-        self.block_folded = False
         self.duplicate = False  # the block's key finished earlier: replay only
         self.replayed_result: Any = None
         self._replays: list[Any] = []
@@ -157,14 +154,14 @@ class ClaimBook:
         if self.block is not None:
             if commits:
                 stored = {"receipts": [receipt_to_stored(r) for r in receipts], "result": result}
-                marks.append(InboxMark(self.block, stored, ttl, folded=self.block_folded))
-            elif not self.block_folded:
+                marks.append(InboxMark(self.block, stored, ttl))
+            else:
                 releases.append(InboxRelease(self.block))
         return marks, releases
 
     def abort_releases(self) -> list[InboxRelease]:
         """Claims to drop when the block fails (nothing was committed)."""
         out = [InboxRelease(c.request) for c in self._sends.values()]
-        if self.block is not None and not self.duplicate and not self.block_folded:
+        if self.block is not None and not self.duplicate:
             out.append(InboxRelease(self.block))
         return out

@@ -8,10 +8,11 @@
 Both are short drivers of the same block generators
 (:class:`~django_xsm.persistence.block.instance.PersistedInstance`):
 ``persisted()`` runs their requests on blocking backends, ``apersisted()``
-awaits them on asyncio ones. Round trips (Redis, inbox and log on the
-store's client and prefix): one to open (lock + claims known at open +
-load) and one to commit (fences + snapshot + deadlines + marks + log +
-unlock). A ``send()`` whose idempotency key was not known at open adds one
+awaits them on asyncio ones. The inbox and the log commit in the store's
+own atomic step (the same Redis and prefix); any other is refused when the
+block is built (``InvalidConfigError``). Round trips: one to open (lock +
+claims known at open + load) and one to commit (fences + snapshot +
+deadlines + marks + log + unlock). A ``send()`` whose idempotency key was not known at open adds one
 claim round trip. A block that changed nothing writes nothing (a held lock
 is released, unfinished claims are dropped). An exception in the body
 writes nothing and releases claims and the lock.
@@ -27,6 +28,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from django_xsm.exceptions import InvalidConfigError, XsmError
+from django_xsm.persistence.base import require_shared_commit
 from django_xsm.persistence.locks import LockStrategy, OptimisticLock
 from django_xsm.persistence.runner import Apply, adrive, drive
 
@@ -52,9 +54,7 @@ class _Backends:
     def call(self, request: Request) -> Apply:
         """The backend method that executes ``request`` (not a WaitUnlocked)."""
         if isinstance(request, Open):
-            if request.with_inbox:
-                return Apply(self.store.open, (request.request,), {"inbox": self.inbox})
-            return Apply(self.store.open, (request.request,))
+            return Apply(self.store.open, (request.request,), {"inbox": self.inbox})
         if isinstance(request, Claim):
             return Apply(self.inbox.claim, (request.request,))
         if isinstance(request, Commit):
@@ -139,7 +139,6 @@ class _Driver:
         principal: str = "",
         context: Mapping[str, Any] | None = None,
         clock: Callable[[], int] | None = None,
-        speculative: bool = False,
         max_payload_bytes: int | None = None,
     ) -> None:
         options = BlockOptions(
@@ -154,15 +153,18 @@ class _Driver:
             principal=principal,
             context=context,
             clock=clock,
-            speculative=speculative,
             max_payload_bytes=max_payload_bytes,
         )
         self.block = PersistedInstance(store, key, machine, options)
         self.store = store
         self.inbox = self.block.idempotency.inbox if self.block.idempotency else None
         self.log = self.block.audit.log if self.block.audit is not None else None
-        self.claims_in_open = self.inbox is not None and store.shares_commit(self.inbox)
+        self._check_backends()
         self.io = self._io_class(store, self.inbox, self.log)
+
+    def _check_backends(self) -> None:
+        """Before any I/O: the inbox and log commit with the store."""
+        require_shared_commit(self.store, inbox=self.inbox, log=self.log)
 
 
 class persisted(_Driver):
@@ -175,22 +177,12 @@ class persisted(_Driver):
     ``max_payload_bytes`` refuses larger event payloads before any I/O
     (``PayloadTooLargeError``). The options are those of
     :class:`~django_xsm.persistence.block.options.BlockOptions`.
-
-    ``speculative=True``: when the store committed this key last in this
-    process, the block opens from that memory without a round trip and its
-    commit (one round trip) carries the idempotency claim and the proof
-    that nothing changed since. A stale base raises ``ConflictError`` (run
-    the block again: ``retry_on_conflict``); a finished idempotency key
-    writes nothing and sets ``block.replayed_at_close``, ``duplicate`` and
-    ``replayed_result`` after the block (a failed body's exception is then
-    suppressed). So the body may run for nothing: only side-effect-free
-    bodies (emit through the outbox) may be speculative.
     """
 
     _io_class = _SyncIO
 
     def __enter__(self) -> PersistedInstance:
-        self.io.run(self.block.open_op(self.io, claims_in_open=self.claims_in_open))
+        self.io.run(self.block.open_op(self.io))
         return self.block
 
     def __exit__(
@@ -198,10 +190,8 @@ class persisted(_Driver):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
-        # True (the body's exception is suppressed) only for a speculative
-        # block whose key had finished: the first attempt's outcome stands.
-        return self.io.run(self.block.close_op(**_close_args(exc_type)))
+    ) -> None:
+        self.io.run(self.block.close_op(failed=exc_type is not None))
 
 
 class apersisted(_Driver):
@@ -214,18 +204,16 @@ class apersisted(_Driver):
 
     _io_class = _AsyncIO
 
-    def __init__(self, store: Any, key: str, machine: Any, **options: Any) -> None:
-        super().__init__(store, key, machine, **options)
-        # A sync backend here would block the event loop or, worse, fail
-        # half way through a commit; refuse it before any I/O.
-        _require_async(store, "open", "store", "an AsyncStateStore such as AsyncRedisStore")
+    def _check_backends(self) -> None:
+        # A sync backend here would block the event loop; refuse it before
+        # any I/O, and before the rule of one commit (which it breaks too).
+        _require_async(self.store, "open", "store", "an AsyncStateStore such as AsyncRedisStore")
         if self.inbox is not None:
             _require_async(self.inbox, "claim", "inbox", "an async inbox such as AsyncRedisInbox")
-        if self.log is not None and not store.shares_commit(self.log):
-            _require_async(self.log, "append_next", "log", "an async log such as AsyncRedisLog")
+        super()._check_backends()
 
     async def __aenter__(self) -> PersistedInstance:
-        await self.io.arun(self.block.open_op(self.io, claims_in_open=self.claims_in_open))
+        await self.io.arun(self.block.open_op(self.io))
         return self.block
 
     async def __aexit__(
@@ -233,28 +221,17 @@ class apersisted(_Driver):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
-        replayed = await self.io.arun(self.block.close_op(**_close_args(exc_type)))
+    ) -> None:
+        await self.io.arun(self.block.close_op(failed=exc_type is not None))
         committed = self.block.committed
         if committed is None:
-            return replayed
+            return
         for hook in self.block.hooks:
             # durable already: an error must not look like a failed block
             try:
                 await hook.aafter_commit(self.block, committed)
             except Exception:
                 logger.exception("aafter_commit hook %r failed for %r", hook, self.block.key)
-        return False
-
-
-def _close_args(exc_type: type[BaseException] | None) -> dict[str, bool]:
-    """How the body ended: an Exception of a speculative body may be the
-    fruit of a stale read (proven at close); a BaseException such as
-    KeyboardInterrupt or a cancellation never is, and is never suppressed."""
-    return {
-        "failed": exc_type is not None,
-        "recoverable": exc_type is None or issubclass(exc_type, Exception),
-    }
 
 
 def _require_async(obj: Any, method: str, what: str, wanted: str) -> None:

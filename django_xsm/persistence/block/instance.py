@@ -23,11 +23,9 @@ from typing import Any
 from django_xsm.engine import to_event
 from django_xsm.engine.events import reserved_namespace
 from django_xsm.exceptions import (
-    ConflictError,
     InvalidConfigError,
     InvalidEventError,
     LockTimeoutError,
-    PartialCommitError,
     UnknownEventError,
     XsmError,
     brief,
@@ -37,13 +35,11 @@ from django_xsm.persistence.base import retry_after_seconds
 from django_xsm.persistence.idempotency import (
     IdempotencyPlugin,
     ReplayedReceipt,
-    raise_for_outcome,
 )
 from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import (
     ClaimOutcome,
     ClaimRequest,
-    ClaimStatus,
     CommitResult,
     CommitUnit,
     InboxRelease,
@@ -273,18 +269,12 @@ class PersistedInstance(BlockState):
 
     # --- open ----------------------------------------------------------------
 
-    def open_op(self, io: BlockIO, *, claims_in_open: bool) -> BlockOp[None]:
-        """Claim the block's key (inside the open when the inbox shares the
-        store), open (polling a busy pessimistic lock until its timeout),
-        and turn the record into a live instance run through ``io``."""
+    def open_op(self, io: BlockIO) -> BlockOp[None]:
+        """Open (the block's idempotency claim rides in it; a busy
+        pessimistic lock is polled until its timeout) and turn the record
+        into a live instance run through ``io``."""
         try:
-            claim = self.claims.block
-            if claim is not None and not claims_in_open:
-                self.claims.on_block((yield Claim(claim)))
-            opened = yield from self._open_polling(claims_in_open)
-            self._apply_open(opened)
-            if opened.warm and claims_in_open and claim is not None:
-                self.claims.block_folded = True  # claimed by the commit instead
+            self._apply_open((yield from self._open_polling()))
             for hook in self.hooks:
                 hook.on_load(self, self.record)
         except BaseException:
@@ -294,19 +284,17 @@ class PersistedInstance(BlockState):
             raise
         self._io = io
 
-    def _open_polling(self, with_claims: bool) -> BlockOp[OpenResult]:
+    def _open_polling(self) -> BlockOp[OpenResult]:
         lock = self.options.lock
-        claims = (self.claims.block,) if with_claims and self.claims.block else ()
         request = OpenRequest(
             key=self.key,
             lock_token=self.token,
             lock_ttl_ms=lock.ttl_ms or int(getattr(self.store, "lock_ttl_ms", 30_000)),
-            claims=claims,
-            speculative=self.options.speculative,
+            claims=(self.claims.block,) if self.claims.block else (),
         )
         deadline = time.monotonic() + lock.timeout
         while True:
-            result: OpenResult = yield Open(request, with_inbox=with_claims)
+            result: OpenResult = yield Open(request)
             if not result.lock_busy_ms or not lock.pessimistic:
                 return result
             if time.monotonic() >= deadline:
@@ -327,83 +315,21 @@ class PersistedInstance(BlockState):
 
     # --- close ---------------------------------------------------------------
 
-    def close_op(self, *, failed: bool, recoverable: bool = True) -> BlockOp[bool]:
+    def close_op(self, *, failed: bool) -> BlockOp[None]:
         """Commit the block (or, when the body ``failed``, drop our claims
-        and lock). A failed commit releases them too, unless it was partial:
-        a partial commit is a commit, and its claims stay leased.
-
-        A warm block proves its base before its outcome counts: its commit
-        does (version and base commit id, claim folded in), and a warm block with
-        nothing to write, or whose body failed with a ``recoverable``
-        exception, reads the record again (``_prove_warm_op``). Returns
-        True when that found the block's idempotency key finished
-        (``replayed_at_close``): nothing was written, and a failed body's
-        exception is to be suppressed, for the first attempt's outcome
-        stands."""
+        and lock). A failed commit releases them too."""
         self.closed = True
         if failed:
-            try:
-                replayed = self.warm and recoverable and (yield from self._prove_warm_op())
-            except BaseException:
-                yield from self._abort_op()
-                raise
             yield from self._abort_op()
-            return bool(replayed)
+            return
         try:
             unit = self._commit_unit()
-            if self.warm and _saves_nothing(unit):
-                if (yield from self._prove_warm_op()):
-                    yield from self._abort_op()
-                    return True
-                unit = self._commit_unit()  # the claim is ours now: released
             result = yield from self._commit_op(unit)
-            if result is not None and result.claim is not None:
-                self._on_held(result.claim)  # raises unless the key had finished
-                yield from self._abort_op()  # the discarded body's own claims
-                return True
         except BaseException:
-            if self.committed is None:
-                yield from self._abort_op()
+            yield from self._abort_op()
             raise
         if result is not None:
             self._on_committed(result)
-        return False
-
-    def _prove_warm_op(self) -> BlockOp[bool]:
-        """Read the record again (claiming the block's folded key): True
-        when the key had finished (a duplicate); ConflictError when the
-        record changed since the commit the block opened from (a stale
-        read: run the block again); else the body saw the current state."""
-        folded = self.claims.block if self.claims.block_folded else None
-        request = OpenRequest(key=self.key, claims=(folded,) if folded is not None else ())
-        result: OpenResult = yield Open(request, with_inbox=folded is not None)
-        for outcome in result.claims:
-            if outcome.status == ClaimStatus.DONE:
-                self._on_held(outcome)
-                return True
-            raise_for_outcome(outcome)  # a live lease or another fingerprint
-            self.claims.block_folded = False  # claimed: ours to release
-        stored = result.record
-        if stored is None or (stored.version, result.commit_id) != (
-            self.version,
-            self.base_commit_id,
-        ):
-            raise ConflictError(
-                self.key,
-                expected=self.version,
-                actual=None if stored is None else stored.version,
-                reason="base",
-            )
-        return False
-
-    def _on_held(self, outcome: ClaimOutcome) -> None:
-        """The folded claim's row was not free: replay a finished key,
-        raise for the rest (as an open that found it would have)."""
-        if outcome.status != ClaimStatus.DONE:
-            raise_for_outcome(outcome)
-        self.claims.block_folded = False
-        self.claims.on_block(outcome)
-        self.replayed_at_close = True
 
     def _commit_op(self, unit: CommitUnit) -> BlockOp[CommitResult | None]:
         if _saves_nothing(unit):
@@ -413,11 +339,7 @@ class PersistedInstance(BlockState):
             if unit.release_lock:
                 yield ReleaseLock(self.key, unit.lock_token)
             return None
-        try:
-            result: CommitResult = yield Commit(unit)
-        except PartialCommitError as exc:
-            self._on_committed(CommitResult(version=exc.version))
-            raise
+        result: CommitResult = yield Commit(unit)
         return result
 
     def _on_committed(self, result: CommitResult) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
+from django_xsm.exceptions import ArgumentTypeError
 from django_xsm.persistence.locks import LockStrategy, OptimisticLock
 from django_xsm.persistence.payloads import validate_max_payload_bytes
 from django_xsm.persistence.records import require_text
@@ -35,14 +35,9 @@ class BlockOptions:
     ``idempotency_key`` (with ``fingerprint`` and ``principal``): a key
     claimed for the whole block at open. ``context``: the initial context
     of a new instance. ``clock``: epoch milliseconds (default: the
-    store's clock, else the wall clock). ``speculative``: open from the
-    store's memory of its own last commit of the key when it has one (no
-    round trip; the idempotency claim and the proof that the record did
-    not change ride with the commit). Only for bodies without side effects
-    outside the block: a duplicate or a stale read is found at commit,
-    after the body ran (see ``PersistedInstance.replayed_at_close``).
-    ``max_payload_bytes``: refuse every send whose payload is larger, as
-    compact JSON (``PayloadTooLargeError``, before the send's I/O; see
+    store's clock, else the wall clock). ``max_payload_bytes``: refuse
+    every send whose payload is larger, as compact JSON
+    (``PayloadTooLargeError``, before the send's I/O; see
     :mod:`django_xsm.persistence.payloads`); None: no limit.
     """
 
@@ -57,7 +52,6 @@ class BlockOptions:
     principal: str = ""
     context: Mapping[str, Any] | None = None
     clock: Callable[[], int] | None = None
-    speculative: bool = False
     max_payload_bytes: int | None = None
 
     def __post_init__(self) -> None:
@@ -71,15 +65,6 @@ class BlockOptions:
         if not isinstance(self.lock, LockStrategy):
             raise ArgumentTypeError(
                 "lock", self.lock, expected="OptimisticLock() or PessimisticLock(...)"
-            )
-        if not isinstance(self.speculative, bool):
-            raise ArgumentTypeError("speculative", self.speculative, expected="a bool")
-        if self.speculative and self.lock.pessimistic:
-            raise InvalidConfigError(
-                "speculative=True needs the optimistic lock",
-                path="speculative",
-                hint="a pessimistic lock is taken by the open's round trip; "
-                "drop speculative=True or use lock='optimistic'",
             )
 
 

@@ -30,10 +30,9 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Open:
-    """``store.open(request)``; with the inbox when its claims ride along."""
+    """``store.open(request, inbox=...)``: lock, claims and load in one step."""
 
     request: OpenRequest
-    with_inbox: bool
 
 
 @dataclass(frozen=True, slots=True)

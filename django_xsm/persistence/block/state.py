@@ -73,13 +73,6 @@ class BlockState(InstanceReads):
         self.receipts: list[Any] = []
         self.committed: CommitResult | None = None
         self.closed = False  # set when the block exits, however it exits
-        #: Opened from the store's memory of its own last commit (speculative).
-        self.warm = False
-        #: A warm block found at close that its idempotency key had finished:
-        #: nothing was written and what the body computed is discarded
-        #: (``duplicate`` and ``replayed_result`` now tell the first attempt's).
-        self.replayed_at_close = False
-        self.base_commit_id = ""  # the latest commit of the record we opened
         self.machine: Any = None
         self.instance: Any = None
         self._machine_or_resolver = machine
@@ -130,8 +123,6 @@ class BlockState(InstanceReads):
     def _apply_open(self, result: OpenResult) -> None:
         """Claims, lock, record -> live engine instance."""
         self.locked = result.locked
-        self.warm = result.warm
-        self.base_commit_id = result.commit_id
         for outcome in result.claims:
             self.claims.on_block(outcome)
         self.record = result.record
@@ -298,7 +289,6 @@ class BlockState(InstanceReads):
             marks=tuple(marks),
             releases=tuple(releases),
             log_entries=tuple(self._log_entries),
-            base_commit_id=self.base_commit_id if self.warm else "",
             emitted=tuple(
                 Emitted(delivery_id_for(commit_id, i), event)
                 for i, event in enumerate(self._emitted)

@@ -276,7 +276,7 @@ end
 PRELUDE_COMMIT_ARGS = r"""
 local COMMIT_HEADER = {'s', 's', 'n', 'n', 's', 'n', 'n', 's', 's', 'S', 'x', 's', 'n', 'n', 'n'}
 local COMMIT_ROWS = {
-  [16] = {'n', 's', 's', 's', 's', 'n', 'n'},
+  [16] = {'n', 's', 's', 's', 's', 'n'},
   [17] = {'n', 's', 's'},
   [18] = {'s', 's', 's', 's', 's', 's', 's', 's', 'n', 's'},
   [19] = {'s', 's'},
@@ -313,7 +313,6 @@ local function commit_arg_error(a, nkeys)
       end
     end
   end
-  if not arg_ok(a[20], 's') then return '[20] must be ' .. WANTED.s end
   return nil
 end
 """

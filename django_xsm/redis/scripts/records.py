@@ -49,7 +49,7 @@ return redis.call('HMGET', KEYS[1], 'layout', 'buckets', 'id')
 # then per claim: field, fingerprint, owner, lease ms
 # returns {busy_ms, floor, {{status, receipt, retry_after_ms}...},
 #          {d, v, mv, m, u, tf} (HMGET of the snapshot hash), locked 0/1,
-#          exists 0/1, 0, latest commit id or ''}
+#          exists 0/1, 0}
 #       | {0, 0, {}, {}, 0, 1, size} when the stored snapshot is over the
 #         limit (nothing taken, its bytes not sent)
 # A busy lock claims nothing (it flags a waiter: the release wakes one);
@@ -88,13 +88,7 @@ if size > tonumber(ARGV[5]) then return {0, 0, {}, {}, 0, 1, size} end
 -- read everything before the first write
 local floor = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0') or 0
 -- only the fields a record needs (the commit id history stays on the server)
-local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf', 'cid', 'cid1', 'cid2',
-  'cid3')
--- the newest commit id only: what a speculative commit names as its base
--- (a history in parts starts in its first three, whatever the id's length)
-local history = fields[7] or table.concat({fields[8] or '', fields[9] or '', fields[10] or ''})
-for _ = 7, 10 do table.remove(fields) end
-local head = string.match(history, '^(%S+)/') or ''
+local fields = redis.call('HMGET', KEYS[1], 'd', 'v', 'mv', 'm', 'u', 'tf')
 if parts > 0 then fields[1] = long_get(KEYS[1], 'd', parts) end
 -- the floors hash has a key's version only once it could vanish silently
 -- (ttl) or was deleted: a live record's own version bounds it too
@@ -120,7 +114,7 @@ if all_claimed then
 end
 local locked = 0
 if all_claimed and token ~= '' then locked = 1 end
-return {0, floor, replies, fields, locked, exists, 0, head}
+return {0, floor, replies, fields, locked, exists, 0}
 """
 )
 
@@ -138,24 +132,17 @@ return {0, floor, replies, fields, locked, exists, 0, head}
 #   '' = none, else JSON), [13] any dead-lettered 0/1, [14] ttl ms (0: no
 #   expiry), [15] log maxlen (0 = unbounded),
 #   [16] marks: [[inbox KEYS index, field, fingerprint, owner, receipt JSON,
-#        ttl ms, folded 0/1], ...] (a folded mark claimed nothing before: its
-#        row is checked like a claim, before any write),
+#        ttl ms], ...],
 #   [17] releases: [[inbox KEYS index, field, owner], ...],
 #   [18] log entries: [[event, payload, actor, reason, from, to, idem key,
 #        correlation id, timestamp ms, accepted], ...],
 #   [19] emitted events: [[delivery id, event JSON], ...] (XADD to the outbox
-#        with the instance key, machine, version, 0 attempts and the time),
-#   [20] base commit id (a speculative block's: the record's newest commit
-#        must be this one; '' = any): a record rebuilt up to the same
-#        version is not the base
+#        with the instance key, machine, version, 0 attempts and the time)
 # returns {'ok', version, first_seq, now, tf or false (as stored now)}
 #       | {'dup', version, 0, updated}
 #       (dup: the commit id is one of the recent ones; version is what it made)
-#       | {'held', actual or -1, status, receipt, retry ms, mark index}
-#       (a folded mark's row was not free: done, mismatch or in_flight;
-#        nothing written)
 #       | {'conflict', actual or -1} | {'lock', actual or -1}
-#       | {'claim', actual or -1} | {'base', actual or -1} (not the base commit)
+#       | {'claim', actual or -1}
 #       | {'corrupt', -1} (version field unreadable, or not below 2^53)
 # A unit that writes no snapshot for an absent key creates no record (its
 # marks and log entries still land, with version 0).
@@ -191,17 +178,6 @@ local expected, floor_seen = a[3], a[4]
 local actual = -1
 if cur[1] then actual = tonumber(cur[1]) end
 local marks, releases, entries = a[16], a[17], a[18]
--- folded marks before the version: a duplicate replays even when the
--- first attempt moved the version on
-for i, m in ipairs(marks) do
-  if m[7] == 1 then
-    local st, receipt, retry = claim_check(KEYS[m[1]], m[2], m[3], m[4], now)
-    if st ~= 'claimed' then return {'held', actual, st, receipt, retry, i} end
-  end
-end
-if a[20] ~= '' and string.match(cur[2] or '', '^(%S+)/') ~= a[20] then
-  return {'base', actual}
-end
 if expected == 0 then
   local floor = tonumber(redis.call('HGET', KEYS[3], key) or '0')
   if cur[1] or floor ~= floor_seen then return {'conflict', actual} end
@@ -213,7 +189,7 @@ if (holder and holder ~= token) or (not holder and token ~= '') then
   return {'lock', actual}
 end
 for _, m in ipairs(marks) do
-  if m[7] ~= 1 and not owned_or_free(KEYS[m[1]], m[2], m[4], now) then
+  if not owned_or_free(KEYS[m[1]], m[2], m[4], now) then
     return {'claim', actual}
   end
 end

@@ -132,7 +132,7 @@ def test_blocks_without_bridged_hooks_run_the_original_generators() -> None:
     rec = Recorder()
     with persisted(MemoryStore(), "order:1", MACHINE, plugins=[rec]) as order:
         op = order.close_op(failed=False)
-        assert op.__name__ == "_replays_at_close"  # around the commit phase
+        assert op.__name__ == "_phased_commit"  # around the commit phase
         op.close()  # abandoned before it started: nothing ran
         assert "enter commit" not in rec.calls
         order.closed = False

@@ -117,23 +117,3 @@ def test_replays_count_per_scope(telemetry: Telemetry) -> None:
     assert telemetry.count("xsm.idempotency.replays", xsm_scope="block") == 1
     assert telemetry.count("xsm.idempotency.replays") == 3
     assert telemetry.count("xsm.commits") == 2
-
-
-def test_a_speculative_replay_found_at_commit_counts_once(telemetry: Telemetry) -> None:
-    import fakeredis
-
-    from django_xsm.redis import RedisInbox, RedisStore
-
-    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    store = RedisStore(client, prefix="otel")
-    plugins = [IdempotencyPlugin(RedisInbox(client, prefix="otel")), telemetry.plugin()]
-    warm = []
-    for key in ("a", "b", "b"):
-        with persisted(
-            store, "order:1", MACHINE, plugins=plugins, idempotency_key=key, speculative=True
-        ) as order:
-            order.send("ADD")
-        warm.append((order.warm, order.replayed_at_close))
-    assert warm == [(False, False), (True, False), (True, True)]
-    assert telemetry.count("xsm.idempotency.replays", xsm_scope="block") == 1
-    assert telemetry.count("xsm.commits") == 2
