@@ -22,9 +22,9 @@ sees one HTTP contract (docs/http.md) whichever of the two serves it:
 * the event is sent strictly, as the request's user (the actor), through
   the row's bound statechart (one ``persisted()`` block that moves the row
   forward with the commit); version conflicts are retried;
-* an event guarded by a permission in the machine's ``PERMISSIONS`` is a
-  403 for a user without it (``may_send``, the rule of the admin and of
-  ``events(user=)``);
+* an event guarded in the machine's ``PERMISSIONS`` (Django permissions,
+  object-level checks asked about the row) is a 403 for a user it does not
+  grant (``may_send``, the rule of the admin and of ``events(user=)``);
 * every error is the RFC 9457 problem django_xsm.http builds.
 """
 
@@ -160,7 +160,7 @@ class StatechartEventsMixin(_ViewSet):
         event, the new state column and value, whether anything changed,
         and the events this user may send next."""
         bound = self._bound(row)
-        events = available_events(bound.entry, block, user=self.request.user)
+        events = available_events(bound.entry, block, user=self.request.user, target=row)
         return {
             "type": event["type"],
             "state": project_value(block.value),
@@ -261,7 +261,7 @@ class StatechartEventsMixin(_ViewSet):
         etype = str(event["type"])
         entry = bound.entry
         entry.machine.check_sendable(etype)  # reserved or unknown: a problem, before any I/O
-        if not may_send(entry, etype, request.user):
+        if not may_send(entry, etype, request.user, row):
             detail = f"You may not send {etype} to this {row._meta.verbose_name}"
             return problem(request, 403, detail, event=etype)
         options: dict[str, Any] = {
