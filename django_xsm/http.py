@@ -25,9 +25,9 @@ new snapshot over MAX_SNAPSHOT_BYTES       422     ``snapshot-too-large``
 store refused the credentials / ACL        500     ``store-misconfigured``
 stored instance this chart cannot load     500     ``machine-changed``
 any other XsmError (DEBUG=False)           500     ``internal``
-live stream: Last-Event-ID / ?after= bad   400     ``invalid-cursor``
+stream Last-Event-ID, history ?cursor= bad 400     ``invalid-cursor``
 live stream: permission refused            403     ``forbidden``
-live stream: transition log disabled       404     ``audit-disabled``
+live stream, history: no transition log    404     ``audit-disabled``
 live stream: too many open in the process  503     ``Retry-After``, ``too-many-streams``
 =========================================  ======  ===========================
 
@@ -159,15 +159,18 @@ PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
     "replay-unavailable": (409, "The first response was not stored",
         "The key was used by a request that stored no response, so there is nothing to "
         "replay. Use a new key."),
-    "invalid-cursor": (400, "Invalid Last-Event-ID",
+    "invalid-cursor": (400, "Invalid cursor",
         "A live stream resumes after the seq in Last-Event-ID (or ?after=): a whole number "
-        "from 0 to 9223372036854775807. Send the id of the last event received, or none."),
+        "from 0 to 9223372036854775807. Send the id of the last event received, or none. "
+        "A history page (GET .../{pk}/history/) starts at the ?cursor= its previous page's "
+        "next link gave; follow that link as it is."),
     "forbidden": (403, "Not allowed",
         "The live stream's permission (XSM['STREAM']['PERMISSION']) refused this request. "
         "Log in as a user it allows."),
     "audit-disabled": (404, "The transition log is disabled",
-        "The live stream sends the records of the transition log, and this deployment "
-        "keeps none (XSM['AUDIT']['ENABLED'] is False). Enable the audit log to stream."),
+        "The live stream and the history endpoint send the records of the transition log, "
+        "and this deployment keeps none (XSM['AUDIT']['ENABLED'] is False). Enable the "
+        "audit log to stream or list them."),
     "too-many-streams": (503, "Too many open streams",
         "This server process has as many live streams open as XSM['STREAM']"
         "['MAX_CONNECTIONS'] allows. Retry after Retry-After seconds."),

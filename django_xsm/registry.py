@@ -17,8 +17,14 @@
 * a dict ``{"CONFIG": <either of the above>, "LOGIC": "<dotted path to a
   MachineLogic or a factory>", "VERSION": "<machine version>",
   "PERMISSIONS": {"REFUND": "orders.refund_order"}}``; ``PERMISSIONS``
-  maps event types to the Django permission a user needs to send them
-  from the admin's buttons and ``order.status.events(user=...)``.
+  maps event types to what a user needs to send them (one rule or a list
+  of rules, all of which must grant): a Django permission
+  ``"app_label.codename"``, or an object-level check
+  ``fn(user, target, event_type) -> bool`` given as a callable or as the
+  dotted path of one (at least two dots: ``"orders.perms.owns_order"``).
+  The key :data:`VIEW` (``"xsm.view"``) holds the rules for following an
+  instance (the live stream's default permission). They are applied by
+  ``django_xsm.fields.events.may_send``, the one rule every caller uses.
 
 Machines compile once, in ``AppConfig.ready`` (and again only when the
 settings change). A machine that fails to load does not stop start-up: the
@@ -31,10 +37,10 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeAlias, overload
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
@@ -47,17 +53,30 @@ from django_xsm.exceptions import UnknownMachineError, XsmError, brief, brief_er
 from .managers import InstanceDoesNotExist, InstanceManager, InstanceView
 
 __all__ = [
+    "VIEW",
     "InstanceDoesNotExist",
     "InstanceManager",
     "InstanceView",
     "LoadProblem",
     "MachineEntry",
+    "PermissionCheck",
+    "PermissionRule",
     "Registry",
     "machines",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 _SPEC_KEYS = ("CONFIG", "LOGIC", "VERSION", "PERMISSIONS")
+
+#: An object-level permission check: ``fn(user, target, event_type) -> bool``
+#: (target: the model row for a StatechartField, else the instance key;
+#: event_type None: following the instance, the rules under :data:`VIEW`).
+PermissionCheck: TypeAlias = Callable[[Any, Any, str | None], bool]
+#: One rule of ``PERMISSIONS``: a Django permission or a check.
+PermissionRule: TypeAlias = str | PermissionCheck
+#: The ``PERMISSIONS`` key of the rules for following an instance (in the
+#: reserved ``xsm`` namespace, so no event of a chart can be called so).
+VIEW = "xsm.view"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +108,14 @@ class MachineEntry:
         name: str,
         machine: Machine,
         source: str,
-        permissions: Mapping[str, str] | None = None,
+        permissions: Mapping[str, tuple[PermissionRule, ...]] | None = None,
     ) -> None:
         self.name = name
         self.machine = machine
         self.source = source
-        #: event type -> the permission ("app_label.codename") sending it needs
-        self.permissions: dict[str, str] = dict(permissions or {})
+        #: event type (or :data:`VIEW`) -> the rules that must all grant it:
+        #: Django permissions ("app_label.codename") and checks
+        self.permissions: dict[str, tuple[PermissionRule, ...]] = dict(permissions or {})
         self.objects = InstanceManager(self)
 
     def __repr__(self) -> str:
@@ -166,23 +186,50 @@ def _resolve(ref: Any, what: str) -> Any:
     return found
 
 
-def _permissions(spec: Any, machine: Machine) -> dict[str, str]:
-    """The ``PERMISSIONS`` of a dict spec, checked against the machine."""
+_RULE_HINT = (
+    "give 'app_label.codename', a callable fn(user, target, event_type) -> bool, the dotted "
+    "path of one ('orders.perms.owns_order'), or a list of these"
+)
+
+
+def _rule(event: str, rule: Any) -> PermissionRule:
+    """One rule of ``PERMISSIONS[event]``: a permission string as it is, a
+    dotted path imported (it must name a callable)."""
+    where = f"PERMISSIONS[{event!r}]"
+    if callable(rule):
+        return rule  # type: ignore[no-any-return]
+    if not isinstance(rule, str) or not rule or rule != rule.strip() or "." not in rule:
+        raise _Problem(f"{where} must be a permission or a check, got {brief(rule)}", _RULE_HINT)
+    if rule.count(".") == 1:
+        return rule  # "app_label.codename"
+    found = _import(rule, f"the {where} check")
+    if not callable(found):
+        raise _Problem(
+            f"{where}: {rule!r} is a {type(found).__name__}, not a callable",
+            "point at a function fn(user, target, event_type) -> bool",
+        )
+    return found  # type: ignore[no-any-return]
+
+
+def _permissions(spec: Any, machine: Machine) -> dict[str, tuple[PermissionRule, ...]]:
+    """The ``PERMISSIONS`` of a dict spec, checked against the machine; each
+    event's rules as a tuple, dotted paths imported."""
     found = spec.get("PERMISSIONS", {}) if isinstance(spec, Mapping) else {}
     if not isinstance(found, Mapping):
         raise _Problem("PERMISSIONS must be a dict", "e.g. {'REFUND': 'orders.refund_order'}")
-    for event, permission in found.items():
-        if event not in machine.events:
+    rules: dict[str, tuple[PermissionRule, ...]] = {}
+    for event, given in found.items():
+        if event != VIEW and event not in machine.events:
             raise _Problem(
                 f"PERMISSIONS names event {event!r}, which the machine does not have",
-                f"the machine's events: {', '.join(sorted(machine.events)) or 'none'}",
+                f"the machine's events: {', '.join(sorted(machine.events)) or 'none'} "
+                f"(and {VIEW!r}: following an instance)",
             )
-        if not isinstance(permission, str) or permission.count(".") != 1:
-            raise _Problem(
-                f"PERMISSIONS[{event!r}] must be 'app_label.codename', got {brief(permission)}",
-                "e.g. 'orders.refund_order'",
-            )
-    return dict(found)
+        listed = list(given) if isinstance(given, list | tuple) else [given]
+        if not listed:
+            raise _Problem(f"PERMISSIONS[{event!r}] is an empty list", _RULE_HINT)
+        rules[event] = tuple(_rule(event, rule) for rule in listed)
+    return rules
 
 
 def _compile(spec: Any) -> tuple[Machine, str]:

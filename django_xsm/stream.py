@@ -54,11 +54,13 @@ from django.views.decorators.http import require_GET
 from django_xsm import backend, conf, http
 from django_xsm.backend import clients
 from django_xsm.exceptions import InstanceNotFoundError, XsmError
+from django_xsm.fields.events import may_send
 from django_xsm.models import PERM_VIEW
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.records import TransitionRecord
 from django_xsm.redis import AsyncRedisLog, AsyncRedisStore, RedisLog
 from django_xsm.redis.log import MAX_SEQ
+from django_xsm.registry import VIEW, machines
 
 __all__ = [
     "BATCH",
@@ -93,15 +95,23 @@ _CURSOR = re.compile(r"[0-9]{1,19}")
 def staff_may_view(request: HttpRequest, key: str) -> bool:
     """The default ``XSM['STREAM']['PERMISSION']``: an active, authenticated
     staff user with ``django_xsm.view_instance`` (who may open the admin's
-    instance pages) may follow any instance."""
+    instance pages) may follow an instance its machine's ``PERMISSIONS``
+    under ``"xsm.view"`` let them follow (``may_send`` with event_type
+    None, target the key; no such rules: any instance)."""
     user = getattr(request, "user", None)
-    return bool(
+    if not (
         user is not None
         and user.is_authenticated
         and user.is_active
         and user.is_staff
         and user.has_perm(PERM_VIEW)
-    )
+    ):
+        return False
+    if not any(VIEW in entry.permissions for entry in machines.values()):
+        return True  # no rule to ask: no Redis read
+    machine_id = backend.get_store().machine_ids([key]).get(key)
+    entry = machines.get(machines.name_for_machine_id(machine_id, "")) if machine_id else None
+    return entry is None or may_send(entry, None, user, key)  # no instance: the 404 follows
 
 
 @functools.lru_cache(maxsize=8)
@@ -524,7 +534,10 @@ async def stream(request: HttpRequest, key: str) -> HttpResponseBase:
             "audit-disabled",
             "The live stream sends the transition log, and XSM['AUDIT']['ENABLED'] is False",
         )
-    allowed = await sync_to_async(_permission(s.stream.permission))(request, key)
+    try:
+        allowed = await sync_to_async(_permission(s.stream.permission))(request, key)
+    except XsmError as exc:  # Redis, read by the default permission
+        return _failure(exc, request)
     if not allowed:
         return http.documented_problem(
             request, "forbidden", "You may not follow this instance's transitions"

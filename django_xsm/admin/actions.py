@@ -32,6 +32,7 @@ from django_xsm.exceptions import (
     UnknownEventError,
     UnstorableValueError,
 )
+from django_xsm.fields.events import may_send
 from django_xsm.middleware import get_request_info
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
 from django_xsm.persistence.payloads import payload_size
@@ -236,7 +237,9 @@ class ActionViews(PageMixin):
             "key": key,
             "detail_url": self.url("detail", machine, key=key),
             "action_url": self.url("send", machine, key=key),
-            "events": entry.machine.event_types,
+            "events": [
+                e for e in entry.machine.event_types if may_send(entry, e, request.user, key)
+            ],
             "crumb": "Send an event",
         }
         title = f"Send an event to {key}"
@@ -248,6 +251,12 @@ class ActionViews(PageMixin):
         form = SendEventForm(request.POST, machine=entry.machine)
         if not form.is_valid():
             return self.render(request, "send.html", title, form=form, status=400, **page)
+        event = form.cleaned_data["event"]
+        if not may_send(entry, event, request.user, key):
+            error = f"You may not send {event} to {key} (the machine's PERMISSIONS)."
+            return self.render(
+                request, "send.html", title, form=form, error=error, status=403, **page
+            )
         if request.POST.get("step") != "apply":
             return self._preview(request, entry, record, form, page)
         return self._apply(request, entry, key, form, page, request.POST.get("version", ""))

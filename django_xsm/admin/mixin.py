@@ -15,8 +15,9 @@ transition log. A button opens
 ``<object_id>/statechart/<field>/send/?event=E``: the preview of the XSM
 browser's send page, then a CSRF-checked POST sends the event as the admin
 user (``reason="admin"``), recorded in the transition log and in the admin
-history (``LogEntry``). It needs the ModelAdmin's change permission and the
-event's permission from the machine's ``PERMISSIONS``.
+history (``LogEntry``). It needs the ModelAdmin's change permission and
+what the machine's ``PERMISSIONS`` asks for the event, about the row
+(``may_send``).
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ class StatechartAdminMixin(_ModelAdmin):
             entry.machine.check_sendable(event)
         except XsmError as exc:  # reserved, unknown or empty: no button leads here
             raise Http404(exc.message) from None
-        if not may_send(entry, event, request.user):
+        if not may_send(entry, event, request.user, obj):
             raise PermissionDenied
         target = _Target(
             obj, chart_field, entry, getattr(obj, field), event,

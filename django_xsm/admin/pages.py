@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django_xsm import backend
 from django_xsm.engine import Machine
 from django_xsm.exceptions import StoreUnavailableError, XsmError
-from django_xsm.fields.events import available_events
+from django_xsm.fields.events import available_events, may_send
 from django_xsm.managers import InstanceView
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
 from django_xsm.operations import dead_letter_reasons
@@ -252,9 +252,10 @@ class ReadViews(PageMixin):
             # the arrows the records shown in the log below took, numbered
             diagram=render_svg(entry.machine, view.state_ids, timeline["records"]),
             # The model field's list (accepted, or conditional: a guard that
-            # needs a payload decides), without its per-event PERMISSIONS: the
-            # admin's send_event permission covers every event.
+            # needs a payload decides); links only to the events the
+            # machine's PERMISSIONS let this user send to this key.
             accepted_now=available_events(entry, view),
+            sendable=[e for e in entry.machine.event_types if may_send(entry, e, user, key)],
             timeline=timeline,
             finished=finished,
             can_send=user.has_perm(PERM_SEND) and not finished,

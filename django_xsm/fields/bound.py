@@ -194,8 +194,9 @@ class BoundStatechart:
     def events(self, *, user: Any = None) -> list[AvailableEvent]:
         """Event types the current state accepts, in the machine's order;
         ``.conditional`` marks those a guard refuses without a payload.
-        With ``user``, only those the user may send (``PERMISSIONS``)."""
-        return available_events(self.entry, self._instance(), user=user)
+        With ``user``, only those the user may send to this row
+        (``PERMISSIONS``, ``django_xsm.fields.events.may_send``)."""
+        return available_events(self.entry, self._instance(), user=user, target=self.row)
 
     def history(self, *, after_seq: int = 0, limit: int | None = None) -> list[Any]:
         """The transition log of this row's instance, oldest first."""

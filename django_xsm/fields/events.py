@@ -4,16 +4,30 @@ An event is *offered* when an active state has a transition for it. It is
 listed as accepted when ``can()`` says so with no payload, and as
 *conditional* when every transition for it has a guard that refuses (or
 cannot be evaluated) without a payload: a form must ask for data first.
-With a user, events guarded by a permission in the machine's
-``PERMISSIONS`` are listed only when ``user.has_perm()`` grants it.
+With a user, events guarded in the machine's ``PERMISSIONS`` are listed
+only when :func:`may_send` grants them.
+
+:func:`may_send` is the one rule of ``PERMISSIONS``, used by the admin (the
+event buttons, the send pages), DRF (the events endpoint and the events it
+lists), ``events(user=)`` and the live stream's default permission. Every
+rule of the event must grant: a Django permission through
+``user.has_perm()``, a check ``fn(user, target, event_type)`` by returning
+true. A check is asked only about a target (the model row for a
+StatechartField, else the instance key): without one it refuses. A check
+that raises refuses too, with a WARNING (no traceback) on the
+``django_xsm.permissions`` logger.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+from django_xsm.exceptions import brief_error
+from django_xsm.registry import VIEW
+
 if TYPE_CHECKING:
-    from django_xsm.registry import MachineEntry
+    from django_xsm.registry import MachineEntry, PermissionCheck
 
 __all__ = ["AvailableEvent", "available_events", "may_send"]
 
@@ -33,12 +47,43 @@ class AvailableEvent(str):
         return f"AvailableEvent({str(self)!r}, conditional={self.conditional})"
 
 
-def may_send(entry: MachineEntry, event_type: str, user: Any) -> bool:
-    """True when ``user`` (None: no check) may send ``event_type``."""
+logger = logging.getLogger("django_xsm.permissions")
+
+
+def _checked(
+    entry: MachineEntry, check: PermissionCheck, user: Any, target: Any, event_type: str | None
+) -> bool:
+    if target is None:  # a check decides about a row or a key, never about nothing
+        return False
+    try:
+        return bool(check(user, target, event_type))
+    except Exception as exc:
+        name = getattr(check, "__qualname__", type(check).__name__)
+        logger.warning(
+            "The PERMISSIONS check %s of machine %r raised %s for %s; refused",
+            name,
+            entry.name,
+            brief_error(exc),
+            event_type or VIEW,
+        )
+        return False
+
+
+def may_send(entry: MachineEntry, event_type: str | None, user: Any, target: Any = None) -> bool:
+    """True when ``user`` (None: no check) may send ``event_type`` to
+    ``target`` (the model row for a StatechartField, else the instance
+    key; None: no target, so a check refuses). ``event_type`` None asks
+    whether the user may follow the instance (the rules under ``VIEW``).
+    See the module docstring."""
     if user is None:
         return True
-    permission = entry.permissions.get(event_type)
-    return permission is None or bool(user.has_perm(permission))
+    for rule in entry.permissions.get(VIEW if event_type is None else event_type, ()):
+        if isinstance(rule, str):
+            if not user.has_perm(rule):
+                return False
+        elif not _checked(entry, rule, user, target, event_type):
+            return False
+    return True
 
 
 def _accepted(instance: Any, event_type: str) -> bool:
@@ -49,16 +94,17 @@ def _accepted(instance: Any, event_type: str) -> bool:
 
 
 def available_events(
-    entry: MachineEntry, instance: Any, *, user: Any = None
+    entry: MachineEntry, instance: Any, *, user: Any = None, target: Any = None
 ) -> list[AvailableEvent]:
-    """The events ``instance``'s state offers (see the module docstring)."""
+    """The events ``instance``'s state offers (see the module docstring);
+    with ``user``, those :func:`may_send` grants for ``target``."""
     if instance.status != "active":
         return []
     machine = entry.machine
     nodes = [machine.get_state(state_id) for state_id in instance.state_ids]
     found: list[AvailableEvent] = []
     for event_type in machine.event_types:  # no reserved types, no wildcards
-        if not may_send(entry, event_type, user):
+        if not may_send(entry, event_type, user, target):
             continue
         candidates = [t for node in nodes for t in node.candidates(event_type)]
         if not candidates:

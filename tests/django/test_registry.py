@@ -383,7 +383,7 @@ def test_async_open_create_false(backend: Any):
     ("permissions", "problem"),
     [
         ({"NOPE": "orders.x"}, "names event 'NOPE'"),
-        ({"BUMP": "no_dot"}, "must be 'app_label.codename'"),
+        ({"BUMP": "no_dot"}, "must be a permission or a check"),
         ("orders.x", "PERMISSIONS must be a dict"),
     ],
 )
@@ -396,4 +396,4 @@ def test_bad_permissions_are_a_load_problem(xsm: Any, permissions: Any, problem:
 def test_permissions_map_events_to_django_permissions(xsm: Any):
     xsm(MACHINES={"ticket": {"CONFIG": "tests.django.machines.ticket",
                              "PERMISSIONS": {"BUMP": "orders.bump_ticket"}}})  # fmt: skip
-    assert machines["ticket"].permissions == {"BUMP": "orders.bump_ticket"}
+    assert machines["ticket"].permissions == {"BUMP": ("orders.bump_ticket",)}

@@ -230,6 +230,32 @@ def test_the_default_permission_is_a_staff_user_with_view_instance(
     assert got.status == 200 and got.transitions[0].seq == 1
 
 
+def test_the_default_permission_asks_the_machines_view_rules_about_the_key(
+    watch: Any, streams: Any, django_user_model: Any, xsm: Any, settings: Any
+):
+    from django.contrib.auth.models import Permission
+
+    from tests.fieldapp import permissions
+
+    ticket = {"CONFIG": settings.XSM["MACHINES"]["ticket"],
+              "PERMISSIONS": {"xsm.view": "tests.fieldapp.permissions.small_orders"}}  # fmt: skip
+    xsm(MACHINES={**settings.XSM["MACHINES"], "ticket": ticket})
+    streams(PERMISSION="django_xsm.stream.staff_may_view")
+    bump("ticket:v1")
+    bump("ticket:v1-locked")
+    staff = django_user_model.objects.create_user("staff", is_staff=True)
+    staff.user_permissions.add(
+        Permission.objects.get(content_type__app_label="django_xsm", codename="view_instance")
+    )
+    permissions.CALLS.clear()
+    assert watch("ticket:v1-locked", login=staff).status == 403
+    assert permissions.CALLS == [("staff", "ticket:v1-locked", None)]
+    got = watch("ticket:v1", login=staff, query="after=0", until=transitions(1))
+    assert got.status == 200 and got.transitions[0].seq == 1
+    assert watch("ticket:v1").status == 403  # anonymous: refused before any rule
+    assert [c[1] for c in permissions.CALLS] == ["ticket:v1-locked", "ticket:v1"]
+
+
 def test_without_the_audit_log_the_stream_says_it_needs_it(watch: Any, streams: Any, xsm: Any):
     bump("ticket:n1")
     xsm(AUDIT={"ENABLED": False})

@@ -1,4 +1,5 @@
-"""``StatechartEventsMixin``: ``POST .../{pk}/events/`` on a DRF viewset.
+"""``StatechartEventsMixin``: ``POST .../{pk}/events/`` and
+``GET .../{pk}/history/`` on a DRF viewset.
 
 ::
 
@@ -22,10 +23,19 @@ sees one HTTP contract (docs/http.md) whichever of the two serves it:
 * the event is sent strictly, as the request's user (the actor), through
   the row's bound statechart (one ``persisted()`` block that moves the row
   forward with the commit); version conflicts are retried;
-* an event guarded by a permission in the machine's ``PERMISSIONS`` is a
-  403 for a user without it (``may_send``, the rule of the admin and of
-  ``events(user=)``);
+* an event guarded in the machine's ``PERMISSIONS`` (Django permissions,
+  object-level checks asked about the row) is a 403 for a user it does not
+  grant (``may_send``, the rule of the admin and of ``events(user=)``);
 * every error is the RFC 9457 problem django_xsm.http builds.
+
+``GET .../{pk}/history/`` lists the row's transition records
+(``TransitionRecord.to_dict()``, payloads redacted as stored), newest first,
+``?page_size=`` at a time (``statechart_history_page_size``, at most
+``statechart_history_max_page_size``), with a ``next`` link carrying
+``?cursor=`` (django_xsm.contrib.drf.history). The row comes from
+``get_object()``, as for the detail view; a cursor or page size that is
+not one is a 400 problem, a deployment without the transition log
+(``XSM['AUDIT']['ENABLED']`` False) the 404 ``audit-disabled`` problem.
 """
 
 from __future__ import annotations
@@ -40,9 +50,10 @@ from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import set_rollback
 
-from django_xsm import conf, http
+from django_xsm import backend, conf, http
 from django_xsm.engine.run.context import too_deep
 from django_xsm.exceptions import InvalidConfigError, XsmError
 from django_xsm.fields import BoundStatechart, StatechartField, project_value
@@ -54,10 +65,12 @@ from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.locks import LockStrategy
 
+from .history import parse_cursor, parse_page_size, read_page
 from .problems import (
     ProblemResponse,
     api_problem,
     body_too_large_problem,
+    documented_problem,
     invalid_key_problem,
     problem,
     problem_for_error,
@@ -73,6 +86,7 @@ else:
     _ViewSet = viewsets.GenericViewSet
 
 _ACTION = "events"
+_HISTORY = "history"
 
 
 def statechart_field_of(model: type[models.Model], name: str | None) -> StatechartField:
@@ -134,6 +148,9 @@ class StatechartEventsMixin(_ViewSet):
     statechart_idempotent: bool | None = None
     #: The body's serializer (and the browsable API's form).
     statechart_event_serializer_class: type[serializers.Serializer] = StatechartEventSerializer  # type: ignore[type-arg]
+    #: Records per page of ``history`` without ``?page_size=``, and the most it may ask.
+    statechart_history_page_size: int = 50
+    statechart_history_max_page_size: int = 200
 
     _xsm_fingerprint = ""
 
@@ -160,7 +177,7 @@ class StatechartEventsMixin(_ViewSet):
         event, the new state column and value, whether anything changed,
         and the events this user may send next."""
         bound = self._bound(row)
-        events = available_events(bound.entry, block, user=self.request.user)
+        events = available_events(bound.entry, block, user=self.request.user, target=row)
         return {
             "type": event["type"],
             "state": project_value(block.value),
@@ -202,7 +219,9 @@ class StatechartEventsMixin(_ViewSet):
             too_big.exception = True
             return too_big
         response = super().handle_exception(exc)
-        if getattr(self, "action", None) == _ACTION and not isinstance(response, ProblemResponse):
+        if getattr(self, "action", None) in (_ACTION, _HISTORY) and not isinstance(
+            response, ProblemResponse
+        ):
             return api_problem(response, getattr(self, "request", None))
         return response
 
@@ -261,7 +280,7 @@ class StatechartEventsMixin(_ViewSet):
         etype = str(event["type"])
         entry = bound.entry
         entry.machine.check_sendable(etype)  # reserved or unknown: a problem, before any I/O
-        if not may_send(entry, etype, request.user):
+        if not may_send(entry, etype, request.user, row):
             detail = f"You may not send {etype} to this {row._meta.verbose_name}"
             return problem(request, 403, detail, event=etype)
         options: dict[str, Any] = {
@@ -292,3 +311,45 @@ class StatechartEventsMixin(_ViewSet):
                 return Response(data)
 
         return retry_on_conflict(attempt, attempts=self._attempts())
+
+    @action(detail=True, methods=["get"], url_path="history", url_name="history")
+    def history(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """This row's transition records, newest first, a page at a time
+        (``?cursor=`` from the ``next`` link, ``?page_size=``)."""
+        try:
+            return self._history(request)
+        except XsmError as exc:
+            return problem_for_error(exc, request)
+
+    def _history(self, request: Request) -> HttpResponseBase:
+        bound = self._bound(self._row())
+        try:
+            validate_key(bound.key)
+        except InvalidConfigError as exc:
+            return invalid_key_problem(request, exc.message)
+        if not conf.get_settings().audit.enabled:
+            detail = (
+                "This row's history is its transition log, and XSM['AUDIT']['ENABLED'] is False"
+            )
+            return documented_problem(request, "audit-disabled", detail)
+        params = request.query_params
+        try:
+            cursor = parse_cursor(params.get("cursor"))
+        except ValueError:
+            detail = "cursor must be the value a history page's next link gave"
+            return documented_problem(request, "invalid-cursor", detail)
+        maximum = self.statechart_history_max_page_size
+        try:
+            size = parse_page_size(
+                params.get("page_size"), self.statechart_history_page_size, maximum
+            )
+        except ValueError:
+            detail = f"page_size must be a whole number from 1 (at most {maximum} are sent)"
+            return problem(request, 400, detail)
+        page = read_page(backend.get_log(), bound.key, cursor, size)
+        link = None
+        if page.next_cursor is not None:
+            link = replace_query_param(
+                request.build_absolute_uri(), "cursor", str(page.next_cursor)
+            )
+        return Response({"next": link, "results": [r.to_dict() for r in page.records]})

@@ -31,6 +31,7 @@ __all__ = [
     "ProblemResponse",
     "api_problem",
     "body_too_large_problem",
+    "documented_problem",
     "invalid_key_problem",
     "problem",
     "problem_for_error",
@@ -95,6 +96,11 @@ def invalid_key_problem(request: Request, detail: str) -> ProblemResponse:
     """400 ``invalid-key``: the row gives an instance key that is no valid key."""
     status, title, _ = http.PROBLEM_TYPES["invalid-key"]
     return _from_django(http.problem_response(None, status, "invalid-key", title, detail), request)
+
+
+def documented_problem(request: Request, slug: str, detail: str) -> ProblemResponse:
+    """The problem of ``slug`` (a key of ``django_xsm.http.PROBLEM_TYPES``)."""
+    return _from_django(http.documented_problem(None, slug, detail), request)
 
 
 def body_too_large_problem(request: Request) -> ProblemResponse:

@@ -3,8 +3,9 @@
 Imported by ``django_xsm.contrib.drf`` only when drf-spectacular is
 installed; defining the classes registers them with drf-spectacular.
 
-The events endpoint is annotated lazily, by an ``OpenApiViewExtension``
-that applies ``extend_schema`` to the ``events`` action of each viewset
+The events and history endpoints are annotated lazily, by an
+``OpenApiViewExtension`` that applies ``extend_schema`` to the ``events``
+and ``history`` actions of each viewset
 when a schema is generated, rather than by decorating the action when the
 mixin is imported: ``extend_schema`` derives its schema class from
 ``DEFAULT_SCHEMA_CLASS`` at decoration time, which would tie the action to
@@ -14,8 +15,8 @@ Generating lazily also lets the schema name the viewset's own events
 (an enum per model) and whether its ``Idempotency-Key`` is required under
 the current ``XSM`` settings.
 
-A viewset that annotates ``events`` itself (``@extend_schema_view(
-events=...)``) keeps its own annotation instead.
+A viewset that annotates ``events`` or ``history`` itself
+(``@extend_schema_view(events=...)``) keeps its own annotation instead.
 """
 
 from __future__ import annotations
@@ -42,13 +43,18 @@ from django_xsm.registry import machines
 
 from .mixins import StatechartEventsMixin, required_methods
 from .problems import PROBLEM_CONTENT_TYPE
-from .serializers import ProblemSerializer, StatechartEventResultSerializer
+from .serializers import (
+    ProblemSerializer,
+    StatechartEventResultSerializer,
+    StatechartHistorySerializer,
+)
 
 __all__ = [
     "StatechartEventSerializerSchema",
     "StatechartEventsViewSchema",
     "StatechartSerializerFieldSchema",
     "events_operation",
+    "history_operation",
 ]
 
 #: Each error status of the endpoint and the problem types it stands for
@@ -75,6 +81,18 @@ ERROR_STATUSES: dict[int, str] = {
     "(internal).",
     503: "With Retry-After: the store is unavailable (unavailable), or the commit is not "
     "yet on enough replicas (not-durable).",
+}
+
+#: The error statuses of the history endpoint.
+HISTORY_ERROR_STATUSES: dict[int, str] = {
+    400: "The cursor is not one a page's next link gave (invalid-cursor), page_size is "
+    "not a whole number from 1, or the row gives an invalid instance key (invalid-key).",
+    403: "DRF's authentication and permission classes refused the request (those of the "
+    "detail view: the row comes from get_object()).",
+    404: "No such row (not-found), or the deployment keeps no transition log (audit-disabled).",
+    500: "The store refused the server's credentials (store-misconfigured), or another "
+    "server error (internal).",
+    503: "With Retry-After: the store is unavailable (unavailable).",
 }
 
 _EVENT_ITEM = {
@@ -228,16 +246,64 @@ def events_operation(view_class: type[StatechartEventsMixin]) -> Any:
     )
 
 
+def history_operation(view_class: type[StatechartEventsMixin]) -> Any:
+    """The ``extend_schema`` of ``view_class.history``: its query
+    parameters, the page and every problem status."""
+    responses: dict[Any, Any] = {
+        200: OpenApiResponse(StatechartHistorySerializer, description="A page, newest first."),
+    }
+    for status, text in HISTORY_ERROR_STATUSES.items():
+        responses[(status, PROBLEM_CONTENT_TYPE)] = OpenApiResponse(ProblemSerializer, text)
+    return extend_schema(
+        summary="This row's transition records, newest first",
+        description=(
+            "The records of the row's transition log (payloads redacted), newest first, a "
+            "page at a time; follow next for older ones. Errors are RFC 9457 problems "
+            "(application/problem+json)."
+        ),
+        request=None,
+        responses=responses,
+        parameters=[
+            OpenApiParameter(
+                "cursor",
+                str,
+                OpenApiParameter.QUERY,
+                description="Where the page starts: the value a page's next link gave.",
+            ),
+            OpenApiParameter(
+                "page_size",
+                int,
+                OpenApiParameter.QUERY,
+                description=f"Records per page (default {view_class.statechart_history_page_size},"
+                f" at most {view_class.statechart_history_max_page_size}).",
+            ),
+            OpenApiParameter(
+                "Retry-After",
+                int,
+                OpenApiParameter.HEADER,
+                response=[503],
+                description="Seconds to wait before retrying (unavailable).",
+            ),
+        ],
+    )
+
+
 class StatechartEventsViewSchema(OpenApiViewExtension):  # type: ignore[no-untyped-call]
-    """Annotates ``events`` on every viewset with the mixin, at schema time."""
+    """Annotates ``events`` and ``history`` on every viewset with the mixin,
+    at schema time (each one the viewset did not annotate itself)."""
 
     target_class = "django_xsm.contrib.drf.mixins.StatechartEventsMixin"
     match_subclasses = True
 
     def view_replacement(self) -> type[APIView]:
         target: type[StatechartEventsMixin] = self.target
-        if "schema" in getattr(target.events, "kwargs", {}):
-            return target  # the viewset annotated its endpoint itself
+        operations = {
+            name: build(target)
+            for name, build in (("events", events_operation), ("history", history_operation))
+            if "schema" not in getattr(getattr(target, name), "kwargs", {})
+        }
+        if not operations:
+            return target  # the viewset annotated its endpoints itself
         annotated = type(target.__name__, (target,), {"__module__": target.__module__})
-        result: type[APIView] = extend_schema_view(events=events_operation(target))(annotated)
+        result: type[APIView] = extend_schema_view(**operations)(annotated)
         return result

@@ -6,8 +6,9 @@
 * :class:`StatechartEventSerializer` validates the body of
   ``POST .../{pk}/events/``: ``{"type": "PAY", ...payload}``. It is the form
   the browsable API shows for the endpoint.
-* :class:`StatechartEventResultSerializer` and :class:`ProblemSerializer`
-  describe the endpoint's answers, for the OpenAPI schema.
+* :class:`StatechartEventResultSerializer`, :class:`StatechartHistorySerializer`
+  and :class:`ProblemSerializer` describe the endpoints' answers, for the
+  OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ __all__ = [
     "ProblemSerializer",
     "StatechartEventResultSerializer",
     "StatechartEventSerializer",
+    "StatechartHistorySerializer",
     "StatechartSerializerField",
+    "TransitionRecordSerializer",
     "describe_events",
 ]
 
@@ -192,6 +195,33 @@ class StatechartEventResultSerializer(serializers.Serializer):  # type: ignore[t
     events = AvailableEventSerializer(
         many=True, help_text="The events the new state accepts that this user may send."
     )
+
+
+class TransitionRecordSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """One record of the transition log (``TransitionRecord.to_dict()``)."""
+
+    key = serializers.CharField(help_text="The instance key.")
+    seq = serializers.IntegerField(help_text="1, 2, 3... per instance, in commit order.")
+    version = serializers.IntegerField(help_text="The snapshot version the commit produced.")
+    event_type = serializers.CharField()
+    payload = serializers.DictField(help_text="The event's payload, redacted as stored.")
+    actor = serializers.CharField()
+    reason = serializers.CharField()
+    from_state = serializers.JSONField(help_text="The XState state value before.")
+    to_state = serializers.JSONField(help_text="The XState state value after.")
+    idempotency_key = serializers.CharField()
+    correlation_id = serializers.CharField()
+    timestamp_ms = serializers.IntegerField(help_text="Commit time, ms since the epoch.")
+    accepted = serializers.BooleanField(help_text="False: the state refused the event.")
+
+
+class StatechartHistorySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """A page of the history endpoint: records newest first."""
+
+    next = serializers.URLField(
+        allow_null=True, help_text="The next (older) page; null on the last page."
+    )
+    results = TransitionRecordSerializer(many=True)
 
 
 class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]

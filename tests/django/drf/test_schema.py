@@ -135,3 +135,25 @@ def test_drfs_own_schema_generator_still_works(settings: Any) -> None:
     settings.REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "rest_framework.schemas.openapi.AutoSchema"}
     document = DrfGenerator(urlconf="tests.django.drf.urls").get_schema(request=None, public=True)
     assert "post" in document["paths"][EVENTS]
+
+
+def test_the_history_endpoint_has_its_parameters_page_and_problems(schema: Any) -> None:
+    document = schema()
+    path = "/api/orders/{id}/history/"
+    assert set(document["paths"][path]) == {"get"}
+    operation = document["paths"][path]["get"]
+    query = {p["name"]: p for p in operation["parameters"] if p["in"] == "query"}
+    assert set(query) == {"cursor", "page_size"}
+    assert "at most 200" in query["page_size"]["description"]
+    ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": "#/components/schemas/StatechartHistory"}
+    page = document["components"]["schemas"]["StatechartHistory"]
+    assert page["properties"]["next"]["nullable"] is True
+    record = document["components"]["schemas"]["TransitionRecord"]
+    assert {"seq", "event_type", "payload", "from_state", "to_state"} <= set(record["properties"])
+    for status in ("400", "403", "404", "503"):
+        content = operation["responses"][status]["content"]
+        assert set(content) == {"application/problem+json"}, status
+    staff = document["paths"]["/api/staff-orders/{id}/history/"]["get"]
+    [size] = [p for p in staff["parameters"] if p["name"] == "page_size"]
+    assert "default 2, at most 2" in size["description"]

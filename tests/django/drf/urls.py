@@ -11,6 +11,7 @@ router.register("optional-orders", views.OptionalKeyOrderViewSet, basename="opti
 router.register("no-retry-orders", views.NoRetryOrderViewSet, basename="no-retry-order")
 router.register("locked-orders", views.LockedOrderViewSet, basename="locked-order")
 router.register("members-orders", views.MembersOrderViewSet, basename="members-order")
+router.register("staff-orders", views.StaffOrderViewSet, basename="staff-order")
 router.register("slug-orders", views.SlugOrderViewSet, basename="slug-order")
 router.register("parcels", views.ParcelViewSet, basename="parcel")
 router.register("deliveries", views.DeliveryViewSet, basename="delivery")

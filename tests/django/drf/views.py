@@ -81,6 +81,22 @@ class MembersOrderViewSet(OrderViewSet):
     permission_classes = [permissions.IsAuthenticated]
 
 
+class StaffOnlyRows(permissions.BasePermission):
+    """An object permission: only staff users may see a row."""
+
+    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
+        return bool(request.user and request.user.is_staff)
+
+
+class StaffOrderViewSet(OrderViewSet):
+    """Rows only staff may see (the detail view and the history alike), in
+    pages of at most 2 records."""
+
+    permission_classes = [StaffOnlyRows]
+    statechart_history_page_size = 2
+    statechart_history_max_page_size = 2
+
+
 class SlugOrderSerializer(serializers.ModelSerializer):
     status = StatechartSerializerField()
     status_value = StatechartSerializerField(source="status", full_value=True)

@@ -217,4 +217,4 @@ def test_events_for_a_user_hide_what_needs_a_missing_permission(
     clerk.user_permissions.add(Permission.objects.get(codename="refund_order"))
     clerk = django_user_model.objects.get(pk=clerk.pk)  # permissions are cached per object
     assert order.status.events(user=clerk) == ["SHIP", "REFUND"]
-    assert machines["shop"].permissions == {"REFUND": "fieldapp.refund_order"}
+    assert machines["shop"].permissions == {"REFUND": ("fieldapp.refund_order",)}
