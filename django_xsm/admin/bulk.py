@@ -232,6 +232,7 @@ def send_all(rows: list[BulkRow], event: str, token: str, *, request: HttpReques
                 rest.finish(ERROR, "Not sent: the state store is unavailable.")
             return False
         except EventNotAcceptedError as exc:
+            row.state = display_value(exc.value)
             row.finish(REFUSE, exc.message)
         except InstanceDoesNotExist:
             row.finish(ERROR, "It is no longer stored (forgotten).")

@@ -145,6 +145,7 @@ def test_the_confirmation_applies_once_when_submitted_twice(backend: Any, root: 
     html = first.content.decode()
     assert first.status_code == 200, html[:2000]
     assert (count(html, "sent"), count(html, "refuse"), count(html, "error")) == (2, 1, 0)
+    assert '<td class="xsm-mono">cart</td>' in html  # the refused row's state
     assert states() == ["shipped", "shipped", "cart"]  # the columns moved
     logged = LogEntry.objects.filter(action_flag=CHANGE)
     assert sorted(e.object_id for e in logged) == sorted([str(orders[0].pk), str(orders[1].pk)])
