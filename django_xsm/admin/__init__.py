@@ -2,7 +2,7 @@
 
 The package holds :class:`InstanceAdmin` (here, registered like any
 ``admin.py``), its read-only pages (:mod:`.pages`), its write actions
-(:mod:`.actions`), the Outbox page and its redrives (:mod:`.outbox`),
+(:mod:`.actions`, bulk sends in :mod:`.bulk`), the Outbox page and its redrives (:mod:`.outbox`),
 what the pages share (:mod:`.support`) and the SVG state
 diagram (:mod:`.diagram`); and, for the ModelAdmin of your own models with
 a ``StatechartField``, :class:`StatechartAdminMixin` (:mod:`.mixin`) with
@@ -22,6 +22,9 @@ autodiscovery); for another ``AdminSite`` call
 ``m/<machine>/send/?key=K``               send an event (form, preview, apply)
 ``m/<machine>/fire/?key=K``               fire its timers now (POST)
 ``m/<machine>/forget/?key=K``             forget it (confirmation, POST)
+``bulk/``                                 send one event to the instances
+                                          checked on a list page (POST:
+                                          choose, preview, confirm)
 ``outbox/?after=``                        outbox counts, dead letters (paged),
                                           retries waiting, entries pending
 ``outbox/redrive/?at=C``                  redrive one dead letter (confirm, POST)
@@ -44,6 +47,7 @@ from django.urls import URLPattern, path
 from django_xsm.models import PERM_VIEW, Instance
 
 from .actions import ActionViews
+from .bulk import BulkViews
 from .filters import StatechartStateFilter
 from .mixin import StatechartAdminMixin
 from .outbox import OutboxViews
@@ -58,7 +62,7 @@ else:  # ModelAdmin is generic for the type checker only
     _ModelAdmin = admin.ModelAdmin
 
 
-class InstanceAdmin(ReadViews, ActionViews, OutboxViews, _ModelAdmin):
+class InstanceAdmin(ReadViews, ActionViews, BulkViews, OutboxViews, _ModelAdmin):
     """Browse instances held in Redis; actions behind their own permissions."""
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -92,6 +96,7 @@ class InstanceAdmin(ReadViews, ActionViews, OutboxViews, _ModelAdmin):
             page(self.send_view, "m/<str:machine>/send/", "send"),
             page(self.fire_view, "m/<str:machine>/fire/", "fire"),
             page(self.forget_view, "m/<str:machine>/forget/", "forget"),
+            page(self.bulk_view, "bulk/", "bulk"),
             page(self.outbox_view, "outbox/", "outbox"),
             page(self.outbox_redrive_view, "outbox/redrive/", "outbox_redrive"),
             page(self.outbox_redrive_all_view, "outbox/redrive-all/", "outbox_redrive_all"),

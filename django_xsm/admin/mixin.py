@@ -18,6 +18,12 @@ user (``reason="admin"``), recorded in the transition log and in the admin
 history (``LogEntry``). It needs the ModelAdmin's change permission and
 what the machine's ``PERMISSIONS`` asks for the event, about the row
 (``may_send``).
+
+The changelist gets an action per field and event the user may send
+("Send PAY to the selected orders (status)"): a preview of every selected
+row (how many will accept, how many refuse and why), then a confirmation
+that sends to each row once (:mod:`.bulk`), records a ``LogEntry`` per row
+changed and lists each row's outcome.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from urllib.parse import urlencode
 import django
 from django.apps import apps
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.db import models
@@ -53,6 +60,7 @@ from django_xsm.fields.events import may_send
 from django_xsm.middleware import get_request_info
 from django_xsm.registry import MachineEntry, machines
 
+from . import bulk
 from .actions import PayloadForm, preview_effect
 from .diagram import render_svg, short_id
 from .filters import StatechartStateFilter
@@ -107,6 +115,107 @@ class StatechartAdminMixin(_ModelAdmin):
         }
         filters += [(name, StatechartStateFilter) for name in sorted(names - named, key=str)]
         return filters
+
+    # --- bulk sends (changelist actions) --------------------------------------------------
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        """The ModelAdmin's actions and, for a user who may change rows, a
+        bulk send per statechart field and event they may send."""
+        actions: dict[str, Any] = super().get_actions(request)
+        if not self.has_change_permission(request) or "_popup" in request.GET:
+            return actions
+        fields = self.statechart_fields()
+        plural = self.opts.verbose_name_plural
+        for field in fields:
+            entry = machines.get(field.machine_name)
+            if entry is None:
+                continue
+            suffix = f" ({field.verbose_name})" if len(fields) > 1 else ""
+            for event in bulk.offered_events([entry], request.user):
+                name = f"xsm_send:{field.name}:{event}"
+                described = f"Send {event} to the selected {plural}{suffix}"
+                actions[name] = (_bulk_action(field.name, event), name, described)
+        return actions
+
+    def statechart_bulk_send(
+        self, request: HttpRequest, queryset: models.QuerySet[Any], field_name: str, event: str
+    ) -> HttpResponse | None:
+        """The bulk send action: the preview, then (POST ``step=apply``) the
+        sends and their results; None (back to the changelist) with an
+        error message past ``BULK_MAX`` or when the store is down."""
+        field = next(f for f in self.statechart_fields() if f.name == field_name)
+        entry = machines[field.machine_name]
+        noun = str(self.opts.verbose_name_plural)
+        problem = bulk.too_many(queryset.count(), noun)
+        if problem:
+            self.message_user(request, problem, messages.ERROR)
+            return None
+        posted = list(dict.fromkeys(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)))
+        rows = [self._bulk_row(request, obj, field, entry) for obj in queryset]
+        found = {str(r.target.pk) for r in rows}
+        if request.POST.get("select_across") not in ("1", "True"):
+            # checked, then deleted (or filtered away) before this request
+            rows += [
+                bulk.BulkRow(label=pk, url="", entry=entry, key="", target=None,
+                             problem=f"No {self.opts.verbose_name} with ID “{pk}” exists now.")
+                for pk in posted if pk not in found
+            ]  # fmt: skip
+        opts = self.opts
+        title = f"Send {event} to {len(rows)} {noun}"
+        step = "apply" if request.POST.get("step") == "apply" else "preview"
+        token = request.POST.get("token", "") if step == "apply" else bulk.new_token()
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": opts,
+            "app_label": opts.app_label,
+            "xsm_crumbs": self._crumbs(None, "Bulk send"),
+            "xsm_crumbs_ol": django.VERSION >= (6, 0),
+            "rows": rows,
+            "event": event,
+            "noun": noun,
+            "token": token,
+            "action_url": request.get_full_path(),
+            "cancel_url": request.get_full_path(),
+            "hidden": [
+                ("action", f"xsm_send:{field_name}:{event}"),
+                *((helpers.ACTION_CHECKBOX_NAME, str(r.target.pk)) for r in rows if r.target),
+            ],
+        }
+        try:
+            if step == "apply":
+                if not bulk.valid_token(token):
+                    self.message_user(request, "The confirmation is incomplete.", messages.ERROR)
+                    return None
+                if not bulk.send_all(rows, event, token, request=request):
+                    self.message_user(request, bulk.UNAVAILABLE, messages.ERROR)
+                for row in rows:
+                    if row.outcome == bulk.SENT:
+                        self.log_change(request, row.target, bulk.change_text(event, row, token))
+                step = "results"
+            else:
+                bulk.preview(rows, event, request.user)
+        except StoreUnavailableError:
+            self.message_user(request, bulk.UNAVAILABLE, messages.ERROR)
+            return None
+        context.update(step=step, **bulk.summary(rows))
+        return TemplateResponse(request, TEMPLATES + "bulk_send.html", context)
+
+    def _bulk_row(
+        self, request: HttpRequest, obj: models.Model, field: StatechartField, entry: MachineEntry
+    ) -> bulk.BulkRow:
+        bound: BoundStatechart = getattr(obj, field.name)
+        allowed = self.has_change_permission(request, obj)
+        return bulk.BulkRow(
+            label=str(obj),
+            url=self.statechart_url("change", obj),
+            entry=entry,
+            key=bound.key,
+            target=obj,
+            send=bound.send,
+            creates=True,
+            denied="" if allowed else f"You may not change this {self.opts.verbose_name}.",
+        )
 
     # --- the change page ---------------------------------------------------------------
 
@@ -308,10 +417,11 @@ class StatechartAdminMixin(_ModelAdmin):
         }
         return TemplateResponse(request, TEMPLATES + "statechart_send.html", context, status=status)
 
-    def _crumbs(self, obj: models.Model, here: str) -> list[tuple[str, str]]:
-        """(label, href) from the admin index to the send page ('' = here)."""
+    def _crumbs(self, obj: models.Model | None, here: str) -> list[tuple[str, str]]:
+        """(label, href) from the admin index to the send page ('' = here);
+        without ``obj``, from the changelist (a bulk send)."""
         opts, site = self.opts, self.admin_site.name
-        return [
+        found = [
             ("Home", reverse(f"{site}:index")),
             (
                 str(apps.get_app_config(opts.app_label).verbose_name),
@@ -321,9 +431,10 @@ class StatechartAdminMixin(_ModelAdmin):
                 str(capfirst(opts.verbose_name_plural)),
                 reverse(f"{site}:{opts.app_label}_{opts.model_name}_changelist"),
             ),
-            (str(obj), self.statechart_url("change", obj)),
-            (here, ""),
         ]
+        if obj is not None:
+            found.append((str(obj), self.statechart_url("change", obj)))
+        return [*found, (here, "")]
 
     def _send(self, request: HttpRequest, target: _Target, form: PayloadForm) -> HttpResponse:
         bound, event, name = target.bound, target.event, target.field.name
@@ -362,6 +473,17 @@ class StatechartAdminMixin(_ModelAdmin):
         self.log_change(request, target.obj, text)
         messages.success(request, f"{text}.")
         return HttpResponseRedirect(target.back)
+
+
+def _bulk_action(field: str, event: str) -> Any:
+    """The changelist action sending ``event`` to the selected rows' ``field``."""
+
+    def action(
+        modeladmin: StatechartAdminMixin, request: HttpRequest, queryset: models.QuerySet[Any]
+    ) -> HttpResponse | None:
+        return modeladmin.statechart_bulk_send(request, queryset, field, event)
+
+    return action
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
-from django_xsm import backend
+from django_xsm import backend, conf
 from django_xsm.engine import Machine
 from django_xsm.exceptions import StoreUnavailableError, XsmError
 from django_xsm.fields.events import available_events, may_send
@@ -24,6 +24,7 @@ from django_xsm.persistence.records import TimerFailure
 from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
+from .bulk import offered_events
 from .diagram import render_svg, short_id
 from .support import (
     OUTBOX_OBJECT_ID,
@@ -194,6 +195,7 @@ class ReadViews(PageMixin):
                     next=_next_deadline(view),
                 )
             rows.append(row)
+        can_bulk = request.user.has_perm(PERM_SEND)
         # The pages after this one search the prefix this one found.
         page = {"q": prefix, "state": state, "limit": limit if limit != PAGE_SIZE else ""}
         return self.render(
@@ -208,6 +210,10 @@ class ReadViews(PageMixin):
             states=[(s, short_id(entry.machine, s)) for s in states],
             next_url=self.url("machine", machine, after=cursor, **page) if cursor else "",
             first_url=self.url("machine", machine, **page) if after else "",
+            can_bulk=can_bulk,
+            bulk_events=offered_events([entry], request.user) if can_bulk else [],
+            bulk_url=self.url("bulk"),
+            bulk_max=conf.get_settings().admin.bulk_max,
         )
 
     @store_guard

@@ -28,6 +28,7 @@ from .values import (
     DEFAULTS,
     REMOVED,
     SAFE_METHODS,
+    Admin,
     Audit,
     Diagram,
     Idempotency,
@@ -302,6 +303,20 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
                     m["DIAGRAM"]["RENDERER"], ("auto", "graphviz", "builtin"), "DIAGRAM", "RENDERER"
                 ),
                 "auto",
+            )
+        ),
+        admin=Admin(
+            bulk_max=p.take(
+                lambda: number(
+                    m["ADMIN"]["BULK_MAX"],
+                    "ADMIN",
+                    "BULK_MAX",
+                    integer=True,
+                    minimum=1,
+                    maximum=10_000,
+                    hint="each selected instance is read and sent one by one in the request",
+                ),
+                1,
             )
         ),
         stream=_stream(m["STREAM"], p),

@@ -12,6 +12,7 @@ __all__ = [
     "SAFE_METHODS",
     "SENTINEL_DEFAULTS",
     "WATCHED",
+    "Admin",
     "Audit",
     "Diagram",
     "Durability",
@@ -80,6 +81,9 @@ DEFAULTS: dict[str, Any] = {
     "DIAGRAM": {
         "RENDERER": "auto",
     },
+    "ADMIN": {
+        "BULK_MAX": 100,
+    },
     "STREAM": {
         "HEARTBEAT_S": 15,
         "MAX_SECONDS": 300,
@@ -105,7 +109,16 @@ SENTINEL_DEFAULTS: dict[str, Any] = {
     "SENTINEL_OPTIONS": {},
 }
 
-_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "OUTBOX", "DURABILITY", "DIAGRAM", "STREAM")
+_NESTED = (
+    "IDEMPOTENCY",
+    "AUDIT",
+    "TIMERS",
+    "OUTBOX",
+    "DURABILITY",
+    "DIAGRAM",
+    "ADMIN",
+    "STREAM",
+)
 #: Settings whose change invalidates what was built from XSM.
 WATCHED = frozenset({"XSM", "DEBUG", "CACHES", "BASE_DIR"})
 _HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"})
@@ -207,6 +220,14 @@ class Diagram:
 
 
 @dataclass(frozen=True, slots=True)
+class Admin:
+    """``XSM['ADMIN']``: ``bulk_max`` is the most instances or rows one
+    bulk send of the admin acts on (docs/admin.md#bulk-sends)."""
+
+    bulk_max: int
+
+
+@dataclass(frozen=True, slots=True)
 class Stream:
     """``XSM['STREAM']``: the live transition stream (``/_xsm/stream/<key>``,
     docs/live.md). A comment line goes out at least every ``heartbeat_s``;
@@ -256,6 +277,7 @@ class XsmSettings:
     outbox: Outbox
     durability: Durability
     diagram: Diagram
+    admin: Admin
     stream: Stream
     debug: bool
     raw: Mapping[str, Any]

@@ -69,19 +69,28 @@ def _checked(
         return False
 
 
-def may_send(entry: MachineEntry, event_type: str | None, user: Any, target: Any = None) -> bool:
+def may_send(
+    entry: MachineEntry,
+    event_type: str | None,
+    user: Any,
+    target: Any = None,
+    *,
+    per_object: bool = True,
+) -> bool:
     """True when ``user`` (None: no check) may send ``event_type`` to
     ``target`` (the model row for a StatechartField, else the instance
     key; None: no target, so a check refuses). ``event_type`` None asks
     whether the user may follow the instance (the rules under ``VIEW``).
-    See the module docstring."""
+    ``per_object=False`` asks only the permission strings, leaving the
+    checks to be asked about each target (what a list of many targets
+    offers). See the module docstring."""
     if user is None:
         return True
     for rule in entry.permissions.get(VIEW if event_type is None else event_type, ()):
         if isinstance(rule, str):
             if not user.has_perm(rule):
                 return False
-        elif not _checked(entry, rule, user, target, event_type):
+        elif per_object and not _checked(entry, rule, user, target, event_type):
             return False
     return True
 

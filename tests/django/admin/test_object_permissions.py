@@ -106,3 +106,22 @@ def test_the_browser_links_and_sends_only_what_the_check_grants_for_the_key(
     data = {"event": "CLOSE", "payload": "{}", "step": "apply", "version": "1"}
     assert post_with_csrf(operator, f"{LIST}send/?key=d:1", data).status_code == 302
     assert machines["ticket"].objects.get("d:1").value == "closed"
+
+
+# --- bulk sends: the event is offered on the permission strings, each row is asked ---------
+
+
+def test_a_bulk_send_asks_the_check_about_each_row(backend: Any, clerk: Client, xsm: Any) -> None:
+    from tests.django.admin.test_bulk_mixin import act, confirm, count
+
+    rules(xsm, "shop", {"REFUND": SMALL})
+    small, big = order_in("paid", total=5), order_in("paid", total=500)
+    preview = act(clerk, "xsm_send:status:REFUND", small, big)
+    html = preview.content.decode()
+    assert preview.status_code == 200, html[:2000]
+    assert (count(html, "accept"), count(html, "refuse")) == (1, 1)
+    done = confirm(clerk, preview).content.decode()
+    assert (count(done, "sent"), count(done, "refuse")) == (1, 1)
+    assert Order.objects.get(pk=small.pk).status == "refunded"
+    assert Order.objects.get(pk=big.pk).status == "paid"
+    assert ("clerk", Order.objects.get(pk=big.pk), "REFUND") in permissions.CALLS
