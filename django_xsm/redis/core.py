@@ -229,14 +229,15 @@ class StoreCore(StoreQueries):
             log_maxlen=log_maxlen,
             with_inbox=with_inbox,
             with_log=with_log,
+            codec=self.codec,
         )
         try:
             if not self.durability:
                 reply = yield call
-                result = ops.parse_commit(unit, reply)
+                result = ops.parse_commit(unit, reply, self.codec)
             else:
                 reply, acked = yield self.durability.around(call)
-                result = ops.parse_commit(unit, reply)  # a refused commit wrote nothing
+                result = ops.parse_commit(unit, reply, self.codec)  # a refused commit wrote nothing
                 if result.replayed:
                     # A retried commit wrote nothing now: WAIT on this connection
                     # proves nothing about the first attempt's write.
