@@ -13,6 +13,7 @@ from .inbox import AsyncRedisInbox, RedisInbox
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, KeyLayout, escape_glob
 from .log import AsyncRedisLog, RedisLog
 from .outbox import DeadLetter, OutboxLease, RedisOutbox
+from .reencrypt import Reencryptor, ReencryptStep
 from .store import RedisStore
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "RedisLog",
     "RedisOutbox",
     "RedisStore",
+    "ReencryptStep",
+    "Reencryptor",
     "escape_glob",
     "is_cluster",
 ]

@@ -12,7 +12,7 @@ Rules every script follows:
 Scripts are called by SHA (EVALSHA); after ``SCRIPT FLUSH`` (NOSCRIPT) the
 driver sends the source with EVAL, which runs and re-caches it in one step
 (see :mod:`django_xsm.redis.client`). One module per area: ``records``,
-``inbox``, ``indexes``, ``log``; shared Lua helpers in ``preludes``.
+``inbox``, ``indexes``, ``log``, ``outbox``, ``rewrite``; shared Lua helpers in ``preludes``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .outbox import (
     OUTBOX_STATS,
 )
 from .preludes import COMMIT_HISTORY as COMMIT_HISTORY
+from .rewrite import HASH_CAS, STREAM_REWRITE
 from .records import (
     ACQUIRE_LOCK,
     COMMIT,
@@ -53,6 +54,7 @@ __all__ = [
     "DUE",
     "FORGET",
     "FORGET_SCOPE",
+    "HASH_CAS",
     "LIST_PAGE",
     "LOG_APPEND",
     "LOG_PURGE",
@@ -75,5 +77,6 @@ __all__ = [
     "RELEASE",
     "RELEASE_LOCK",
     "SCHEMA",
+    "STREAM_REWRITE",
     "UPGRADE_LAYOUT",
 ]
