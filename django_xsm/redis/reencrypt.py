@@ -152,12 +152,13 @@ class Reencryptor(SyncSide):
             return self._snapshot_changes(h)
         out: list[Any] = []
         for field, raw in h.items():
+            new: Any
             try:
                 doc = json.loads(raw)
             except ValueError:
                 continue  # damaged: the readers report it
-            if kind == "in:" and isinstance(doc, dict):
-                new = dict(doc, r=self._json_token(doc.get("r")))
+            if kind == "in:" and isinstance(doc, dict) and "r" in doc:
+                new = dict(doc, r=self._json_token(doc["r"]))
             elif kind == "obw" and isinstance(doc, list):
                 new = [self._json_token(v) for v in doc]
             else:

@@ -33,7 +33,6 @@ from .outbox import (
     OUTBOX_STATS,
 )
 from .preludes import COMMIT_HISTORY as COMMIT_HISTORY
-from .rewrite import HASH_CAS, STREAM_REWRITE
 from .records import (
     ACQUIRE_LOCK,
     COMMIT,
@@ -44,6 +43,7 @@ from .records import (
     SCHEMA,
     UPGRADE_LAYOUT,
 )
+from .rewrite import HASH_CAS, STREAM_REWRITE
 
 #: The scripts (not the preludes): what the drivers load and call.
 __all__ = [
