@@ -110,11 +110,11 @@ class Reencryptor(SyncSide):
         kind = found.group(1)
         for _ in range(ATTEMPTS):
             if kind in ("s:", "in:", "obw"):
-                changes = self._hash_changes(name, kind)
+                changes, count = self._hash_changes(name, kind)
                 if dry_run or not changes:
-                    return len(changes) // 3, 0
+                    return count, 0
                 if int(self._send(Call("HASH_CAS", [name], changes), name)):
-                    return len(changes) // 3, 0
+                    return count, 0
                 continue
             mode = "tail" if kind == "ob" else "rebuild"
             quads = self._stream_changes(name)
@@ -145,11 +145,14 @@ class Reencryptor(SyncSide):
         rotated = self._token(value) if isinstance(value, str) else None
         return value if rotated is None else rotated.decode()
 
-    def _hash_changes(self, name: str, kind: str) -> list[Any]:
+    def _hash_changes(self, name: str, kind: str) -> tuple[list[Any], int]:
+        """HASH_CAS's arguments for ``name`` and how many values they rewrite
+        (a snapshot in parts is one value)."""
         h: Mapping[bytes, Any] = self._send(Cmd("HGETALL", (name,)), name) or {}
         h = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in h.items()}
         if kind == "s:":
-            return self._snapshot_changes(h)
+            parts = self._snapshot_changes(h)
+            return parts, 1 if parts else 0
         out: list[Any] = []
         for field, raw in h.items():
             new: Any
@@ -165,7 +168,7 @@ class Reencryptor(SyncSide):
                 continue
             if new != doc:
                 out += [field, raw, json.dumps(new, separators=(",", ":"))]
-        return out
+        return out, len(out) // 3
 
     def _snapshot_changes(self, h: Mapping[bytes, Any]) -> list[Any]:
         data = join_long(h, b"d")
