@@ -278,7 +278,7 @@ def parse_claim(
 # --- commit ----------------------------------------------------------------------
 
 
-def _entry_args(entry: records.LogEntry, codec: Codec | None) -> list[Any]:
+def _entry_args(entry: records.LogEntry, codec: Codec | None = None) -> list[Any]:
     # payload, actor and reason hold user data: sealed when the codec can
     return [
         entry.event_type,
