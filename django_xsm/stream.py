@@ -160,7 +160,11 @@ def _log_sync(s: conf.XsmSettings) -> RedisLog:
         if _sync_log is None:
             client = _roomy(backend.new_client(is_async=False), s.stream.max_connections)
             assert s.prefix is not None  # new_client() refused a missing prefix
-            _sync_log = (client, RedisLog(client, prefix=s.prefix, buckets=s.buckets))
+            codec = backend.get_codec()
+            _sync_log = (
+                client,
+                RedisLog(client, prefix=s.prefix, buckets=s.buckets, codec=codec),
+            )
         return _sync_log[1]
 
 
@@ -173,8 +177,9 @@ def _log_async(s: conf.XsmSettings) -> tuple[AsyncRedisLog, AsyncRedisStore]:
     if found is None:
         client = _roomy(backend.new_client(is_async=True), s.stream.max_connections)
         assert s.prefix is not None
-        log = AsyncRedisLog(client, prefix=s.prefix, buckets=s.buckets)
-        store = AsyncRedisStore(client, prefix=s.prefix, buckets=s.buckets)
+        codec = backend.get_codec()
+        log = AsyncRedisLog(client, prefix=s.prefix, buckets=s.buckets, codec=codec)
+        store = AsyncRedisStore(client, prefix=s.prefix, buckets=s.buckets, codec=codec)
         found = _async_logs[loop] = (clients.tie_to_loop(client), log, store)
     return found[1], found[2]
 

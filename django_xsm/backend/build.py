@@ -245,14 +245,36 @@ def _client(s: conf.XsmSettings, source: str, *, is_async: bool) -> Any:
     return clients.embedded_client(is_async=is_async)
 
 
+def get_codec() -> Codec | None:
+    """The configured codec (``CODEC``, ``CODEC_KEYS``), None for compact
+    JSON: what the backend's store, inbox, log and outbox encode with; for
+    readers on clients of their own (the live stream)."""
+    return _codec(conf.get_settings())
+
+
+#: The codec ``CODEC_KEYS`` builds when ``CODEC`` names none.
+DEFAULT_KEYED_CODEC = "django_xsm.persistence.FernetCodec"
+
+
 def _codec(s: conf.XsmSettings) -> Codec | None:
-    if s.codec is None:
+    path = s.codec
+    if path is None and s.codec_keys is not None:
+        path = DEFAULT_KEYED_CODEC
+    if path is None:
         return None
     try:
-        found = import_string(s.codec)
+        found = import_string(path)
     except ImportError as exc:
-        raise ImproperlyConfigured(f"XSM['CODEC']: cannot import {s.codec!r}: {exc}") from exc
+        raise ImproperlyConfigured(f"XSM['CODEC']: cannot import {path!r}: {exc}") from exc
     codec: Codec
+    if s.codec_keys is not None:
+        if not callable(found):
+            raise ImproperlyConfigured(
+                f"XSM['CODEC']: {path!r} is not a class or factory taking CODEC_KEYS"
+            )
+        # newest first: the first encrypts, every one decrypts
+        codec = found(list(s.codec_keys))
+        return codec
     if hasattr(found, "encode") and hasattr(found, "decode") and not isinstance(found, type):
         codec = found
         return codec
@@ -291,20 +313,21 @@ def _members(
         "min_replicas": s.durability.min_replicas,
         "replica_timeout_ms": s.durability.timeout_ms,
     }
+    codec = _codec(s)  # one codec for everything holding user data
     store = store_kind(
         client,
         prefix=s.prefix,
-        codec=_codec(s),
+        codec=codec,
         max_snapshot_bytes=s.max_snapshot_bytes,
         ttl_s=s.instance_ttl_s,
         lock_ttl_ms=s.lock_ttl_ms,
         buckets=s.buckets,
         **durability,
     )
-    inbox = inbox_kind(client, prefix=s.prefix, buckets=s.buckets, **durability)
+    inbox = inbox_kind(client, prefix=s.prefix, buckets=s.buckets, codec=codec, **durability)
     # blocks and the timer scanner read the store's clock: django-xsm's
     store.clock = now_ms
-    log = log_kind(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets)
+    log = log_kind(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets, codec=codec)
     plugins: list[BlockPlugin] = [
         IdempotencyPlugin(inbox, ttl_s=s.idempotency.ttl_s, lease_s=s.idempotency.lease_s)
     ]
@@ -394,7 +417,12 @@ def get_outbox() -> RedisOutbox:
         if _outbox is None or _outbox[0] is not found:
             s = conf.get_settings()
             assert s.prefix is not None  # get_backend() refused a missing prefix
-            _outbox = (found, RedisOutbox(found.client, prefix=s.prefix, buckets=s.buckets))
+            _outbox = (
+                found,
+                RedisOutbox(
+                    found.client, prefix=s.prefix, buckets=s.buckets, codec=found.store.codec
+                ),
+            )
         return _outbox[1]
 
 

@@ -155,6 +155,24 @@ def _redact(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _codec_keys(value: Any) -> tuple[str, ...] | None:
+    """None, or the codec's keys, newest first: a non-empty list of
+    non-empty strings (not one string: its characters are no keys)."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, str | bytes)
+        or not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(k, str) and k for k in value)
+    ):
+        raise fail(
+            f"expected a non-empty list of key strings, newest first, got {brief(value)}",
+            "CODEC_KEYS",
+        )
+    return tuple(value)
+
+
 def _connection(m: Mapping[str, Any], p: Problems) -> dict[str, Any]:
     """The connection settings: where Redis is and what shape it has."""
     url = p.take(lambda: opt_str(m["REDIS_URL"], "REDIS_URL"))
@@ -250,6 +268,7 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
             lambda: number(m["BUCKETS"], "BUCKETS", optional=True, integer=True, minimum=1)
         ),
         codec=p.take(lambda: opt_str(m["CODEC"], "CODEC")),
+        codec_keys=p.take(lambda: _codec_keys(m["CODEC_KEYS"])),
         actor=p.take(lambda: opt_str(m["ACTOR"], "ACTOR")),
         request_id_header=None
         if request_id is None

@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "INSTANCE_TTL_S": None,
     "BUCKETS": None,
     "CODEC": None,
+    "CODEC_KEYS": None,
     "ACTOR": None,
     "REQUEST_ID_HEADER": "X-Request-ID",
     "REQUEST_TIMEOUT_S": None,
@@ -268,6 +269,7 @@ class XsmSettings:
     instance_ttl_s: float | None
     buckets: int | None
     codec: str | None
+    codec_keys: tuple[str, ...] | None
     actor: str | None
     request_id_header: str | None
     request_timeout_s: float | None

@@ -299,17 +299,31 @@ class FernetCodec:
     """Encrypts snapshots with Fernet (AES-128-CBC + HMAC-SHA256).
 
     ``keys``: Fernet keys, newest first; the first encrypts, all decrypt
-    (rotation: add the new key in front, re-save or :meth:`rotate`, then
-    drop the old one). The plaintext starts with the instance key and the
-    version, checked on decode, so ciphertext copied to another key or
-    replayed at another version is rejected as corrupt.
+    (``cryptography``'s ``MultiFernet``; rotation: add the new key in
+    front, run ``manage.py xsm_reencrypt``, then drop the old one). The
+    plaintext starts with the instance key and the version, checked on
+    decode, so ciphertext copied to another key or replayed at another
+    version is rejected as corrupt.
+
+    Besides snapshots it seals the other stored user data (stored
+    responses, outbox entries, log payloads: :mod:`.sealing`).
+    ``accept_clear``: read values written in clear before the codec was
+    enabled (a snapshot that is JSON, a value without the sealed marker);
+    ``False`` refuses them as damaged, so nobody who can write to Redis
+    can plant a clear record.
 
     Needs the ``crypto`` extra (``pip install django-xsm[crypto]``).
     """
 
     name = "fernet"
 
-    def __init__(self, keys: Sequence[str | bytes], *, inner: JsonCodec | None = None) -> None:
+    def __init__(
+        self,
+        keys: Sequence[str | bytes],
+        *,
+        inner: JsonCodec | None = None,
+        accept_clear: bool = True,
+    ) -> None:
         try:
             from cryptography.fernet import Fernet, MultiFernet
         except ImportError:  # pragma: no cover - exercised without the extra
@@ -325,14 +339,17 @@ class FernetCodec:
                 hint="generate one with cryptography.fernet.Fernet.generate_key()",
             )
         try:
-            self._fernet = MultiFernet([Fernet(k) for k in keys])
+            fernets = [Fernet(k) for k in keys]
         except (ValueError, TypeError) as exc:
             raise InvalidConfigError(
                 f"Invalid Fernet key: {exc}",
                 path="codec.keys",
                 hint="keys are 32 url-safe base64-encoded bytes",
             ) from None
+        self._fernet = MultiFernet(fernets)
+        self._newest = fernets[0]
         self._inner = inner or JsonCodec()
+        self.accept_clear = accept_clear
 
     @staticmethod
     def _header(key: str, version: int) -> bytes:
@@ -345,6 +362,10 @@ class FernetCodec:
     def decode(self, data: bytes, *, key: str, version: int) -> dict[str, Any]:
         from cryptography.fernet import InvalidToken
 
+        if self.accept_clear and data[:1] == b"{":
+            # JSON: written before the codec was enabled (a token never
+            # starts with a brace)
+            return self._inner.decode(data, key=key, version=version)
         try:
             plain = self._fernet.decrypt(data)
         except (InvalidToken, TypeError, ValueError):
@@ -366,6 +387,41 @@ class FernetCodec:
     def rotate(self, data: bytes) -> bytes:
         """Re-encrypt ``data`` with the newest key (same binding)."""
         return self._fernet.rotate(data)
+
+    def is_current(self, token: str | bytes) -> bool:
+        """True when the newest key wrote ``token`` (no rotation needed)."""
+        from cryptography.fernet import InvalidToken
+
+        try:
+            self._newest.decrypt(token)
+        except (InvalidToken, TypeError, ValueError):
+            return False
+        return True
+
+    # --- sealed values (django_xsm.persistence.sealing) --------------------------
+
+    def seal(self, plain: bytes) -> str:
+        """``plain`` encrypted with the newest key, as ASCII text."""
+        return self._fernet.encrypt(plain).decode("ascii")
+
+    def unseal(self, token: str) -> bytes:
+        """The plaintext of a :meth:`seal` token; ``ValueError`` when no
+        configured key opens it."""
+        from cryptography.fernet import InvalidToken
+
+        try:
+            return self._fernet.decrypt(token)
+        except (InvalidToken, TypeError):
+            raise ValueError("no configured key opens this value") from None
+
+    def rotate_token(self, token: str) -> str:
+        """A :meth:`seal` token re-encrypted with the newest key."""
+        from cryptography.fernet import InvalidToken
+
+        try:
+            return self._fernet.rotate(token).decode("ascii")
+        except (InvalidToken, TypeError):
+            raise ValueError("no configured key opens this value") from None
 
 
 def loads_tagged(data: str | bytes) -> Any:

@@ -16,6 +16,7 @@ from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, KeyLayout, escape_glob
 from .log import AsyncRedisLog, RedisLog
 from .memory import MemoryInbox, MemoryLog, MemoryStore
 from .outbox import DeadLetter, OutboxLease, RedisOutbox
+from .reencrypt import Reencryptor, ReencryptStep
 from .store import RedisStore
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
     "RedisLog",
     "RedisOutbox",
     "RedisStore",
+    "ReencryptStep",
+    "Reencryptor",
     "escape_glob",
     "is_cluster",
 ]

@@ -123,11 +123,13 @@ class StoreCore(StoreQueries):
         for claim in (*(m.claim for m in unit.marks), *(r.claim for r in unit.releases)):
             ops.same_instance(unit.key, claim)
         layout = yield from self.state.ensure()
-        call = ops.commit_call(layout, unit, data, ttl_ms=self.ttl_ms, log_maxlen=log_maxlen)
+        call = ops.commit_call(
+            layout, unit, data, ttl_ms=self.ttl_ms, log_maxlen=log_maxlen, codec=self.codec
+        )
         if not self.durability:
-            return ops.parse_commit(unit, (yield call))
+            return ops.parse_commit(unit, (yield call), self.codec)
         reply, acked = yield self.durability.around(call)
-        result = ops.parse_commit(unit, reply)  # a refused commit wrote nothing
+        result = ops.parse_commit(unit, reply, self.codec)  # a refused commit wrote nothing
         if result.replayed:
             # A retried commit wrote nothing now: WAIT on this connection
             # proves nothing about the first attempt's write.

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django_xsm.persistence.base import validate_key, validate_limit
-from django_xsm.persistence.codecs import dumps_text, loads_tagged
+from django_xsm.persistence.base import Codec, validate_key, validate_limit
+from django_xsm.persistence.codecs import JsonCodec, dumps_text, loads_tagged
 from django_xsm.persistence.records import (
     ClaimOutcome,
     ClaimRequest,
@@ -22,6 +22,7 @@ from django_xsm.persistence.records import (
     InboxMark,
     InboxRelease,
 )
+from django_xsm.persistence.sealing import seal_bytes, unseal
 
 from . import ops
 from .client import AsyncSide, SyncSide
@@ -55,16 +56,22 @@ class InboxCore:
     """What RedisInbox and AsyncRedisInbox do, minus the sending."""
 
     def __init__(
-        self, prefix: str, buckets: int | None, durability: Durability | None = None
+        self,
+        prefix: str,
+        buckets: int | None,
+        durability: Durability | None = None,
+        codec: Codec | None = None,
     ) -> None:
         self.state = LayoutState(prefix, buckets)
         self.durability = durability or Durability()
+        #: Seals stored receipts when it can (the store's codec).
+        self.codec: Codec = codec or JsonCodec()
 
     def claim(self, request: ClaimRequest) -> Op[ClaimOutcome]:
         ops.checked_claim(request)
         layout = yield from self.state.ensure()
         reply = yield ops.claim_call(layout, request)
-        outcome = ops.parse_claim(request, reply)
+        outcome = ops.parse_claim(request, reply, self.codec)
         if self.durability and outcome.status == ClaimStatus.DONE:
             # a replay acknowledges the commit it replays (see durability.py)
             yield from self.durability.confirm(layout, request.instance_key)
@@ -84,7 +91,7 @@ class InboxCore:
     def mark(self, mark: InboxMark) -> Op[bool]:
         c = mark.claim
         keys, field = yield from self._row_keys(c)
-        receipt = dumps_text(mark.receipt, "$.receipt")
+        receipt = seal_bytes(self.codec, dumps_text(mark.receipt, "$.receipt"))
         reply = yield Call("MARK", keys, [field, c.fingerprint, c.owner, receipt, mark.ttl_ms])
         return bool(int(reply))
 
@@ -117,7 +124,7 @@ class InboxCore:
         if expires <= now_ms:
             return None
         try:
-            receipt = loads_tagged(row["r"]) if row.get("r") else None
+            receipt = loads_tagged(unseal(self.codec, row["r"])) if row.get("r") else None
         except (ValueError, TypeError):
             receipt = None  # as a duplicate's claim outcome reports it
         return {
@@ -209,7 +216,8 @@ class _InboxBase:
     claim that finds its key done (a replay) is refused with
     ``NotDurableError`` until that many replicas have everything the
     primary applied (claims that ride along with a store's open use the
-    store's setting)."""
+    store's setting). ``codec``: the store's codec; one that encrypts
+    (``FernetCodec``) seals the stored receipts (docs/security.md)."""
 
     def __init__(
         self,
@@ -219,10 +227,11 @@ class _InboxBase:
         buckets: int | None = None,
         min_replicas: int = 0,
         replica_timeout_ms: int = 100,
+        codec: Codec | None = None,
     ) -> None:
         self._connect(client_or_url)
         self.prefix = prefix
-        self.core = InboxCore(prefix, buckets, Durability(min_replicas, replica_timeout_ms))
+        self.core = InboxCore(prefix, buckets, Durability(min_replicas, replica_timeout_ms), codec)
 
     def _connect(self, client_or_url: Any) -> None:
         """Set ``client`` and ``driver`` (blocking or asyncio)."""

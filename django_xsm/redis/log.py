@@ -18,12 +18,14 @@ from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, brief
 from django_xsm.persistence.base import (
+    Codec,
     check_log_read,
     check_read_last,
     validate_key,
     validate_seconds,
     wall_to_ms,
 )
+from django_xsm.persistence.codecs import JsonCodec
 from django_xsm.persistence.records import LogEntry, TransitionRecord
 
 from . import ops
@@ -45,7 +47,9 @@ MAX_SEQ = 2**63 - 1
 class LogCore:
     """What RedisLog and AsyncRedisLog do, minus the sending."""
 
-    def __init__(self, prefix: str, buckets: int | None, maxlen: int | None) -> None:
+    def __init__(
+        self, prefix: str, buckets: int | None, maxlen: int | None, codec: Codec | None = None
+    ) -> None:
         if maxlen is not None and (
             isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 1
         ):
@@ -54,6 +58,8 @@ class LogCore:
             )
         self.state = LayoutState(prefix, buckets)
         self.maxlen = maxlen
+        #: Seals payloads, actors and reasons when it can (the store's codec).
+        self.codec: Codec = codec or JsonCodec()
         #: The longest XREAD BLOCK of wait() (s): WAIT_SLICE_S, or half the
         #: client's socket timeout when that is shorter.
         self.wait_slice_s = WAIT_SLICE_S
@@ -62,7 +68,13 @@ class LogCore:
         validate_key(record.key)
         layout = yield from self.state.ensure()
         call = ops.log_append_call(
-            layout, record.key, record.seq, record.version, record.entry, self.maxlen or 0
+            layout,
+            record.key,
+            record.seq,
+            record.version,
+            record.entry,
+            self.maxlen or 0,
+            self.codec,
         )
         seq = int((yield call))
         if seq < 0:
@@ -76,7 +88,13 @@ class LogCore:
     def append_next(self, key: str, entry: LogEntry, version: int) -> Op[int]:
         validate_key(key)
         layout = yield from self.state.ensure()
-        return int((yield ops.log_append_call(layout, key, 0, version, entry, self.maxlen or 0)))
+        return int(
+            (
+                yield ops.log_append_call(
+                    layout, key, 0, version, entry, self.maxlen or 0, self.codec
+                )
+            )
+        )
 
     def read(self, key: str, after_seq: int, limit: int | None) -> Op[list[TransitionRecord]]:
         validate_key(key)
@@ -87,7 +105,7 @@ class LogCore:
         while True:
             count = PAGE if limit is None else min(PAGE, limit - len(out))
             rows = yield Cmd("XRANGE", (layout.log(key), start, "+", "COUNT", count))
-            page = ops.parse_stream_rows(key, rows)
+            page = ops.parse_stream_rows(key, rows, self.codec)
             out.extend(page)
             if len(page) < count or (limit is not None and len(out) >= limit):
                 return out
@@ -100,7 +118,7 @@ class LogCore:
         if count < 1:
             return []
         rows = yield Cmd("XREVRANGE", (layout.log(key), "+", "-", "COUNT", count))
-        return list(reversed(ops.parse_stream_rows(key, rows)))
+        return list(reversed(ops.parse_stream_rows(key, rows, self.codec)))
 
     def last_seq(self, key: str) -> Op[int]:
         rows = yield from self.read_last(key, 1)
@@ -138,7 +156,9 @@ class LogCore:
             return []
         # RESP2: [[stream, rows]]; RESP3: {stream: rows}
         streams = reply.values() if isinstance(reply, Mapping) else (r[1] for r in reply)
-        return [record for rows in streams for record in ops.parse_stream_rows(key, rows)]
+        return [
+            record for rows in streams for record in ops.parse_stream_rows(key, rows, self.codec)
+        ]
 
     def _purge_stream(self, key: str, cutoff: int) -> Op[int]:
         layout = yield from self.state.ensure()
@@ -233,7 +253,7 @@ class LogCore:
         count, start = 0, "-"
         while True:
             rows = yield Cmd("XRANGE", (layout.log(key), start, "+", "COUNT", PAGE))
-            page = ops.parse_stream_rows(key, rows)
+            page = ops.parse_stream_rows(key, rows, self.codec)
             count += sum(1 for record in page if record.timestamp_ms < cutoff)
             if len(page) < PAGE:
                 return count
@@ -262,7 +282,9 @@ class LogCore:
 
 class _LogBase:
     """The constructor shared by both twins. ``maxlen`` caps each stream
-    approximately (``MAXLEN ~``); None keeps every record."""
+    approximately (``MAXLEN ~``); None keeps every record. ``codec``: the
+    store's codec; one that encrypts (``FernetCodec``) seals each record's
+    payload, actor and reason (docs/security.md)."""
 
     client: Any
 
@@ -273,11 +295,12 @@ class _LogBase:
         prefix: str,
         maxlen: int | None = None,
         buckets: int | None = None,
+        codec: Codec | None = None,
     ) -> None:
         self._connect(client_or_url)
         self.prefix = prefix
         self.maxlen = maxlen
-        self.core = LogCore(prefix, buckets, maxlen)
+        self.core = LogCore(prefix, buckets, maxlen, codec)
         timeout = socket_timeout_of(self.client)
         if timeout is not None:
             self.core.wait_slice_s = min(self.core.wait_slice_s, timeout / 2)

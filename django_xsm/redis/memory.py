@@ -70,6 +70,12 @@ def fakeredis_client(server: Any, *, is_async: bool = False) -> Any:
     return fakeredis.FakeRedis(server=server)
 
 
+def _codec(share: object) -> Codec | None:
+    """The codec of a shared :class:`MemoryStore` (its inbox and log seal
+    what they store with it), else None."""
+    return share.codec if isinstance(share, MemoryStore) else None
+
+
 def _client(share: object) -> Any:
     """The client of ``share`` (an in-process store, inbox or log), or one
     on a new server when it is None."""
@@ -126,15 +132,17 @@ class MemoryStore(RedisStore):
 
 class MemoryInbox(RedisInbox):
     """A :class:`~django_xsm.redis.RedisInbox` on an in-process fakeredis;
-    ``server`` as for :class:`MemoryStore`."""
+    ``server`` as for :class:`MemoryStore` (built on a store, it seals
+    stored receipts with the store's codec)."""
 
     def __init__(self, server: MemoryStore | MemoryInbox | MemoryLog | None = None) -> None:
-        super().__init__(_client(server), prefix=PREFIX)
+        super().__init__(_client(server), prefix=PREFIX, codec=_codec(server))
 
 
 class MemoryLog(RedisLog):
     """A :class:`~django_xsm.redis.RedisLog` on an in-process fakeredis;
-    ``server`` as for :class:`MemoryStore`, ``maxlen`` as for RedisLog."""
+    ``server`` as for :class:`MemoryStore` (built on a store, it seals
+    payloads with the store's codec), ``maxlen`` as for RedisLog."""
 
     def __init__(
         self,
@@ -142,4 +150,4 @@ class MemoryLog(RedisLog):
         *,
         maxlen: int | None = None,
     ) -> None:
-        super().__init__(_client(server), prefix=PREFIX, maxlen=maxlen)
+        super().__init__(_client(server), prefix=PREFIX, maxlen=maxlen, codec=_codec(server))

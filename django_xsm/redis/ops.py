@@ -23,6 +23,7 @@ from django_xsm.exceptions import (
 from django_xsm.persistence import records
 from django_xsm.persistence.base import Codec, validate_key
 from django_xsm.persistence.codecs import dumps_text, loads_tagged
+from django_xsm.persistence.sealing import seal, unseal
 
 from .keys import KeyLayout
 
@@ -219,12 +220,14 @@ def open_call(layout: KeyLayout, request: records.OpenRequest, limit: int) -> Ca
     return Call("OPEN", keys, args)
 
 
-def _outcome(request: records.ClaimRequest, reply: Sequence[Any]) -> records.ClaimOutcome:
+def _outcome(
+    request: records.ClaimRequest, reply: Sequence[Any], codec: Codec | None = None
+) -> records.ClaimOutcome:
     status, receipt, retry = b2s(reply[0]), reply[1], int(reply[2] or 0)
     stored: Any = None
     if status == "done" and receipt:
         try:
-            stored = loads_tagged(receipt)
+            stored = loads_tagged(unseal(codec, receipt))
         except ValueError:
             stored = None
     return records.ClaimOutcome(status, request, receipt=stored, retry_after_ms=retry)
@@ -256,7 +259,7 @@ def parse_open(
         record=parse_record(request.key, fields, codec, limit),
         floor=int(floor),
         locked=bool(int(locked)),
-        claims=tuple(_outcome(r, c) for r, c in zip(request.claims, claims, strict=True)),
+        claims=tuple(_outcome(r, c, codec) for r, c in zip(request.claims, claims, strict=True)),
     )
 
 
@@ -265,19 +268,22 @@ def claim_call(layout: KeyLayout, claim: records.ClaimRequest) -> Call:
     return Call("CLAIM", keys, args)
 
 
-def parse_claim(claim: records.ClaimRequest, reply: Sequence[Any]) -> records.ClaimOutcome:
-    return _outcome(claim, reply)
+def parse_claim(
+    claim: records.ClaimRequest, reply: Sequence[Any], codec: Codec | None = None
+) -> records.ClaimOutcome:
+    return _outcome(claim, reply, codec)
 
 
 # --- commit ----------------------------------------------------------------------
 
 
-def _entry_args(entry: records.LogEntry) -> list[Any]:
+def _entry_args(entry: records.LogEntry, codec: Codec | None = None) -> list[Any]:
+    # payload, actor and reason hold user data: sealed when the codec can
     return [
         entry.event_type,
-        _dumps(entry.payload, "$.payload"),
-        entry.actor,
-        entry.reason,
+        seal(codec, _dumps(entry.payload, "$.payload")),
+        seal(codec, entry.actor),
+        seal(codec, entry.reason),
         _dumps(entry.from_state),
         _dumps(entry.to_state),
         entry.idempotency_key,
@@ -294,9 +300,12 @@ def commit_call(
     *,
     ttl_ms: int,
     log_maxlen: int,
+    codec: Codec | None = None,
 ) -> Call:
     """The COMMIT call: the unit whole (snapshot, marks, releases, log
-    entries, outbox events) in one script."""
+    entries, outbox events) in one script. Receipts, log payloads and
+    emitted events are sealed by ``codec`` when it can
+    (django_xsm.persistence.sealing)."""
     key = unit.key
     b = layout.bucket(key)
     keys = [
@@ -348,7 +357,7 @@ def commit_call(
                 layout.inbox_field(key, m.claim.idempotency_key),
                 m.claim.fingerprint,
                 m.claim.owner,
-                _dumps(m.receipt, "$.receipt"),
+                seal(codec, _dumps(m.receipt, "$.receipt")),
                 m.ttl_ms,
             ]
             for m in marks
@@ -357,8 +366,8 @@ def commit_call(
             [slot(r.claim.scope), layout.inbox_field(key, r.claim.idempotency_key), r.claim.owner]
             for r in releases
         ],
-        [_entry_args(entry) for entry in entries],
-        [[e.delivery_id, _dumps(dict(e.event), "$.emitted")] for e in unit.emitted],
+        [_entry_args(entry, codec) for entry in entries],
+        [[e.delivery_id, seal(codec, _dumps(dict(e.event), "$.emitted"))] for e in unit.emitted],
     ]
     # Two arguments: the snapshot bytes (possibly binary: Fernet) and one
     # JSON document for the rest, which redis-py packs far cheaper than
@@ -367,7 +376,9 @@ def commit_call(
     return Call("COMMIT", keys, args)
 
 
-def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.CommitResult:
+def parse_commit(
+    unit: records.CommitUnit, reply: Sequence[Any], codec: Codec | None = None
+) -> records.CommitResult:
     status = b2s(reply[0])
     if status == "ok":
         return records.CommitResult(
@@ -398,24 +409,35 @@ def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.Comm
 
 
 def log_append_call(
-    layout: KeyLayout, key: str, seq: int, version: int, entry: records.LogEntry, maxlen: int
+    layout: KeyLayout,
+    key: str,
+    seq: int,
+    version: int,
+    entry: records.LogEntry,
+    maxlen: int,
+    codec: Codec | None = None,
 ) -> Call:
     b = layout.bucket(key)
     return Call(
         "LOG_APPEND",
         [layout.log(key), layout.log_index(b)],
-        [key, seq, maxlen, version, *_entry_args(entry)],
+        [key, seq, maxlen, version, *_entry_args(entry, codec)],
     )
 
 
 def _loads(raw: Any) -> Any:
     try:
-        return loads_tagged(raw) if raw not in (None, b"") else None
+        return loads_tagged(raw) if raw not in (None, b"", "") else None
     except ValueError:
         return b2s(raw)
 
 
-def parse_stream_rows(key: str, rows: Sequence[Any]) -> list[records.TransitionRecord]:
+def parse_stream_rows(
+    key: str, rows: Sequence[Any], codec: Codec | None = None
+) -> list[records.TransitionRecord]:
+    """Log records from XRANGE rows; sealed fields opened with ``codec``
+    (clear ones, written before it, read as they are). A field no key
+    opens is a damaged entry (``SnapshotCorruptError``)."""
     out = []
     for entry_id, fields in rows:
         f = fields if isinstance(fields, Mapping) else _pairs(fields)
@@ -428,9 +450,9 @@ def parse_stream_rows(key: str, rows: Sequence[Any]) -> list[records.TransitionR
                     seq=seq,
                     version=int(f.get(b"v") or 0),
                     event_type=b2s(f.get(b"e")),
-                    payload=_loads(f.get(b"p")) or {},
-                    actor=b2s(f.get(b"a")),
-                    reason=b2s(f.get(b"r")),
+                    payload=_loads(unseal(codec, f.get(b"p"))) or {},
+                    actor=unseal(codec, f.get(b"a")),
+                    reason=unseal(codec, f.get(b"r")),
                     from_state=_loads(f.get(b"f")),
                     to_state=_loads(f.get(b"t")),
                     idempotency_key=b2s(f.get(b"k")),

@@ -33,8 +33,10 @@ from dataclasses import replace
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, brief
-from django_xsm.persistence.base import validate_key, validate_limit, validate_text
+from django_xsm.persistence.base import Codec, validate_key, validate_limit, validate_text
+from django_xsm.persistence.codecs import JsonCodec
 from django_xsm.persistence.outbox import OutboxEntry
+from django_xsm.persistence.sealing import seal
 
 from .client import SyncSide
 from .core import Cmd, LayoutState, Many, Op
@@ -70,8 +72,12 @@ __all__ = ["DeadLetter", "FailOutcome", "OutboxCore", "OutboxLease", "RedisOutbo
 class OutboxCore:
     """What RedisOutbox does, minus the sending."""
 
-    def __init__(self, prefix: str, buckets: int | None, group: str) -> None:
+    def __init__(
+        self, prefix: str, buckets: int | None, group: str, codec: Codec | None = None
+    ) -> None:
         self.state = LayoutState(prefix, buckets)
+        #: Opens sealed events and errors, seals the errors fail() stores.
+        self.codec: Codec = codec or JsonCodec()
         self.group = validate_key(group, what="group")
         self._turn = 0  # which bucket a share's remainder starts with
 
@@ -107,7 +113,7 @@ class OutboxCore:
         leases, damaged = [], []
         for b, sid, fields, n in rows:
             try:
-                entry = parse_entry(fields)
+                entry = parse_entry(fields, self.codec)
             except ValueError as exc:
                 why = f"damaged outbox entry: {exc}"
                 damaged.append(
@@ -166,7 +172,7 @@ class OutboxCore:
             lease.consumer,
             lease.deliveries,
             attempts,
-            text,
+            seal(self.codec, text),
             retry,
         ]
         outcome = b2s((yield bucket_call(layout, "OUTBOX_FAIL", lease.bucket, args)))
@@ -199,7 +205,7 @@ class OutboxCore:
                 f = stream_fields(raw)
                 dead = b2s(f.get(b"dt"))
                 dead_ms = int(dead) if dead.isdigit() else id_key(sid)[0]
-                letters.append(DeadLetter(lenient_entry(f), dead_ms, sid, b))
+                letters.append(DeadLetter(lenient_entry(f, self.codec), dead_ms, sid, b))
         letters.sort(key=lambda d: (id_key(d.stream_id), d.bucket))
         return letters[:limit]
 
@@ -219,7 +225,7 @@ class OutboxCore:
         )[:limit]
         raws = yield Many(tuple(Cmd("HGET", (layout.outbox_waiting(b), m)) for _, m, b in due))
         return [
-            (lenient_entry(waiting_fields(raw, m)), ms)
+            (lenient_entry(waiting_fields(raw, m), self.codec), ms)
             for (ms, m, _), raw in zip(due, raws, strict=True)
             if raw is not None  # promoted in between
         ]
@@ -234,7 +240,10 @@ class OutboxCore:
             for b, reply in zip(asked, replies, strict=True)
             for sid, fields, who, idle in reply
         )
-        return [(lenient_entry(fields), who, idle) for _, _, fields, who, idle in rows[:limit]]
+        return [
+            (lenient_entry(fields, self.codec), who, idle)
+            for _, _, fields, who, idle in rows[:limit]
+        ]
 
     def stats(self) -> Op[dict[str, int]]:
         layout = yield from self.state.ensure()
@@ -317,13 +326,21 @@ class RedisOutbox(SyncSide):
     """The outbox's delivery side on a blocking client (workers are
     synchronous processes). ``prefix`` and ``buckets`` as for the store
     (construction does no I/O; the schema marker is read on first use);
-    ``group`` names the consumer group every worker of this outbox joins.
+    ``group`` names the consumer group every worker of this outbox joins;
+    ``codec``: the store's codec (opens sealed entries, seals the errors
+    ``fail()`` stores).
     """
 
     def __init__(
-        self, client_or_url: Any, *, prefix: str, buckets: int | None = None, group: str = "xsm"
+        self,
+        client_or_url: Any,
+        *,
+        prefix: str,
+        buckets: int | None = None,
+        group: str = "xsm",
+        codec: Codec | None = None,
     ) -> None:
-        self.core = OutboxCore(prefix, buckets, group)
+        self.core = OutboxCore(prefix, buckets, group, codec)
         self._connect(client_or_url)
         self.prefix = prefix
         self.group = group

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.outbox import OutboxEntry
+from django_xsm.persistence.sealing import UnsealError, is_sealed, unseal, unseal_bytes
 
 from .core import Many
 from .keys import KeyLayout
@@ -104,37 +106,45 @@ def _number(f: Mapping[bytes, Any], name: str, default: int | None = None) -> in
     return default
 
 
-def parse_entry(raw: Any) -> OutboxEntry:
-    """An :class:`OutboxEntry` from its stream fields; ``ValueError`` says
-    what is damaged."""
+def parse_entry(raw: Any, codec: Codec | None = None) -> OutboxEntry:
+    """An :class:`OutboxEntry` from its stream fields, the event (``e``)
+    and the last error (``err``) opened with ``codec`` when sealed;
+    ``ValueError`` says what is damaged (a sealed value no key opens
+    included)."""
     f = stream_fields(raw)
     delivery_id, key = b2s(f.get(b"id")), b2s(f.get(b"k"))
     if not delivery_id or not key:
         raise ValueError("no delivery id (id) or no instance key (k)")
     try:
-        event = loads_tagged(f[b"e"])
+        event = loads_tagged(unseal_bytes(codec, f[b"e"]))
+    except UnsealError as exc:
+        raise ValueError(f"the event (e) is sealed: {exc}") from None
     except (KeyError, ValueError, TypeError):
         raise ValueError("the event (e) is missing or not JSON") from None
     if not isinstance(event, dict):
         raise ValueError("the event (e) is not a JSON object")
     version, attempts, emitted = _number(f, "v"), _number(f, "a", 0), _number(f, "t", 0)
-    last_error = b2s(f.get(b"err"))
+    try:
+        last_error = unseal(codec, f.get(b"err"))
+    except UnsealError as exc:
+        raise ValueError(f"the last error (err) is sealed: {exc}") from None
     return OutboxEntry(
         delivery_id, key, b2s(f.get(b"m")), version, event, attempts, emitted, last_error
     )
 
 
-def lenient_entry(raw: Any) -> OutboxEntry:
+def lenient_entry(raw: Any, codec: Codec | None = None) -> OutboxEntry:
     """What a listing shows of an entry, damaged or not (never raises)."""
     try:
-        return parse_entry(raw)
+        return parse_entry(raw, codec)
     except ValueError as exc:
         f = stream_fields(raw)
         v, a, t = (
             int(x) if (x := b2s(f.get(n))).isascii() and x.isdigit() else 0
             for n in (b"v", b"a", b"t")
         )
-        why = b2s(f.get(b"err")) or f"damaged: {exc}"
+        err = f.get(b"err")
+        why = (f"damaged: {exc}" if is_sealed(err) else b2s(err)) or f"damaged: {exc}"
         return OutboxEntry(b2s(f.get(b"id")), b2s(f.get(b"k")), b2s(f.get(b"m")), v, {}, a, t, why)
 
 

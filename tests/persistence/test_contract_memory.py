@@ -73,6 +73,24 @@ def test_one_built_on_another_shares_its_server_and_commits_with_it() -> None:
     assert store.forget("order:1")["log"] == 1 and log.read("order:1") == []
 
 
+def test_an_inbox_and_a_log_built_on_a_store_seal_with_its_codec() -> None:
+    pytest.importorskip("cryptography")
+    from cryptography.fernet import Fernet
+
+    from django_xsm.persistence import FernetCodec
+
+    store = MemoryStore(codec=FernetCodec([Fernet.generate_key()]))
+    inbox, log = MemoryInbox(store), MemoryLog(store)
+    assert inbox.core.codec is store.codec and log.core.codec is store.codec
+    plugins = [IdempotencyPlugin(inbox), AuditPlugin(log)]
+    with persisted(store, "order:1", order_machine(), plugins=plugins) as order:
+        order.send({"type": "ADD", "note": "MARKER-7"}, idempotency_key="evt-1", actor="alice")
+    raw = b"".join(repr(store.client.dump(key)).encode() for key in store.client.scan_iter("*"))
+    assert b"MARKER-7" not in raw and b"alice" not in raw
+    assert log.read("order:1")[0].payload["note"] == "MARKER-7"
+    assert MemoryInbox().core.codec is not store.codec  # built alone: no codec of a store
+
+
 def test_sharing_with_something_else_is_refused() -> None:
     with pytest.raises(ArgumentTypeError) as err:
         MemoryInbox(fakeredis_client())

@@ -286,7 +286,8 @@ def test_a_corrupt_record_fails_clearly_at_open_and_writes_nothing(b: Backends) 
     if b.client is not None:
         b.client.hset(b.store.layout.snapshot("o:1"), "d", b"{not json")
     else:
-        b.store.codec = FernetCodec([Fernet.generate_key()])  # the bytes are JSON, not ours
+        # the bytes are JSON, not ours (a codec that refuses clear records)
+        b.store.codec = FernetCodec([Fernet.generate_key()], accept_clear=False)
     with pytest.raises(SnapshotCorruptError):
         with persisted(b.store, "o:1", m, lock=PessimisticLock(timeout=0)):
             pytest.fail("the body must not run")

@@ -115,11 +115,11 @@ def test_every_script_of_the_module_has_a_header() -> None:
     import inspect
 
     from django_xsm.redis import scripts
-    from django_xsm.redis.scripts import inbox, indexes, log, outbox, records
+    from django_xsm.redis.scripts import inbox, indexes, log, outbox, records, rewrite
 
     lines = [
         line
-        for module in (records, inbox, indexes, log, outbox)
+        for module in (records, inbox, indexes, log, outbox, rewrite)
         for line in inspect.getsource(module).splitlines()
     ]
     for name in scripts.__all__:

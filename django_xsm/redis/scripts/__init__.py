@@ -12,7 +12,7 @@ Rules every script follows:
 Scripts are called by SHA (EVALSHA); after ``SCRIPT FLUSH`` (NOSCRIPT) the
 driver sends the source with EVAL, which runs and re-caches it in one step
 (see :mod:`django_xsm.redis.client`). One module per area: ``records``,
-``inbox``, ``indexes``, ``log``; shared Lua helpers in ``preludes``.
+``inbox``, ``indexes``, ``log``, ``outbox``, ``rewrite``; shared Lua helpers in ``preludes``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from .records import (
     SCHEMA,
     UPGRADE_LAYOUT,
 )
+from .rewrite import HASH_CAS, STREAM_REWRITE
 
 #: The scripts (not the preludes): what the drivers load and call.
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "DUE",
     "FORGET",
     "FORGET_SCOPE",
+    "HASH_CAS",
     "LIST_PAGE",
     "LOG_APPEND",
     "LOG_PURGE",
@@ -75,5 +77,6 @@ __all__ = [
     "RELEASE",
     "RELEASE_LOCK",
     "SCHEMA",
+    "STREAM_REWRITE",
     "UPGRADE_LAYOUT",
 ]
