@@ -25,7 +25,7 @@ caller's database transaction (before ``post_commit`` and
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypedDict, Unpack
 
 from asgiref.sync import sync_to_async
@@ -223,7 +223,7 @@ class RowWriter(Plugin):
         field: FieldSpec,
         row: models.Model,
         using: str,
-        moved: Any,
+        moved: Callable[[str, int], None],
     ) -> None:
         self.field = field
         self.row = row
@@ -262,21 +262,20 @@ class KeyedRowWriter(Plugin):
         return row_lookup(self.field, block.key)  # None unless the key is exactly a row's
 
     def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
-        if not block.is_async:
-            self._write(block, result)
+        if block.is_async:  # an async block's write runs off the event loop
+            return
+        lookup = self._lookup(block)
+        if lookup is not None:
+            self._write(lookup, project_value(block.value), result.version)
 
     async def aafter_commit(self, block: PersistedInstance, result: CommitResult) -> None:
-        await sync_to_async(self._write)(block, result)
+        lookup = self._lookup(block)  # no I/O: found on the event loop
+        if lookup is not None:
+            await sync_to_async(self._write)(lookup, project_value(block.value), result.version)
 
-    def _write(self, block: PersistedInstance, result: CommitResult) -> None:
-        lookup = self._lookup(block)
-        if lookup is None:
-            return
+    def _write(self, lookup: dict[str, Any], state: str, version: int) -> None:
         model = self.field.model
-        state = project_value(block.value)
-        _move(
-            model, lookup, field_move(self.field, state, result.version, router.db_for_write(model))
-        )
+        _move(model, lookup, field_move(self.field, state, version, router.db_for_write(model)))
 
     def __repr__(self) -> str:
         return f"<KeyedRowWriter {self.field.model._meta.label}.{self.field.name}>"

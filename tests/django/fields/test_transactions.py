@@ -194,3 +194,18 @@ def test_an_async_block_writes_its_row_before_post_commit(alias: str, backend: A
         post_commit.disconnect(seen)
     assert seen.rows == [(2, ("cart", 2))]
     assert order.status == "cart" and order.status_version == 2
+
+
+def test_an_async_block_opened_without_the_row_moves_it_too(alias: str, backend: Any) -> None:
+    order = Order.objects.using(alias).create()
+    key = order.status.key
+
+    async def send() -> None:
+        async with machines["shop"].objects.aopen(key) as block:
+            await block.asend("PAY_ANYWAY")
+
+    async_to_sync(send)()
+    if alias == "default":  # the router sends the row's UPDATE to the default database
+        assert row_in_db(Order, order.pk, alias) == ("paid", 2)
+    else:
+        assert row_in_db(Order, order.pk, alias) == ("cart", 1)
