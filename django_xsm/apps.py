@@ -15,8 +15,13 @@ class XsmConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the checks)
+        from . import backend, checks  # noqa: F401  (checks: registers the checks)
         from .registry import machines
+
+        # The backend runs and names the registered machines (timer
+        # scanner, transition signals and log lines): handed down here,
+        # it never imports the registry.
+        backend.use_machines(machines)
 
         # Compile every machine once, at start-up. Problems are kept, not
         # raised: `manage.py check` reports them as xsm.E001 / xsm.E007 and

@@ -30,10 +30,10 @@ from django.core.exceptions import ObjectDoesNotExist
 
 from django_xsm import backend, conf
 from django_xsm.backend.context import request_actor, request_correlation_id
-from django_xsm.backend.transitions import log_refused
+from django_xsm.backend.transitions import TransitionPlugin, log_refused
 from django_xsm.engine import Deadline, Event, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError, UnknownEventError
-from django_xsm.persistence import apersisted, persisted, retry_on_conflict
+from django_xsm.persistence import Plugin, apersisted, persisted, retry_on_conflict
 from django_xsm.persistence.base import check_log_read
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.idempotency import event_fingerprint
@@ -60,6 +60,9 @@ class NamedMachine(Protocol):
 
     @property
     def machine(self) -> Machine: ...
+
+    @property
+    def writers(self) -> tuple[Plugin, ...]: ...
 
 
 class InstanceDoesNotExist(InstanceNotFoundError, ObjectDoesNotExist):
@@ -137,6 +140,8 @@ class OpenOptions(TypedDict, total=False):
     lock: str | LockStrategy | None
     correlation_id: str
     context: Mapping[str, Any] | None
+    projection: Plugin | None
+    database: str
 
 
 _ExcType = type[BaseException] | None
@@ -237,17 +242,32 @@ class InstanceManager:
         self.entry = entry
         self.DoesNotExist = InstanceDoesNotExist
 
-    @staticmethod
-    def _options(store: Any, plugins: tuple[Any, ...], options: OpenOptions) -> dict[str, Any]:
+    def _options(
+        self, store: Any, plugins: tuple[Any, ...], options: OpenOptions
+    ) -> dict[str, Any]:
         lock = backend.lock_strategy(options.get("lock"))
+        given: dict[str, Any] = dict(options)
+        # The one writer of the model projection: the row's own when the
+        # caller has the row at hand (the model field), else the writers
+        # the registry holds for rows this machine's keys name.
+        projection = given.pop("projection", None)
+        writers = (projection,) if projection is not None else self.entry.writers
+        database: str | None = given.pop("database", None)
+        if database is not None:
+            # post_transition waits for the commit of that database
+            plugins = tuple(
+                p.using(database) if isinstance(p, TransitionPlugin) else p for p in plugins
+            )
         return {
-            **options,
+            **given,
             # inside a request, the request's id and user (as @stateful_view
             # blocks have), unless the caller names its own
             "correlation_id": options.get("correlation_id") or request_correlation_id.get(),
             "actor": options.get("actor") or request_actor(),
             "store": store,
-            "plugins": plugins,
+            # the writers first: the row has moved when post_commit and
+            # post_transition are sent
+            "plugins": (*writers, *plugins),
             "lock": lock,
             "max_payload_bytes": conf.get_settings().max_payload_bytes,
         }
@@ -261,6 +281,11 @@ class InstanceManager:
         request, ``principal`` scope), which is claimed in the same round
         trip as the load: a finished duplicate opens with
         ``block.duplicate`` True and ``block.replayed_result``.
+        ``projection``: the writer of the model row this block commits for
+        (the model field passes its row's; by default the registry's
+        writers move the rows this machine's keys name); ``database``: the
+        database whose transaction ``post_transition`` waits for (default:
+        ``"default"``).
         ``create=False`` raises :class:`InstanceDoesNotExist` for a missing
         key. ``lock``: ``"optimistic"``, ``"pessimistic"``, a strategy, or
         None (setting).

@@ -46,9 +46,10 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from django_xsm import backend, conf
+from django_xsm import conf
 from django_xsm.engine import Machine, MachineLogic, create_machine
 from django_xsm.exceptions import UnknownMachineError, XsmError, brief, brief_error
+from django_xsm.persistence import Plugin
 
 from .managers import InstanceDoesNotExist, InstanceManager, InstanceView
 
@@ -99,7 +100,9 @@ class LoadProblem:
 
 class MachineEntry:
     """One registered machine: ``name``, the compiled ``machine``, where it
-    came from (``source``) and its manager ``objects``."""
+    came from (``source``), its manager ``objects`` and the ``writers`` of
+    the model rows its keys name (handed to every block its manager opens
+    without a row's own writer)."""
 
     DoesNotExist = InstanceDoesNotExist
 
@@ -109,14 +112,22 @@ class MachineEntry:
         machine: Machine,
         source: str,
         permissions: Mapping[str, tuple[PermissionRule, ...]] | None = None,
+        writers: list[Plugin] | None = None,
     ) -> None:
         self.name = name
+        self._writers = writers if writers is not None else []
         self.machine = machine
         self.source = source
         #: event type (or :data:`VIEW`) -> the rules that must all grant it:
         #: Django permissions ("app_label.codename") and checks
         self.permissions: dict[str, tuple[PermissionRule, ...]] = dict(permissions or {})
         self.objects = InstanceManager(self)
+
+    @property
+    def writers(self) -> tuple[Plugin, ...]:
+        """The model projection writers of this machine (see
+        :meth:`Registry.add_writer`)."""
+        return tuple(self._writers)
 
     def __repr__(self) -> str:
         return f"<MachineEntry {self.name!r} machine={self.machine.id!r} from {self.source}>"
@@ -284,6 +295,23 @@ class Registry:
         self._entries: dict[str, MachineEntry] | None = None
         self._names: dict[str, str] = {}
         self._problems: list[LoadProblem] = []
+        #: machine name -> projection writers (kept across reloads: they
+        #: come from model fields, defined once per process)
+        self._writers: dict[str, list[Plugin]] = {}
+
+    def add_writer(self, name: str, writer: Plugin) -> None:
+        """Hand ``writer`` (a block plugin that writes the model rows the
+        keys of machine ``name`` name) to every block of that machine that
+        commits without a row's own writer: its manager's blocks and the
+        timer scanner's. Model fields call it as their model is defined."""
+        with self._lock:
+            self._writers.setdefault(name, []).append(writer)
+
+    def writers(self) -> tuple[Plugin, ...]:
+        """Every machine's projection writers (each leaves other machines'
+        blocks alone): what the timer scanner adds to its plugins."""
+        with self._lock:
+            return tuple(w for found in self._writers.values() for w in found)
 
     def load(self) -> list[LoadProblem]:
         """Compile every configured machine (once); returns the problems."""
@@ -321,7 +349,8 @@ class Registry:
                         )
                     )
                     continue
-                entries[name] = MachineEntry(name, machine, source, permissions)
+                writers = self._writers.setdefault(name, [])
+                entries[name] = MachineEntry(name, machine, source, permissions, writers)
                 by_id.setdefault(machine.id, entries[name])
             self._entries = entries
             self._names = {machine_id: entry.name for machine_id, entry in by_id.items()}
@@ -398,9 +427,6 @@ class Registry:
             self._problems = []
 
 
-#: The process-wide registry.
+#: The process-wide registry (handed to the backend by ``XsmConfig.ready()``).
 machines = Registry()
 conf.on_reset(machines.reset)
-# The backend runs and names these machines (timer scanner, transition
-# signals and log lines) without importing this module.
-backend.use_machines(machines)

@@ -9,24 +9,24 @@
 ``post_transition``
     Sent once per accepted event, in order, only after the block's commit
     is durable, with the version the commit produced. Sync blocks send it
-    through ``transaction.on_commit`` of the database in
-    :data:`signal_database` (``"default"`` unless set; a model field sets
-    its row's database): inside ``transaction.atomic()`` receivers run when the
-    transaction commits and never when it rolls back; outside one, right
-    away. Async blocks await them after the commit (Django runs no
-    transaction around async code). Receivers may be sync
-    or async (async blocks await them after the commit). An exception in a
-    receiver is logged by Django (logger ``django.dispatch``) and does not
-    undo or fail the request: the change is already stored.
+    through ``transaction.on_commit`` of the block's database
+    (``"default"``; a model field's blocks: the row's database): inside
+    ``transaction.atomic()`` receivers run when the transaction commits
+    and never when it rolls back; outside one, right away. Async blocks
+    await them after the commit (Django runs no transaction around async
+    code). Receivers may be sync or async. An exception in a receiver is
+    logged by Django (logger ``django.dispatch``) and does not undo or fail
+    the request: the change is already stored.
 
 ``post_commit``
     Sent once per committed block, right after the Redis commit and before
     ``post_transition``, synchronously: inside the caller's database
     transaction when one is open (async blocks: awaited after the block).
     Arguments: ``machine``, ``key``, ``value`` and ``state_ids`` (the
-    committed state), ``version``. For projections that must move with the
-    caller's transaction (the ``StatechartField`` columns use it); side
-    effects belong in ``post_transition``.
+    committed state), ``version``. For your own projections that must move
+    with the caller's transaction (a ``StatechartField``'s row has moved
+    already: its block writes it before the signal); side effects belong in
+    ``post_transition``.
 
 Keyword arguments of both transition signals: ``machine`` (registered name), ``key``,
 ``event`` (type), ``payload`` (as sent, not redacted), ``actor``,
@@ -39,23 +39,9 @@ the receiver (``if machine == "order"``) rather than with ``sender=``.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-
-from django.db import DEFAULT_DB_ALIAS
 from django.dispatch import Signal
 
-__all__ = ["commit_database", "post_commit", "post_transition", "pre_transition", "signal_database"]
-
-#: The database whose transaction ``post_transition`` waits for, when set
-#: (``None``: the default database). A ``StatechartField`` sets it to its
-#: row's database around its blocks.
-signal_database: ContextVar[str | None] = ContextVar("xsm_signal_database", default=None)
-
-
-def commit_database() -> str:
-    """The database of :data:`signal_database`, or the default one."""
-    return signal_database.get() or DEFAULT_DB_ALIAS
-
+__all__ = ["post_commit", "post_transition", "pre_transition"]
 
 pre_transition = Signal()
 post_commit = Signal()

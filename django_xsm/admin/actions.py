@@ -37,7 +37,7 @@ from django_xsm.middleware import get_request_info
 from django_xsm.models import PERM_FIRE, PERM_FORGET, PERM_SEND, PERM_VIEW
 from django_xsm.persistence.payloads import payload_size
 from django_xsm.persistence.records import StoredRecord
-from django_xsm.registry import InstanceDoesNotExist, MachineEntry
+from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 from .diagram import describe_transition
 from .support import (
@@ -364,7 +364,7 @@ class ActionViews(PageMixin):
         force = request.POST.get("force") in ("1", "on", "true")
         # The admin acts, not the background timer loop: the transition log
         # names the admin user (``actor=`` replaces the scanner's xsm:timer).
-        result = backend.get_scanner().fire(key, force=force, actor=actor_of(request))
+        result = backend.get_scanner(machines).fire(key, force=force, actor=actor_of(request))
         kind = "every armed timer" if force else "due timers"
         text = f"Fired {kind}: {result.fired} fired"
         if result.stale:

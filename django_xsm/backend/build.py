@@ -30,9 +30,11 @@ commits in one (docs/redis.md#round-trips). Async views get the same objects on 
 the loop that opened them; an ASGI server runs one loop per process).
 Everything is rebuilt when the settings change (``conf.on_reset``).
 
-The registered machines come from the registry, which hands itself over
-with :func:`use_machines` when it is imported (this package never imports
-it): the timer scanner runs them and the transition plugin names them.
+The registered machines come from the registry, handed down by its caller:
+the app's start-up (``XsmConfig.ready()``) calls :func:`use_machines` once
+(this package never imports the registry, and the registry does not
+reach down into it), and :func:`get_scanner` takes them as an argument
+too. The timer scanner runs them and the transition plugin names them.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class MachineDirectory(Protocol):
     def by_machine_id(self) -> dict[str, Machine]: ...
 
     def name_for_machine_id(self, machine_id: str) -> str | None: ...
+
+    def writers(self) -> tuple[Plugin, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +175,8 @@ def clock_is_set() -> bool:
 
 
 def use_machines(directory: MachineDirectory) -> None:
-    """Make ``directory`` the registered machines of this process."""
+    """Make ``directory`` the registered machines of this process (called
+    by ``XsmConfig.ready()`` with the registry)."""
     global _machines
     _machines = directory
 
@@ -450,18 +455,26 @@ def lock_strategy(lock: str | LockStrategy | None = None) -> LockStrategy:
     )
 
 
-def get_scanner(*, lock: str | LockStrategy | None = None, key_prefix: str = "") -> DueTimerScanner:
-    """A due-timer scanner over every registered machine, with the same
+def get_scanner(
+    directory: MachineDirectory | None = None,
+    *,
+    lock: str | LockStrategy | None = None,
+    key_prefix: str = "",
+) -> DueTimerScanner:
+    """A due-timer scanner over every machine of ``directory`` (the
+    registry; None: the one the app's start-up handed over), with the same
     plugins as views (timer fires are audited, signalled and logged with
-    the actor ``xsm:timer``) and the ``TIMERS`` retry policy; ``key_prefix``
-    limits it to keys starting with that text (literally)."""
+    the actor ``xsm:timer``), the directory's model projection writers (a
+    fire moves the row its key names) and the ``TIMERS`` retry policy;
+    ``key_prefix`` limits it to keys starting with that text (literally)."""
     backend = get_backend()
     timers = conf.get_settings().timers
-    machines: Mapping[str, Machine] = _directory().by_machine_id()
+    found = directory if directory is not None else _directory()
+    machines: Mapping[str, Machine] = found.by_machine_id()
     return DueTimerScanner(
         backend.store,
         machines,
-        plugins=backend.plugins,
+        plugins=(*found.writers(), *backend.plugins),
         lock=lock_strategy(lock),
         max_attempts=timers.max_attempts,
         backoff_s=timers.backoff_s,

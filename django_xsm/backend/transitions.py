@@ -9,9 +9,11 @@ event it:
 * sends ``pre_transition`` before the engine runs it (a receiver may raise
   to refuse it);
 * after the commit is durable, writes one log line per accepted event to
-  the ``django_xsm.transitions`` logger (INFO) and sends
-  ``post_transition`` once the database transaction commits
-  (``transaction.on_commit``; right away outside a transaction);
+  the ``django_xsm.transitions`` logger (INFO), sends ``post_commit``
+  (inside the caller's database transaction) and ``post_transition`` once
+  that transaction commits (``transaction.on_commit`` of the plugin's
+  database, ``"default"`` unless the block was given one with
+  :meth:`TransitionPlugin.using`; right away outside a transaction);
 * logs an event the current state did not take (``send()`` without
   ``strict``) at INFO with ``accepted: false`` right away, since nothing
   will be committed for it. Strict refusals raise
@@ -35,12 +37,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 
 from django_xsm.persistence import Plugin
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.records import CommitResult
-from django_xsm.signals import commit_database, post_commit, post_transition, pre_transition
+from django_xsm.signals import post_commit, post_transition, pre_transition
 
 __all__ = ["JsonFormatter", "TransitionPlugin", "log_refused"]
 
@@ -150,11 +152,15 @@ class TransitionPlugin(Plugin):
     itself is used for a machine it does not know). One instance may serve
     many blocks at once (the backend shares it): per-block state is kept in
     weak dictionaries keyed by the block, so an aborted block leaves nothing
-    behind.
+    behind. ``database``: the one whose transaction ``post_transition``
+    waits for.
     """
 
-    def __init__(self, name_of: Callable[[str], str | None]) -> None:
+    def __init__(
+        self, name_of: Callable[[str], str | None], *, database: str = DEFAULT_DB_ALIAS
+    ) -> None:
         self._name_of = name_of
+        self.database = database
         self._lock = threading.Lock()
         self._current: weakref.WeakKeyDictionary[PersistedInstance, _Pending] = (
             weakref.WeakKeyDictionary()
@@ -168,6 +174,13 @@ class TransitionPlugin(Plugin):
         self._deferred_commit: weakref.WeakKeyDictionary[PersistedInstance, dict[str, Any]] = (
             weakref.WeakKeyDictionary()
         )
+
+    def using(self, database: str) -> TransitionPlugin:
+        """This plugin for blocks whose ``post_transition`` waits for the
+        transaction of ``database`` (a model row's blocks: the row's)."""
+        if database == self.database:
+            return self
+        return TransitionPlugin(self._name_of, database=database)
 
     def machine_name(self, block: PersistedInstance) -> str:
         """The registered name of the block's machine (its id if unregistered)."""
@@ -225,7 +238,7 @@ class TransitionPlugin(Plugin):
                 self._deferred_commit[block] = committed
         else:
             # Now, inside the caller's database transaction (if any): a
-            # projection moves, or rolls back, with it.
+            # user's projection moves, or rolls back, with it.
             post_commit.send_robust(sender=name, **committed)
         for index, item in enumerate(items):
             seq = result.first_seq + index if result.first_seq else 0
@@ -255,7 +268,8 @@ class TransitionPlugin(Plugin):
                 # on_commit: inside a database transaction that later rolls
                 # back, receivers must not have acted on a ghost state.
                 _when_committed(
-                    functools.partial(post_transition.send_robust, fields["machine"], **kwargs)
+                    functools.partial(post_transition.send_robust, fields["machine"], **kwargs),
+                    self.database,
                 )
 
     async def aafter_commit(self, block: PersistedInstance, result: CommitResult) -> None:
@@ -277,12 +291,11 @@ class TransitionPlugin(Plugin):
             await post_transition.asend_robust(sender=kwargs["machine"], **kwargs)
 
 
-def _when_committed(send: Any) -> None:
-    """Run ``send`` once the open database transaction commits, or now when
-    none is open. Outside a transaction the connection is not touched (an
-    app without a database, or code where database access is not allowed,
-    still gets its signals)."""
-    using = commit_database()
+def _when_committed(send: Any, using: str) -> None:
+    """Run ``send`` once the open transaction of ``using`` commits, or now
+    when none is open. Outside a transaction the connection is not touched
+    (an app without a database, or code where database access is not
+    allowed, still gets its signals)."""
     if transaction.get_connection(using).in_atomic_block:
         transaction.on_commit(send, using=using)
     else:

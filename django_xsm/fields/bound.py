@@ -9,8 +9,10 @@ the Redis-held instance::
     with order.status.open(actor="alice") as block:          # several events, one commit
         block.send("ADD"); block.send("PAY")
 
-Every commit moves the row's projection forward (one fenced SQL UPDATE in
-the caller's transaction); every read that finds Redis ahead of the row
+Every commit moves the row's projection forward: the block is handed the
+row's :class:`~django_xsm.fields.projection.RowWriter`, which writes one
+fenced SQL UPDATE in the caller's transaction right after the Redis
+commit; every read that finds Redis ahead of the row
 repairs the row the same way. Hold the bound value (``s = order.status``)
 to read several things from one load; :meth:`BoundStatechart.refresh`
 loads again.
@@ -33,17 +35,16 @@ from django_xsm.managers import checked_event
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.registry import machines
-from django_xsm.signals import signal_database
 
 from .events import AvailableEvent, available_events
 from .keys import FieldSpec, instance_key
 from .projection import (
     RowMove,
+    RowWriter,
     aadvance_row,
     advance_row,
     field_move,
     project_value,
-    projecting_row,
 )
 
 if TYPE_CHECKING:
@@ -231,43 +232,36 @@ class BoundStatechart:
     @contextlib.contextmanager
     def open(self, **options: Any) -> Iterator[Any]:
         """``with order.status.open(actor=...) as block:`` — one ``persisted()``
-        block (options as ``machines[...].objects.open``); the row moves
-        forward with the commit (``post_commit``, in the caller's
-        transaction), and a block that committed nothing still repairs a
-        row that lagged behind what it loaded."""
+        block (options as ``machines[...].objects.open``), handed this row's
+        writer: the commit moves the row forward, in the caller's
+        transaction, and ``post_transition`` waits for the row's database.
+        A block that committed nothing still repairs a row that lagged
+        behind what it loaded."""
         key = self.key  # before any I/O: an unsaved row has no key
-        # post_transition waits for the commit of the row's database, and
-        # the commit's projection moves this row.
-        tokens = (signal_database.set(self._database), projecting_row.set((self.field, self.row)))
-        try:
-            with self.entry.objects.open(key, **options) as block:
-                yield block
-        finally:
-            projecting_row.reset(tokens[1])
-            signal_database.reset(tokens[0])
+        with self.entry.objects.open(key, **self._row_options(options)) as block:
+            yield block
         self._view = _UNLOADED  # the next read loads what was committed
-        state, version = project_value(block.value), block.version
-        if block.committed is not None:
-            self._set_row(state, version, committed=True)  # post_commit wrote it
-        else:
-            self._advance(state, version)
+        if block.committed is None:
+            self._advance(project_value(block.value), block.version)
 
     @contextlib.asynccontextmanager
     async def aopen(self, **options: Any) -> AsyncIterator[Any]:
         """The asyncio twin of :meth:`open`."""
         key = self.key
-        token = projecting_row.set((self.field, self.row))
-        try:
-            async with self.entry.objects.aopen(key, **options) as block:
-                yield block
-        finally:
-            projecting_row.reset(token)
+        async with self.entry.objects.aopen(key, **self._row_options(options)) as block:
+            yield block
         self._view = _UNLOADED
-        state, version = project_value(block.value), block.version
-        if block.committed is not None:
-            self._set_row(state, version, committed=True)
-        else:
-            await self._aadvance(state, version)
+        if block.committed is None:
+            await self._aadvance(project_value(block.value), block.version)
+
+    def _row_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        using = self._database
+        writer = RowWriter(self.field, self.row, using, self._committed)
+        return {**options, "projection": writer, "database": using}
+
+    def _committed(self, state: str, version: int) -> None:
+        """The row's writer moved the row after a commit (see ``_unconfirmed``)."""
+        self._set_row(state, version, committed=True)
 
     def send(self, event: Any, /, **kwargs: Any) -> Any:
         """Send one event in its own block; returns the receipt. Options as

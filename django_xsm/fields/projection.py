@@ -8,56 +8,59 @@ only ever moved forward: every write is one ``UPDATE ... WHERE <lookup>
 AND <version> < %s``, so two workers whose updates land in any order can
 never move it backwards.
 
-Every commit of a Django-layer block sends ``post_commit`` (inside the
-caller's database transaction); :func:`project_commit` moves the row the
-commit belongs to: the row a ``BoundStatechart`` block runs for, or, for
-commits made elsewhere (the timer scanner, the admin, ``objects.send``),
-the row found from the key when the field's key template has a single
-placeholder (``"order:{pk}"``: the key names the row).
+The block that commits is handed its writer explicitly, as one of its
+plugins: it writes once, right after the Redis commit, inside the
+caller's database transaction (before ``post_commit`` and
+``post_transition``):
+
+* :class:`RowWriter` — the row a ``BoundStatechart`` block runs for
+  (``order.status.send()``, ``@stateful_view(model=...)``); it moves that
+  row, in that row's database, and the row object with it;
+* :class:`KeyedRowWriter` — one per ``StatechartField`` whose key template
+  has a single placeholder (``"order:{pk}"``: the key names the row). The
+  registry hands them to the blocks that commit without the row at hand
+  (``objects.send``, the admin, the timer scanner).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Iterator
 from typing import Any, TypedDict, Unpack
 
+from asgiref.sync import sync_to_async
 from django.db import DatabaseError, models, router, transaction
 
-from django_xsm.signals import post_commit
+from django_xsm.persistence import Plugin
+from django_xsm.persistence.block import PersistedInstance
+from django_xsm.persistence.records import CommitResult
+from django_xsm.registry import machines
 
-from .keys import FieldSpec, instance_key, row_lookup
+from .keys import FieldSpec, key_pattern, row_lookup
 
 logger = logging.getLogger("django_xsm.fields")
 
 __all__ = [
+    "KeyedRowWriter",
     "RowMove",
+    "RowWriter",
     "aadvance_row",
     "advance_row",
     "column_value",
     "field_move",
     "leaf_paths",
-    "project_commit",
     "project_value",
-    "projecting_row",
     "register_field",
 ]
 
-#: The (field, row) a ``BoundStatechart`` block runs for: its commit moves
-#: that row, in that row's database.
-projecting_row: ContextVar[tuple[FieldSpec, models.Model] | None] = ContextVar(
-    "xsm_projecting_row", default=None
-)
-
-#: machine name -> the StatechartFields of installed models that use it
-_FIELDS: dict[str, list[FieldSpec]] = {}
-
 
 def register_field(field: FieldSpec) -> None:
-    """Called by a StatechartField on a concrete, installed model: commits
-    of its machine made anywhere then move its rows."""
-    _FIELDS.setdefault(field.machine_name, []).append(field)
+    """Called by a StatechartField on a concrete, installed model: when its
+    key template names one row, the registry gets a
+    :class:`KeyedRowWriter` for it, which it hands to the blocks of the
+    field's machine that commit without the row at hand."""
+    if len(key_pattern(field.key_template)[1]) == 1:
+        machines.add_writer(field.machine_name, KeyedRowWriter(field))
 
 
 def leaf_paths(value: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -205,24 +208,74 @@ def _move(model: type[models.Model], lookup: Any, move: RowMove) -> None:
         )
 
 
-def project_commit(
-    sender: Any, *, machine: str, key: str, value: Any, version: int, **kwargs: Any
-) -> None:
-    """``post_commit`` receiver: move the row(s) the commit belongs to."""
-    state = project_value(value)
-    bound = projecting_row.get()
-    if bound is not None:
-        field, row = bound
-        if field.machine_name == machine and instance_key(row, field) == key:
-            using = row._state.db or router.db_for_write(type(row))
-            _move(type(row), row.pk, field_move(field, state, version, using))
+class RowWriter(Plugin):
+    """The one writer of one row's projection for one block: after the
+    block's Redis commit it moves the row (one fenced ``UPDATE`` in a
+    savepoint of the caller's transaction, in the row's database) and the
+    row object with it. ``moved`` is called with ``(state, version)`` once
+    the row object should show them (the bound value keeps its bookkeeping
+    there)."""
+
+    __slots__ = ("field", "moved", "row", "using")
+
+    def __init__(
+        self,
+        field: FieldSpec,
+        row: models.Model,
+        using: str,
+        moved: Callable[[str, int], None],
+    ) -> None:
+        self.field = field
+        self.row = row
+        self.using = using
+        self.moved = moved
+
+    def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        if not block.is_async:  # an async block's write runs off the event loop
+            self._write(project_value(block.value), result.version)
+
+    async def aafter_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        await sync_to_async(self._write)(project_value(block.value), result.version)
+
+    def _write(self, state: str, version: int) -> None:
+        _move(type(self.row), self.row.pk, field_move(self.field, state, version, self.using))
+        self.moved(state, version)
+
+
+class KeyedRowWriter(Plugin):
+    """The writer of the rows of one field whose key template has a single
+    placeholder, for blocks that commit without the row at hand: the key
+    names the row (:func:`~django_xsm.fields.keys.row_lookup`), moved in
+    the database ``router.db_for_write()`` gives. Blocks of another machine
+    (the timer scanner runs them all with one set of plugins) are left
+    alone."""
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: FieldSpec) -> None:
+        self.field = field
+
+    def _lookup(self, block: PersistedInstance) -> dict[str, Any] | None:
+        entry = machines.get(self.field.machine_name)
+        if entry is None or getattr(block.machine, "id", None) != entry.machine.id:
+            return None
+        return row_lookup(self.field, block.key)  # None unless the key is exactly a row's
+
+    def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        if block.is_async:  # an async block's write runs off the event loop
             return
-    for field in _FIELDS.get(machine, ()):
-        lookup = row_lookup(field, key)  # None unless the key is exactly a row's
-        if lookup is None:
-            continue
-        model = field.model
-        _move(model, lookup, field_move(field, state, version, router.db_for_write(model)))
+        lookup = self._lookup(block)
+        if lookup is not None:
+            self._write(lookup, project_value(block.value), result.version)
 
+    async def aafter_commit(self, block: PersistedInstance, result: CommitResult) -> None:
+        lookup = self._lookup(block)  # no I/O: found on the event loop
+        if lookup is not None:
+            await sync_to_async(self._write)(lookup, project_value(block.value), result.version)
 
-post_commit.connect(project_commit, dispatch_uid="django_xsm.fields.projection")
+    def _write(self, lookup: dict[str, Any], state: str, version: int) -> None:
+        model = self.field.model
+        _move(model, lookup, field_move(self.field, state, version, router.db_for_write(model)))
+
+    def __repr__(self) -> str:
+        return f"<KeyedRowWriter {self.field.model._meta.label}.{self.field.name}>"

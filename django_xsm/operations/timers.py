@@ -106,7 +106,7 @@ def due_timers(
     """What a scan would fire now (``xsm_scan_timers --dry-run``), earliest
     first; fires nothing."""
     entry = machine_entry(machine)
-    scanner = scanner or backend.get_scanner(key_prefix=key_prefix)
+    scanner = scanner or backend.get_scanner(machines, key_prefix=key_prefix)
     now = scanner.clock()
     rows, found = _due(scanner, entry, now, limit, ids=True)
     return [DueTimer(k, _owner_name(found, k), d, now - d) for k, d in rows]
@@ -140,7 +140,7 @@ def redrive_timers(keys: list[str]) -> dict[str, bool]:
     """Give the dead-lettered timers of ``keys`` their attempts back
     (``xsm_scan_timers --redrive``): the next scan fires them again. Maps
     each key to whether it had a dead timer that was redriven."""
-    scanner = backend.get_scanner()
+    scanner = backend.get_scanner(machines)
     return {key: scanner.redrive(key) for key in dict.fromkeys(keys)}
 
 
@@ -160,7 +160,7 @@ def scan_timers(
     instance. Each deadline fires at most once however many scanners run
     (``DueTimerScanner.fire``); ``StoreUnavailableError`` propagates."""
     entry = machine_entry(machine)
-    scanner = scanner or backend.get_scanner(lock=lock, key_prefix=key_prefix)
+    scanner = scanner or backend.get_scanner(machines, lock=lock, key_prefix=key_prefix)
     result = ScanResult()
     rows, _ = _due(scanner, entry, scanner.clock(), limit, ids=False)
     for key, _due_ms in rows:

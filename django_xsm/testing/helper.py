@@ -31,6 +31,7 @@ from django_xsm.persistence.base import system_clock_ms
 from django_xsm.persistence.outbox import OutboxEntry
 from django_xsm.persistence.records import TransitionRecord
 from django_xsm.redis import OutboxLease
+from django_xsm.registry import machines
 
 from .clock import TestClock, milliseconds
 from .commits import CommitCallbacks
@@ -189,7 +190,7 @@ class Xsm:
         Nothing sleeps."""
         clock = self._running()
         target = clock.later(milliseconds(seconds))  # checked before anything fires
-        scanner = backend.get_scanner()
+        scanner = backend.get_scanner(machines)
         start, fired, same_time = clock.now_ms, 0, 0
         while True:
             due = scanner.due(target, limit=1)

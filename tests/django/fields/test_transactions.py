@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import transaction
+from asgiref.sync import async_to_sync
+from django.db import connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from django_xsm.fields.projection import advance_row
 from django_xsm.registry import machines
-from django_xsm.signals import post_transition
+from django_xsm.signals import post_commit, post_transition
 from tests.django.fields.conftest import DB_ALIASES
 from tests.django.fields.test_field import row_in_db
 from tests.fieldapp.models import Order, SlugOrder
@@ -142,3 +144,68 @@ def test_commits_made_outside_the_field_move_the_row_too(alias: str, backend: An
     # row lags, as after any rollback, until a read or the reconciler)
     fresh = Order.objects.using(alias).get(pk=order.pk)
     assert fresh.status.value == "shipped" and fresh.status_version == 3
+
+
+class _SeenAtPostCommit:
+    """A ``post_commit`` receiver that reads the row with SQL when called."""
+
+    def __init__(self, alias: str, pk: Any) -> None:
+        self.alias, self.pk = alias, pk
+        self.rows: list[tuple[int, tuple[str, int]]] = []
+
+    def __call__(self, sender: Any, **kw: Any) -> None:
+        self.rows.append((kw["version"], row_in_db(Order, self.pk, self.alias)))
+
+
+def test_the_row_is_written_by_its_block_before_post_commit(alias: str, backend: Any) -> None:
+    """The projection is the block's own writer, not a post_commit receiver:
+    the package connects none, and the public signal still comes once per
+    commit, when the row has moved already; one UPDATE of the row per
+    commit."""
+    assert not post_commit.has_listeners()
+    order = Order.objects.using(alias).create()  # its instance is created: v1
+    seen = _SeenAtPostCommit(alias, order.pk)
+    post_commit.connect(seen, weak=False)
+    try:
+        with CaptureQueriesContext(connections[alias]) as queries:
+            order.status.send("ADD")
+        with order.status.open() as block:
+            block.send("PAY_ANYWAY")
+            block.send("SHIP")
+    finally:
+        post_commit.disconnect(seen)
+    assert seen.rows == [(2, ("cart", 2)), (3, ("shipped", 3))]
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    assert len(updates) == 1 and Order._meta.db_table in updates[0]
+    assert order.status == "shipped" and order.status_version == 3  # the row object too
+
+
+def test_an_async_block_writes_its_row_before_post_commit(alias: str, backend: Any) -> None:
+    order = Order.objects.using(alias).create()
+    seen = _SeenAtPostCommit(alias, order.pk)
+
+    async def send() -> None:
+        await order.status.asend("ADD")
+
+    post_commit.connect(seen, weak=False)
+    try:
+        async_to_sync(send)()
+    finally:
+        post_commit.disconnect(seen)
+    assert seen.rows == [(2, ("cart", 2))]
+    assert order.status == "cart" and order.status_version == 2
+
+
+def test_an_async_block_opened_without_the_row_moves_it_too(alias: str, backend: Any) -> None:
+    order = Order.objects.using(alias).create()
+    key = order.status.key
+
+    async def send() -> None:
+        async with machines["shop"].objects.aopen(key) as block:
+            await block.asend("PAY_ANYWAY")
+
+    async_to_sync(send)()
+    if alias == "default":  # the router sends the row's UPDATE to the default database
+        assert row_in_db(Order, order.pk, alias) == ("paid", 2)
+    else:
+        assert row_in_db(Order, order.pk, alias) == ("cart", 1)
