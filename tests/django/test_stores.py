@@ -310,7 +310,7 @@ def test_lock_strategy(xsm: Any):
     assert isinstance(adaptive, AdaptiveLock) and not adaptive.pessimistic
     assert isinstance(adaptive.for_attempt(0), OptimisticLock)
     queued = adaptive.for_attempt(1)
-    assert isinstance(queued, PessimisticLock) and queued.timeout == 1.0
+    assert isinstance(queued, PessimisticLock) and queued.timeout == 0.2  # LOCK_TIMEOUT_S
     xsm(LOCK_TIMEOUT_S=0.3)
     assert stores.lock_strategy("adaptive").for_attempt(2).timeout == 0.3
     xsm(LOCK="pessimistic", LOCK_TIMEOUT_S=0.7)
