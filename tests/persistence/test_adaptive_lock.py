@@ -150,7 +150,7 @@ def test_hot_key_threads_all_get_through_in_two_attempts_at_most(b: Backends) ->
     assert b.store.lock_holder("o:1") is None
 
 
-def test_giving_up_after_queued_attempts_says_how_many(b: Backends) -> None:
+def test_giving_up_after_queued_attempts_says_how_many() -> None:
     calls: list[Any] = []
 
     def never(lock: Any) -> None:
