@@ -183,15 +183,16 @@ def retry_on_conflict(
     a conflict); an attempt that queues for the lock is not also delayed.
     """
     delays = backoff_delays(attempts, base_s=base_s, max_s=max_s)
+    last = len(delays)
     for n, delay in enumerate(delays):
-        try:
-            return _call(fn, lock, n)
+        try:  # called here, not through a helper: one frame less under the view
+            return fn() if lock is None else fn(lock.for_attempt(n))
         except retry_on:
             time.sleep(_pause(delay, lock, n + 1))
     try:
-        return _call(fn, lock, len(delays))
+        return fn() if lock is None else fn(lock.for_attempt(last))
     except ConflictError as exc:
-        raise _gave_up(exc, len(delays) + 1) from exc
+        raise _gave_up(exc, last + 1) from exc
 
 
 @overload
@@ -226,20 +227,16 @@ async def aretry_on_conflict(
     import asyncio  # deferred: asyncio costs ~20 ms to import
 
     delays = backoff_delays(attempts, base_s=base_s, max_s=max_s)
+    last = len(delays)
     for n, delay in enumerate(delays):
         try:
-            return await _call(fn, lock, n)
+            return await (fn() if lock is None else fn(lock.for_attempt(n)))
         except retry_on:
             await asyncio.sleep(_pause(delay, lock, n + 1))
     try:
-        return await _call(fn, lock, len(delays))
+        return await (fn() if lock is None else fn(lock.for_attempt(last)))
     except ConflictError as exc:
-        raise _gave_up(exc, len(delays) + 1) from exc
-
-
-def _call(fn: Callable[..., T], lock: LockStrategy | None, attempt: int) -> T:
-    """Attempt number ``attempt`` of ``fn``: given its strategy with ``lock``."""
-    return fn() if lock is None else fn(lock.for_attempt(attempt))
+        raise _gave_up(exc, last + 1) from exc
 
 
 def _pause(delay: float, lock: LockStrategy | None, attempt: int) -> float:
