@@ -53,7 +53,7 @@ from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.db import models, router, transaction
 from django.http import HttpRequest, HttpResponseBase
 
-from django_xsm import conf, http
+from django_xsm import backend, conf, http
 from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError, brief
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
@@ -269,12 +269,14 @@ def stateful_view(
 
     ``key``: a template over the URL kwargs (``"order:{order_id}"``) or a
     callable ``(request, *args, **kwargs) -> str``. ``create=False``: 404
-    when the instance does not exist. ``lock``: ``"optimistic"``,
-    ``"pessimistic"``, a strategy, or None for ``XSM['LOCK']``. ``strict``:
+    when the instance does not exist. ``lock``: ``"adaptive"``,
+    ``"optimistic"``, ``"pessimistic"``, a strategy, or None for
+    ``XSM['LOCK']`` (adaptive by default: the first attempt takes no lock,
+    a re-run after a conflict waits in the lock's queue). ``strict``:
     refuse (409) events the current state does not take. ``idempotent``:
     methods that require an ``Idempotency-Key`` (None: the setting; True:
-    every unsafe method; False: none). ``retries``: optimistic conflict
-    re-runs (None: ``CONFLICT_RETRIES``).
+    every unsafe method; False: none). ``retries``: conflict re-runs
+    (None: ``CONFLICT_RETRIES``).
 
     The view is called as ``view(request, *args, instance=block, **kwargs)``.
 
@@ -290,10 +292,13 @@ def stateful_view(
     build_key = _key_builder(key) if binding is None and key is not None else None
     required = _methods(idempotent)
     if not (
-        lock is None or isinstance(lock, LockStrategy) or lock in ("optimistic", "pessimistic")
+        lock is None
+        or isinstance(lock, LockStrategy)
+        or lock in ("adaptive", "optimistic", "pessimistic")
     ):
         raise ImproperlyConfigured(
-            f"stateful_view(lock={brief(lock)}): use 'optimistic', 'pessimistic' or a LockStrategy"
+            f"stateful_view(lock={brief(lock)}): "
+            "use 'adaptive', 'optimistic', 'pessimistic' or a LockStrategy"
         )
     if retries is not None and (
         isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
@@ -331,7 +336,7 @@ def stateful_view(
         fingerprint = http.request_fingerprint(request) if idem is not None else ""
         return _Call(entry, instance_key, info, idem, fingerprint)
 
-    def options(call: _Call) -> OpenOptions:
+    def options(call: _Call, strategy: LockStrategy) -> OpenOptions:
         return {
             "actor": call.info.actor,
             "idempotency_key": call.idempotency_key,
@@ -339,7 +344,7 @@ def stateful_view(
             "principal": call.info.principal if call.idempotency_key is not None else "",
             "create": create,
             "strict": strict,
-            "lock": lock,
+            "lock": strategy,
             "correlation_id": call.info.correlation_id,
         }
 
@@ -381,12 +386,13 @@ def stateful_view(
                         return call
                     extra = {"row": row} if binding is not None else {}
 
-                    async def attempt() -> HttpResponseBase:
+                    async def attempt(strategy: LockStrategy) -> HttpResponseBase:
                         opened: contextlib.AbstractAsyncContextManager[Any]
+                        opts = options(call, strategy)
                         if binding is not None and row is not None:
-                            opened = binding.statechart(row).aopen(**options(call))
+                            opened = binding.statechart(row).aopen(**opts)
                         else:
-                            opened = call.entry.objects.aopen(call.key, **options(call))
+                            opened = call.entry.objects.aopen(call.key, **opts)
                         async with opened as block:
                             if block.duplicate:
                                 return http.replay_response(block.replayed_result, request)
@@ -395,7 +401,9 @@ def stateful_view(
                             )
                             return remember(block, call, response, view)
 
-                    return await aretry_on_conflict(attempt, attempts=attempts())
+                    return await aretry_on_conflict(
+                        attempt, attempts=attempts(), lock=backend.lock_strategy(lock)
+                    )
                 except XsmError as exc:
                     return _error_response(exc, request)
                 except RequestDataTooBig:  # the fingerprint's or the view's request.body
@@ -412,12 +420,13 @@ def stateful_view(
                     return call
                 extra = {"row": row} if binding is not None else {}
 
-                def attempt() -> HttpResponseBase:
+                def attempt(strategy: LockStrategy) -> HttpResponseBase:
                     opened: contextlib.AbstractContextManager[Any]
+                    opts = options(call, strategy)
                     if binding is not None and row is not None:
-                        opened = binding.statechart(row).open(**options(call))
+                        opened = binding.statechart(row).open(**opts)
                     else:
-                        opened = call.entry.objects.open(call.key, **options(call))
+                        opened = call.entry.objects.open(call.key, **opts)
                     with _row_transaction(row), opened as block:
                         if block.duplicate:
                             return http.replay_response(block.replayed_result, request)
@@ -426,7 +435,9 @@ def stateful_view(
                         )
                         return remember(block, call, response, view)
 
-                return retry_on_conflict(attempt, attempts=attempts())
+                return retry_on_conflict(
+                    attempt, attempts=attempts(), lock=backend.lock_strategy(lock)
+                )
             except XsmError as exc:
                 return _error_response(exc, request)
             except RequestDataTooBig:  # the fingerprint's or the view's request.body

@@ -287,8 +287,10 @@ class InstanceManager:
         database whose transaction ``post_transition`` waits for (default:
         ``"default"``).
         ``create=False`` raises :class:`InstanceDoesNotExist` for a missing
-        key. ``lock``: ``"optimistic"``, ``"pessimistic"``, a strategy, or
-        None (setting).
+        key. ``lock``: ``"adaptive"``, ``"optimistic"``, ``"pessimistic"``, a
+        strategy, or None (setting); one block takes no lock with
+        ``"adaptive"`` (it is the conflict retry of ``send()`` and
+        ``@stateful_view`` that queues after a conflict).
         """
         found = backend.get_backend()
         return _Block(self.entry, key, **self._options(found.store, found.plugins, options))
@@ -326,7 +328,7 @@ class InstanceManager:
         self.entry.machine.check_sendable(etype)
         fingerprint = event_fingerprint(etype, data) if idempotency_key else ""
 
-        def attempt() -> Any:
+        def attempt(strategy: LockStrategy) -> Any:
             with self.open(
                 key,
                 actor=actor,
@@ -335,12 +337,16 @@ class InstanceManager:
                 principal=principal,
                 create=create,
                 strict=strict,
-                lock=lock,
+                lock=strategy,
                 correlation_id=correlation_id,
             ) as block:
                 return block.send(etype, reason=reason, **data)
 
-        return retry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
+        return retry_on_conflict(
+            attempt,
+            attempts=1 + conf.get_settings().conflict_retries,
+            lock=backend.lock_strategy(lock),
+        )
 
     def owns(self, record: StoredRecord) -> bool:
         """False when ``record`` belongs to another machine (a record that

@@ -82,7 +82,17 @@ def stacks() -> dict[str, Stack]:
                 b,
                 "gunicorn",
                 "site_xsm.wsgi:application",
-                label="django-xsm, sync view, gunicorn 2 sync workers",
+                label="django-xsm, sync view, default settings (lock 'adaptive'), "
+                "gunicorn 2 sync workers",
+            ),
+            Stack(
+                "xsm-optimistic",
+                "xsm",
+                b,
+                "gunicorn",
+                "site_xsm.wsgi:application",
+                env={"BENCH_LOCK": "optimistic"},
+                label="django-xsm, sync view, lock='optimistic', gunicorn 2 sync workers",
             ),
             Stack(
                 "xsm-async",

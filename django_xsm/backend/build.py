@@ -53,6 +53,7 @@ from django_xsm import conf
 from django_xsm.engine import Machine
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
 from django_xsm.persistence import (
+    AdaptiveLock,
     AuditPlugin,
     DueTimerScanner,
     IdempotencyPlugin,
@@ -432,17 +433,20 @@ def get_outbox() -> RedisOutbox:
 
 
 def lock_strategy(lock: str | LockStrategy | None = None) -> LockStrategy:
-    """``"optimistic"``, ``"pessimistic"``, a strategy, or None (the
-    ``LOCK`` setting) as a lock strategy; pessimistic locks wait at most
-    ``LOCK_TIMEOUT_S`` and hold for the store's ``LOCK_TTL_MS``."""
+    """``"adaptive"``, ``"optimistic"``, ``"pessimistic"``, a strategy, or
+    None (the ``LOCK`` setting) as a lock strategy; the queueing lock (of
+    ``"pessimistic"``, and of an ``"adaptive"`` retry) waits at most
+    ``LOCK_TIMEOUT_S`` and holds for the store's ``LOCK_TTL_MS``."""
     if isinstance(lock, LockStrategy):
         return lock
     if lock is not None and not isinstance(lock, str):
         raise ArgumentTypeError(
-            "lock", lock, expected="'optimistic', 'pessimistic', a LockStrategy or None"
+            "lock", lock, expected="'adaptive', 'optimistic', 'pessimistic', a LockStrategy or None"
         )
     s = conf.get_settings()
     name = s.lock if lock is None else lock
+    if name == "adaptive":
+        return AdaptiveLock(timeout=s.lock_timeout_s)
     if name == "optimistic":
         return OptimisticLock()
     if name == "pessimistic":
@@ -451,7 +455,7 @@ def lock_strategy(lock: str | LockStrategy | None = None) -> LockStrategy:
     raise InvalidConfigError(
         f"Unknown lock {brief(lock)}",
         path="lock",
-        hint="use 'optimistic', 'pessimistic', a LockStrategy or None (XSM['LOCK'])",
+        hint="use 'adaptive', 'optimistic', 'pessimistic', a LockStrategy or None (XSM['LOCK'])",
     )
 
 

@@ -242,7 +242,10 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
             ),
             {},
         ),
-        lock=p.take(lambda: choice(m["LOCK"], ("optimistic", "pessimistic"), "LOCK"), "optimistic"),
+        lock=p.take(
+            lambda: choice(m["LOCK"], ("adaptive", "optimistic", "pessimistic"), "LOCK"),
+            "adaptive",
+        ),
         lock_ttl_ms=p.take(
             lambda: number(m["LOCK_TTL_MS"], "LOCK_TTL_MS", integer=True, minimum=1), 1
         ),

@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDED": None,
     "PREFIX": None,
     "MACHINES": {},
-    "LOCK": "optimistic",
+    "LOCK": "adaptive",
     "LOCK_TTL_MS": 30_000,
     "LOCK_TIMEOUT_S": 1.0,
     "CONFLICT_RETRIES": 3,

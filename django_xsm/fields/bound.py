@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 from django.db import models, router
 from django.urls import reverse
 
-from django_xsm import conf
+from django_xsm import backend, conf
 from django_xsm.engine import Machine, to_event
 from django_xsm.exceptions import InstanceNotFoundError, UnsavedInstanceError
 from django_xsm.managers import checked_event
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.idempotency import event_fingerprint
+from django_xsm.persistence.locks import LockStrategy
 from django_xsm.registry import machines
 
 from .events import AvailableEvent, available_events
@@ -268,22 +269,26 @@ class BoundStatechart:
         ``machines[...].objects.send`` (``actor``, ``idempotency_key``,
         ``reason``, ``strict``, ``lock``...); conflicts are retried."""
         opts, send_kwargs = self._split(event, kwargs)
+        strategy = backend.lock_strategy(opts.pop("lock", None))
 
-        def attempt() -> Any:
-            with self.open(**opts) as block:
+        def attempt(lock: LockStrategy) -> Any:
+            with self.open(**opts, lock=lock) as block:
                 return block.send(event, **send_kwargs)
 
-        return retry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
+        attempts = 1 + conf.get_settings().conflict_retries
+        return retry_on_conflict(attempt, attempts=attempts, lock=strategy)
 
     async def asend(self, event: Any, /, **kwargs: Any) -> Any:
         """The asyncio twin of :meth:`send`."""
         opts, send_kwargs = self._split(event, kwargs)
+        strategy = backend.lock_strategy(opts.pop("lock", None))
 
-        async def attempt() -> Any:
-            async with self.aopen(**opts) as block:
+        async def attempt(lock: LockStrategy) -> Any:
+            async with self.aopen(**opts, lock=lock) as block:
                 return await block.asend(event, **send_kwargs)
 
-        return await aretry_on_conflict(attempt, attempts=1 + conf.get_settings().conflict_retries)
+        attempts = 1 + conf.get_settings().conflict_retries
+        return await aretry_on_conflict(attempt, attempts=attempts, lock=strategy)
 
     _BLOCK_OPTIONS = ("actor", "idempotency_key", "principal", "strict", "lock", "correlation_id")
 

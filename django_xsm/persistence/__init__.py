@@ -25,6 +25,7 @@ from .block import BlockOptions, PersistedInstance, Plugin, apersisted, persiste
 from .codecs import FernetCodec, JsonCodec
 from .idempotency import IdempotencyPlugin, ReplayedReceipt
 from .locks import (
+    AdaptiveLock,
     OptimisticLock,
     PessimisticLock,
     StoreLock,
@@ -55,6 +56,7 @@ _IN_PROCESS = frozenset({"MemoryInbox", "MemoryLog", "MemoryStore"})
 
 __all__ = [
     "DEFAULT_REDACT",
+    "AdaptiveLock",
     "AsyncInboxStore",
     "AsyncStateStore",
     "AsyncTransitionLogStore",

@@ -1,12 +1,16 @@
 """Lock strategies for ``persisted()`` and the conflict-retry helpers.
 
-Both strategies fence the commit on the version loaded at open, so neither
-can lose an update. :class:`OptimisticLock` (the default) takes no lock:
-concurrent writers find out at commit (``ConflictError``) and retry.
+Every strategy fences the commit on the version loaded at open, so none
+can lose an update. :class:`OptimisticLock` takes no lock: concurrent
+writers find out at commit (``ConflictError``) and retry.
 :class:`PessimisticLock` takes the store's token lock at open (in the same
 step as the load) and fails fast with ``LockTimeoutError``; its commit is
 fenced by the token *and* the version, so a holder that paused past its
 lease loses to the next holder instead of overwriting it.
+:class:`AdaptiveLock` (the settings' default) is optimistic until a
+conflict: the retry helpers, given the strategy, ask it which lock each
+attempt takes (:meth:`LockStrategy.for_attempt`), and a retry after a
+conflict waits in the queue of the token lock instead of racing again.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError, brief
 
 from .base import retry_after_seconds
 
 __all__ = [
+    "AdaptiveLock",
     "AsyncStoreLock",
     "LockStrategy",
     "OptimisticLock",
@@ -45,6 +50,11 @@ class LockStrategy:
 
     def new_token(self) -> str:
         return secrets.token_hex(16) if self.pessimistic else ""
+
+    def for_attempt(self, attempt: int) -> LockStrategy:
+        """The strategy attempt number ``attempt`` (0 first) of a conflict
+        retry takes: this one, except for :class:`AdaptiveLock`."""
+        return self
 
 
 class OptimisticLock(LockStrategy):
@@ -99,11 +109,39 @@ class PessimisticLock(LockStrategy):
         return f"PessimisticLock(timeout={self.timeout:g}, ttl_ms={self.ttl_ms})"
 
 
+class AdaptiveLock(LockStrategy):
+    """Optimistic until a conflict, then queue for the lock.
+
+    The first attempt of a conflict retry takes no lock (an uncontended
+    write costs no lock round trip); every retry after a conflict takes
+    ``PessimisticLock(timeout, ttl_ms=..., poll_s=...)``, so on a hot key
+    the losers wait in the token lock's queue instead of racing again (and
+    writers that meet a held lock at commit conflict and join the queue).
+    A block opened with it on its own, outside ``retry_on_conflict(...,
+    lock=)``, is optimistic: the choice is made per attempt, by the retry.
+    """
+
+    def __init__(
+        self, timeout: float = 1.0, *, ttl_ms: int | None = None, poll_s: float = 0.01
+    ) -> None:
+        self.queued = PessimisticLock(timeout, ttl_ms=ttl_ms, poll_s=poll_s)
+
+    def for_attempt(self, attempt: int) -> LockStrategy:
+        return _NO_LOCK if attempt == 0 else self.queued
+
+    def __repr__(self) -> str:
+        return f"AdaptiveLock(timeout={self.queued.timeout:g}, ttl_ms={self.queued.ttl_ms})"
+
+
+_NO_LOCK = OptimisticLock()
+
+
 def backoff_delays(attempts: int, *, base_s: float = 0.01, max_s: float = 0.5) -> list[float]:
     """Full-jitter exponential backoff delays between ``attempts`` tries."""
     return [random.uniform(0, min(max_s, base_s * 2**i)) for i in range(max(attempts - 1, 0))]
 
 
+@overload
 def retry_on_conflict(
     fn: Callable[[], T],
     *,
@@ -111,6 +149,25 @@ def retry_on_conflict(
     base_s: float = 0.01,
     max_s: float = 0.5,
     retry_on: tuple[type[BaseException], ...] = (ConflictError,),
+) -> T: ...
+@overload
+def retry_on_conflict(
+    fn: Callable[[LockStrategy], T],
+    *,
+    attempts: int = 5,
+    base_s: float = 0.01,
+    max_s: float = 0.5,
+    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
+    lock: LockStrategy,
+) -> T: ...
+def retry_on_conflict(
+    fn: Callable[..., T],
+    *,
+    attempts: int = 5,
+    base_s: float = 0.01,
+    max_s: float = 0.5,
+    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
+    lock: LockStrategy | None = None,
 ) -> T:
     """Call ``fn`` until it does not raise ``ConflictError`` (at most
     ``attempts`` times), sleeping with jittered exponential backoff.
@@ -119,19 +176,26 @@ def retry_on_conflict(
     Actions run again on every attempt: keep side effects idempotent or
     trigger them after the commit. The last conflict is re-raised with
     ``attempts`` set (and said in its message).
+
+    With ``lock``, ``fn`` is called with the strategy of each attempt,
+    ``lock.for_attempt(n)``, to open its block with (an
+    :class:`AdaptiveLock` answers optimistic first, the queueing lock after
+    a conflict); an attempt that queues for the lock is not also delayed.
     """
     delays = backoff_delays(attempts, base_s=base_s, max_s=max_s)
-    for delay in delays:
-        try:
-            return fn()
+    last = len(delays)
+    for n, delay in enumerate(delays):
+        try:  # called here, not through a helper: one frame less under the view
+            return fn() if lock is None else fn(lock.for_attempt(n))
         except retry_on:
-            time.sleep(delay)
+            time.sleep(_pause(delay, lock, n + 1))
     try:
-        return fn()
+        return fn() if lock is None else fn(lock.for_attempt(last))
     except ConflictError as exc:
-        raise _gave_up(exc, len(delays) + 1) from exc
+        raise _gave_up(exc, last + 1) from exc
 
 
+@overload
 async def aretry_on_conflict(
     fn: Callable[[], Awaitable[T]],
     *,
@@ -139,20 +203,46 @@ async def aretry_on_conflict(
     base_s: float = 0.01,
     max_s: float = 0.5,
     retry_on: tuple[type[BaseException], ...] = (ConflictError,),
+) -> T: ...
+@overload
+async def aretry_on_conflict(
+    fn: Callable[[LockStrategy], Awaitable[T]],
+    *,
+    attempts: int = 5,
+    base_s: float = 0.01,
+    max_s: float = 0.5,
+    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
+    lock: LockStrategy,
+) -> T: ...
+async def aretry_on_conflict(
+    fn: Callable[..., Awaitable[T]],
+    *,
+    attempts: int = 5,
+    base_s: float = 0.01,
+    max_s: float = 0.5,
+    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
+    lock: LockStrategy | None = None,
 ) -> T:
     """The asyncio twin of :func:`retry_on_conflict`."""
     import asyncio  # deferred: asyncio costs ~20 ms to import
 
     delays = backoff_delays(attempts, base_s=base_s, max_s=max_s)
-    for delay in delays:
+    last = len(delays)
+    for n, delay in enumerate(delays):
         try:
-            return await fn()
+            return await (fn() if lock is None else fn(lock.for_attempt(n)))
         except retry_on:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(_pause(delay, lock, n + 1))
     try:
-        return await fn()
+        return await (fn() if lock is None else fn(lock.for_attempt(last)))
     except ConflictError as exc:
-        raise _gave_up(exc, len(delays) + 1) from exc
+        raise _gave_up(exc, last + 1) from exc
+
+
+def _pause(delay: float, lock: LockStrategy | None, attempt: int) -> float:
+    """The backoff before attempt ``attempt``: none when it queues for the
+    lock (its wait is the queue)."""
+    return 0.0 if lock is not None and lock.for_attempt(attempt).pessimistic else delay
 
 
 def _gave_up(exc: ConflictError, attempts: int) -> ConflictError:

@@ -29,6 +29,7 @@ def _fresh_state() -> Iterator[None]:
     conf.reset()
     views.CALLS.clear()
     views.RACES.clear()
+    views.LOCKS_SEEN.clear()
     yield
     for event in views.RELEASE.values():
         event.set()  # never leave a gated request thread waiting

@@ -15,7 +15,7 @@ def test_defaults_fill_every_key(settings: Any):
     settings.XSM = {"PREFIX": "shop"}
     s = conf.get_settings()
     assert s.prefix == "shop"
-    assert s.lock == "optimistic"
+    assert s.lock == "adaptive"
     assert s.lock_ttl_ms == 30_000
     assert s.idempotency.header == "Idempotency-Key"
     assert s.idempotency.required == frozenset({"POST"})

@@ -298,7 +298,10 @@ def test_guard_false_is_409(client: Any, backend: Any):
 # --- 409: conflicts and locks ---------------------------------------------------------
 
 
-def test_conflict_is_retried_by_running_the_view_again(client: Any, backend: Any):
+def test_conflict_is_retried_by_running_the_view_again(client: Any, backend: Any, xsm: Any):
+    # optimistic on every attempt: the racer inside the view can still win
+    # (with the default lock the re-run holds the lock: test_adaptive_lock)
+    xsm(LOCK="optimistic")
     post(client, "/t/c1/racy")
     views.RACES["c1"] = 2  # two racing commits: attempts 1 and 2 conflict, 3 wins
     response = post(client, "/t/c1/racy")
@@ -328,7 +331,8 @@ def test_conflict_after_retries_is_409_with_retry_after(client: Any, backend: An
     assert count("c3") == 2  # the first request and the racer; ours wrote nothing
 
 
-def test_conflicts_exhausting_default_retries_is_409(client: Any, backend: Any):
+def test_conflicts_exhausting_default_retries_is_409(client: Any, backend: Any, xsm: Any):
+    xsm(LOCK="optimistic")  # as in test_conflict_is_retried_by_running_the_view_again
     post(client, "/t/c4/racy")
     views.RACES["c4"] = 5  # more than CONFLICT_RETRIES + 1
     response = post(client, "/t/c4/racy")

@@ -18,6 +18,7 @@ from django_xsm.backend import clients
 from django_xsm.backend.transitions import TransitionPlugin
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, StoreUnavailableError
 from django_xsm.persistence import (
+    AdaptiveLock,
     AuditPlugin,
     IdempotencyPlugin,
     JsonCodec,
@@ -305,7 +306,13 @@ def test_get_async_backend_needs_a_running_loop():
 
 
 def test_lock_strategy(xsm: Any):
-    assert isinstance(stores.lock_strategy(), OptimisticLock)
+    adaptive = stores.lock_strategy()  # the default: optimistic until a conflict
+    assert isinstance(adaptive, AdaptiveLock) and not adaptive.pessimistic
+    assert isinstance(adaptive.for_attempt(0), OptimisticLock)
+    queued = adaptive.for_attempt(1)
+    assert isinstance(queued, PessimisticLock) and queued.timeout == 0.2  # LOCK_TIMEOUT_S
+    xsm(LOCK_TIMEOUT_S=0.3)
+    assert stores.lock_strategy("adaptive").for_attempt(2).timeout == 0.3
     xsm(LOCK="pessimistic", LOCK_TIMEOUT_S=0.7)
     lock = stores.lock_strategy()
     assert isinstance(lock, PessimisticLock)

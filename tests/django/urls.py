@@ -9,7 +9,7 @@ _VIEWS = [
     "alocked", "racy", "racy_no_retry", "aracy", "optional_key", "big", "binary", "template",
     "fail", "reject", "boom", "callable_key", "unknown_machine", "manager_get", "amanager_get",
     "splat", "splat_mapping", "asplat_mapping", "manager_send",
-    "lenient_mapping", "reserved_probe",
+    "lenient_mapping", "reserved_probe", "probe_lock", "aprobe_lock",
 ]  # fmt: skip
 
 urlpatterns = [

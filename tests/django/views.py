@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
 from django.views import View
 
+from django_xsm import backend
 from django_xsm.decorators import stateful_view
 from django_xsm.registry import machines
 
@@ -116,6 +117,33 @@ def _race(tid: str) -> None:
 def racy(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
     CALLS["racy"] += 1
     _race(tid)
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+#: ``LOCKS_SEEN[tid]``: per attempt of a lock-probing view, the lock
+#: strategy its block opened with, its token, and the key's lock holder.
+LOCKS_SEEN: dict[str, list[tuple[str, str, str | None]]] = {}
+
+
+def _seen_lock(tid: str, instance: Any) -> None:
+    holder = backend.get_backend().store.lock_holder(f"ticket:{tid}")
+    seen = (type(instance.options.lock).__name__, instance.token, holder)
+    LOCKS_SEEN.setdefault(tid, []).append(seen)
+
+
+@stateful_view("ticket", key=KEY, idempotent=False)
+def probe_lock(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    _seen_lock(tid, instance)
+    _race(tid)
+    instance.send("BUMP")
+    return JsonResponse(_state(instance))
+
+
+@stateful_view("ticket", key=KEY, idempotent=False)
+async def aprobe_lock(request: HttpRequest, tid: str, *, instance: Any) -> HttpResponse:
+    await asyncio.to_thread(_seen_lock, tid, instance)
+    await asyncio.to_thread(_race, tid)
     instance.send("BUMP")
     return JsonResponse(_state(instance))
 

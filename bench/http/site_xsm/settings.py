@@ -1,7 +1,7 @@
 """django-xsm: the order lives in Redis, ``@stateful_view`` with audit on
 (the default), the idempotency key claimed in the open script and the
-response stored with the commit. ``BENCH_LOCK`` picks the lock
-(``optimistic`` by default, as ``XSM['LOCK']``)."""
+response stored with the commit. ``BENCH_LOCK`` picks the lock; unset,
+``XSM['LOCK']`` is left to its default (``adaptive``)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ XSM = {
     "REDIS_URL": REDIS_URL,
     "PREFIX": "bench",
     "MACHINES": {"order": "site_xsm.machines.order"},
-    "LOCK": os.environ.get("BENCH_LOCK", "optimistic"),
     "IDEMPOTENCY": {"REQUIRED": ["POST"]},
 }
+if os.environ.get("BENCH_LOCK"):
+    XSM["LOCK"] = os.environ["BENCH_LOCK"]

@@ -139,7 +139,8 @@ class StatechartEventsMixin(_ViewSet):
 
     #: The model's StatechartField to send to; None: its only one.
     statechart_field: str | None = None
-    #: ``"optimistic"``, ``"pessimistic"``, a LockStrategy, or None for ``XSM['LOCK']``.
+    #: ``"adaptive"``, ``"optimistic"``, ``"pessimistic"``, a LockStrategy, or None
+    #: for ``XSM['LOCK']``.
     statechart_lock: str | LockStrategy | None = None
     #: Optimistic conflict re-runs; None for ``XSM['CONFLICT_RETRIES']``.
     statechart_retries: int | None = None
@@ -290,13 +291,12 @@ class StatechartEventsMixin(_ViewSet):
             "principal": info.principal if idem is not None else "",
             "create": True,
             "strict": True,
-            "lock": self.statechart_lock,
             "correlation_id": info.correlation_id,
         }
         limit = conf.get_settings().idempotency.max_response_bytes
 
-        def attempt() -> HttpResponseBase:
-            with bound.open(**options) as block:
+        def attempt(lock: LockStrategy) -> HttpResponseBase:
+            with bound.open(**options, lock=lock) as block:
                 if block.duplicate:
                     return replayed_response(block.replayed_result, request)
                 receipt = self.perform_event(block, row, dict(event))
@@ -310,7 +310,9 @@ class StatechartEventsMixin(_ViewSet):
                     block.set_result(http.capture_response(stored, limit))
                 return Response(data)
 
-        return retry_on_conflict(attempt, attempts=self._attempts())
+        return retry_on_conflict(
+            attempt, attempts=self._attempts(), lock=backend.lock_strategy(self.statechart_lock)
+        )
 
     @action(detail=True, methods=["get"], url_path="history", url_name="history")
     def history(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:

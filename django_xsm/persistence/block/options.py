@@ -64,7 +64,9 @@ class BlockOptions:
             )
         if not isinstance(self.lock, LockStrategy):
             raise ArgumentTypeError(
-                "lock", self.lock, expected="OptimisticLock() or PessimisticLock(...)"
+                "lock",
+                self.lock,
+                expected="OptimisticLock(), PessimisticLock(...) or AdaptiveLock(...)",
             )
 
 

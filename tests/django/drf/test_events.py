@@ -328,7 +328,10 @@ def _racer(times: int) -> None:
     views.HOOK["before_send"] = race
 
 
-def test_a_conflict_is_retried(api: Any, backend: Any, alias: str) -> None:
+def test_a_conflict_is_retried(api: Any, backend: Any, alias: str, xsm: Any) -> None:
+    # optimistic on every attempt: the racer inside the block can win again
+    # (with the default lock the re-run holds the lock: the next test)
+    xsm(LOCK="optimistic")
     row = order(alias)
     send(api, row.pk, {"type": "ADD"}, key="first")
     _racer(2)  # attempts 1 and 2 conflict, 3 wins (CONFLICT_RETRIES is 2)
@@ -337,6 +340,31 @@ def test_a_conflict_is_retried(api: Any, backend: Any, alias: str) -> None:
     assert views.CALLS["perform_event"] == 1 + 3
     assert machines["shop"].objects.get(f"shop:{row.pk}").context == {"items": 4}
     assert row_in_db(Order, row.pk, alias) == ("cart", 4)
+
+
+def test_with_the_default_lock_the_retry_waits_in_the_lock_queue(
+    api: Any, backend: Any, alias: str
+) -> None:
+    row = order(alias)
+    send(api, row.pk, {"type": "ADD"}, key="first")
+    seen: list[tuple[str, str, str | None]] = []
+    left = {"n": 1}
+
+    def race(view: Any, block: Any, row: Any, event: Any) -> None:
+        holder = backend.store.lock_holder(block.key)
+        seen.append((type(block.options.lock).__name__, block.token, holder))
+        if left["n"] > 0:  # another writer commits during the first attempt
+            left["n"] -= 1
+            machines["shop"].objects.send(block.key, "ADD", actor="racer")
+
+    views.HOOK["before_send"] = race
+    response = send(api, row.pk, {"type": "ADD"}, key="second")
+    assert response.status_code == 200
+    first, (strategy, token, holder) = seen
+    assert first == ("OptimisticLock", "", None)
+    assert strategy == "PessimisticLock" and token and holder == token
+    assert machines["shop"].objects.get(f"shop:{row.pk}").context == {"items": 3}
+    assert row_in_db(Order, row.pk, alias) == ("cart", 3)
 
 
 def test_a_conflict_after_the_retries_is_409_with_retry_after(

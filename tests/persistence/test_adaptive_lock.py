@@ -1,0 +1,163 @@
+"""AdaptiveLock: optimistic until a conflict, then the retry waits in the
+token lock's queue; the retry helpers hand each attempt its strategy."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from django_xsm.exceptions import ConflictError, InvalidConfigError
+from django_xsm.persistence import (
+    AdaptiveLock,
+    AuditPlugin,
+    OptimisticLock,
+    PessimisticLock,
+    aretry_on_conflict,
+    persisted,
+    retry_on_conflict,
+)
+from django_xsm.persistence import locks as locks_module
+from tests.support import Backends, order_machine
+
+M = order_machine()
+
+
+def items(b: Backends) -> int:
+    return int(b.store.load("o:1").snapshot["context"]["items"])
+
+
+def seed(b: Backends) -> None:
+    with persisted(b.store, "o:1", M) as order:
+        order.send("ADD")
+
+
+def test_the_strategy_of_each_attempt() -> None:
+    lock = AdaptiveLock(2.5, ttl_ms=9_000)
+    assert not lock.pessimistic and lock.new_token() == ""
+    assert type(lock.for_attempt(0)) is OptimisticLock
+    queued = lock.for_attempt(1)
+    assert isinstance(queued, PessimisticLock)
+    assert (queued.timeout, queued.ttl_ms) == (2.5, 9_000)
+    assert lock.for_attempt(4) is queued
+    assert repr(lock) == "AdaptiveLock(timeout=2.5, ttl_ms=9000)"
+    fixed = PessimisticLock()
+    assert fixed.for_attempt(0) is fixed and fixed.for_attempt(3) is fixed
+    with pytest.raises(InvalidConfigError):
+        AdaptiveLock(-1)
+
+
+def test_a_block_with_the_adaptive_lock_on_its_own_takes_no_lock(b: Backends) -> None:
+    seed(b)
+    with persisted(b.store, "o:1", M, lock=AdaptiveLock()) as order:
+        order.send("ADD")
+        assert order.token == ""
+        assert b.store.lock_holder("o:1") is None
+    assert items(b) == 2
+
+
+def _attempt(b: Backends, seen: list[tuple[Any, str, str | None]]) -> Any:
+    def attempt(lock: Any) -> int:
+        with persisted(b.store, "o:1", M, lock=lock) as order:
+            order.send("ADD")
+            seen.append((type(lock), order.token, b.store.lock_holder("o:1")))
+            if len(seen) == 1:  # another writer commits during the first attempt
+                with persisted(b.store, "o:1", M) as other:
+                    other.send("ADD")
+        return int(order.committed.version)
+
+    return attempt
+
+
+def test_after_a_conflict_the_retry_takes_the_queueing_lock(
+    b: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(b)
+    slept: list[float] = []
+    monkeypatch.setattr(locks_module.time, "sleep", slept.append)
+    seen: list[tuple[Any, str, str | None]] = []
+    assert retry_on_conflict(_attempt(b, seen), attempts=4, lock=AdaptiveLock()) == 3
+    (first, token0, holder0), (retry, token1, holder1) = seen
+    assert (first, token0, holder0) == (OptimisticLock, "", None)
+    assert retry is PessimisticLock and token1 and holder1 == token1
+    assert slept == [0.0]  # the queue is the wait: no backoff before it
+    assert b.store.lock_holder("o:1") is None and items(b) == 3
+
+
+async def test_async_after_a_conflict_the_retry_takes_the_queueing_lock(
+    b: Backends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(b)
+    slept: list[float] = []
+
+    async def fake_sleep(delay: float) -> None:
+        slept.append(delay)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    seen: list[tuple[Any, str, str | None]] = []
+    sync_attempt = _attempt(b, seen)
+
+    async def attempt(lock: Any) -> int:
+        return sync_attempt(lock)
+
+    assert await aretry_on_conflict(attempt, attempts=4, lock=AdaptiveLock()) == 3
+    assert [(kind, bool(token), holder == token) for kind, token, holder in seen] == [
+        (OptimisticLock, False, False),  # no token, and no holder (None != "")
+        (PessimisticLock, True, True),
+    ]
+    assert slept == [0.0] and items(b) == 3
+
+
+def test_an_optimistic_retry_still_backs_off(b: Backends, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(b)
+    slept: list[float] = []
+    monkeypatch.setattr(locks_module.time, "sleep", slept.append)
+    seen: list[tuple[Any, str, str | None]] = []
+    retry_on_conflict(_attempt(b, seen), attempts=4, lock=OptimisticLock(), base_s=0.01)
+    assert [kind for kind, _, _ in seen] == [OptimisticLock, OptimisticLock]
+    assert len(slept) == 1 and 0 <= slept[0] <= 0.01
+
+
+def test_hot_key_threads_all_get_through_in_two_attempts_at_most(b: Backends) -> None:
+    seed(b)
+    threads, per_thread = 6, 8
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def one(lock: Any) -> None:
+        with persisted(b.store, "o:1", M, lock=lock, plugins=[AuditPlugin(b.log)]) as order:
+            order.send("ADD")
+
+    def worker() -> None:
+        try:
+            start.wait()
+            for _ in range(per_thread):
+                # one optimistic try, one queued: a queued attempt never conflicts
+                retry_on_conflict(one, attempts=2, lock=AdaptiveLock(timeout=10))
+        except BaseException as exc:
+            errors.append(exc)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(60)
+    assert errors == []
+    assert items(b) == 1 + threads * per_thread
+    assert [r.version for r in b.log.read("o:1")] == list(range(2, 2 + threads * per_thread))
+    assert b.store.lock_holder("o:1") is None
+
+
+def test_giving_up_after_queued_attempts_says_how_many() -> None:
+    calls: list[Any] = []
+
+    def never(lock: Any) -> None:
+        calls.append(type(lock))
+        raise ConflictError("o:1", expected=1, actual=2)
+
+    with pytest.raises(ConflictError) as err:
+        retry_on_conflict(never, attempts=3, lock=AdaptiveLock())
+    assert err.value.attempts == 3
+    assert calls == [OptimisticLock, PessimisticLock, PessimisticLock]
