@@ -1,7 +1,8 @@
 """The admin's Outbox page: what workers still have to deliver, and redrives.
 
-The page reads the backend's :class:`~django_xsm.redis.RedisOutbox`
-(``get_outbox()``: the client, prefix and buckets that commits write to)
+The page reads the backend's outbox reader
+(:class:`~django_xsm.persistence.outbox.OutboxReader` from ``get_outbox()``:
+the client, prefix and buckets that commits write to)
 only through its bounded listings: ``stats()`` (the counts), one page of
 ``dead_letters()`` (cursor-paged like the instance lists, never a scan),
 the first entries of ``waiting()`` (soonest retry first) and of
@@ -25,8 +26,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django_xsm.backend.build import get_outbox
 from django_xsm.exceptions import InvalidConfigError
 from django_xsm.models import PERM_REDRIVE, PERM_VIEW
-from django_xsm.persistence.outbox import OutboxEntry
-from django_xsm.redis import DeadLetter, RedisOutbox
+from django_xsm.persistence.outbox import DeadLetter, OutboxEntry, OutboxReader
 from django_xsm.registry import machines
 
 from .support import OUTBOX_OBJECT_ID, PageMixin, ms_datetime, require, store_guard
@@ -70,7 +70,7 @@ def cursor_before(stream_id: str, bucket: int) -> str:
     return f"{ms - 1}-{_MAX_SEQ}" if ms > 0 else ""
 
 
-def find_dead_letter(outbox: RedisOutbox, at: str) -> DeadLetter | None:
+def find_dead_letter(outbox: OutboxReader, at: str) -> DeadLetter | None:
     """The dead letter whose ``cursor`` is ``at``, if it is still there:
     one pipelined read of one entry per bucket (no scan)."""
     found = _AT.fullmatch(at)

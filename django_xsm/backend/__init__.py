@@ -2,7 +2,8 @@
 uses, built once from ``settings.XSM``.
 
 * :mod:`.build` — the cached accessors (:func:`get_backend`,
-  :func:`get_async_backend`, :func:`get_scanner`, :func:`lock_strategy`)
+  :func:`get_async_backend`, :func:`get_scanner`, :func:`get_outbox`,
+  :func:`lock_strategy`)
   and django-xsm's clock (:func:`now_ms`, :func:`use_clock`);
 * :mod:`.clients` — Redis clients from a URL, a django-redis cache alias or
   the embedded fakeredis;
@@ -28,6 +29,7 @@ from .build import (
     get_codec,
     get_inbox,
     get_log,
+    get_outbox,
     get_scanner,
     get_store,
     lock_strategy,
@@ -49,6 +51,7 @@ __all__ = [
     "get_codec",
     "get_inbox",
     "get_log",
+    "get_outbox",
     "get_scanner",
     "get_store",
     "lock_strategy",

@@ -61,8 +61,18 @@ from django_xsm.persistence import (
     PessimisticLock,
     Plugin,
 )
-from django_xsm.persistence.base import Codec, system_clock_ms
+from django_xsm.persistence.base import (
+    AsyncInboxStore,
+    AsyncStateStore,
+    AsyncTransitionLogStore,
+    Codec,
+    InboxStore,
+    StateStore,
+    TransitionLogStore,
+    system_clock_ms,
+)
 from django_xsm.persistence.locks import LockStrategy
+from django_xsm.persistence.outbox import OutboxReader
 from django_xsm.redis import (
     AsyncRedisInbox,
     AsyncRedisLog,
@@ -138,7 +148,20 @@ _async_backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBacke
 )
 _machines: MachineDirectory | None = None
 #: The outbox of the backend it was built on (rebuilt with a new backend).
-_outbox: tuple[Backend, RedisOutbox] | None = None
+_outbox: tuple[Backend, OutboxReader] | None = None
+#: The class of the readers :func:`get_outbox` builds (the OTel bridge
+#: measures every instance of it).
+OUTBOX_CLASS: type[OutboxReader] = RedisOutbox
+#: The backend's classes as the protocols they implement: mypy checks here
+#: that they keep the storage contract (persistence/base.py).
+CONTRACT: tuple[type[StateStore], type[InboxStore], type[TransitionLogStore]] = (
+    RedisStore,
+    RedisInbox,
+    RedisLog,
+)
+ASYNC_CONTRACT: tuple[
+    type[AsyncStateStore], type[AsyncInboxStore], type[AsyncTransitionLogStore]
+] = (AsyncRedisStore, AsyncRedisInbox, AsyncRedisLog)
 
 
 # --- the clock ------------------------------------------------------------------------
@@ -410,10 +433,11 @@ def get_log() -> RedisLog:
     return get_backend().log
 
 
-def get_outbox() -> RedisOutbox:
-    """The outbox's delivery side (``xsm_run_outbox``, ``xsm_outbox``) on
-    the backend's client and prefix, so workers read the streams the
-    commits of this process write; one per backend (built without I/O)."""
+def get_outbox() -> OutboxReader:
+    """The outbox's delivery side (``xsm_run_outbox``, ``xsm_outbox``, the
+    admin's Outbox page) on the backend's client and prefix, so workers
+    read the streams the commits of this process write; one per backend
+    (built without I/O)."""
     global _outbox
     found = get_backend()
     cached = _outbox

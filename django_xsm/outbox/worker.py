@@ -1,6 +1,6 @@
 """OutboxWorker: one consumer of the outbox, calling each entry's handler.
 
-One batch is one ``RedisOutbox.take()`` (at most three pipelined round
+One batch is one ``OutboxReader.take()`` (at most three pipelined round
 trips) and, per lease:
 
 * **delivered** — the handler returned: ``ack`` (one round trip);
@@ -40,8 +40,7 @@ from typing import Any
 from django_xsm import conf
 from django_xsm.backend.build import clock_is_set, get_outbox
 from django_xsm.backend.build import now_ms as backend_now_ms
-from django_xsm.persistence.outbox import OutboxEntry
-from django_xsm.redis import OutboxLease, RedisOutbox
+from django_xsm.persistence.outbox import OutboxEntry, OutboxLease, OutboxReader
 
 from .compensation import FAILED_EVENT, Compensation, compensate, trace_id
 from .handlers import HandlerTable, get_handlers
@@ -77,7 +76,7 @@ class OutboxWorker:
 
     def __init__(
         self,
-        outbox: RedisOutbox,
+        outbox: OutboxReader,
         handlers: HandlerTable,
         *,
         consumer: str,

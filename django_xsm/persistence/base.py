@@ -2,8 +2,10 @@
 
 Every backend (``RedisStore`` in ``django_xsm.redis``, and ``MemoryStore``:
 the same on an in-process fakeredis) implements these protocols and passes
-the same contract test class. The docstrings below are the guarantees
-callers may rely on; backends document only what they add.
+the same contract test class (the outbox's read side is the
+``OutboxReader`` protocol of :mod:`django_xsm.persistence.outbox`). The
+docstrings below are the guarantees callers may rely on; backends document
+only what they add.
 
 Vocabulary: a *key* names one instance (``"order:42"``); a *record* is what
 is stored for it (snapshot + version + metadata); a *commit* applies one
@@ -355,14 +357,14 @@ class StateStore(Protocol):
       backend raises ``StoreUnavailableError``.
     * ``health()`` never raises.
 
-    Optional: ``wait_unlocked(key, seconds) -> bool`` blocks until a release
-    of ``key``'s lock may have happened (True when one woke it), at most
-    ``seconds``, and may wake early; pessimistic waiters and
-    ``StoreLock`` call it between tries. A store without it is polled.
+    Every method here is required; there are no optional ones to probe for.
+    ``clock`` (epoch ms) is the clock blocks and timer scanners of this
+    store arm deadlines and stamp log records with.
     """
 
     max_snapshot_bytes: int
     lock_ttl_ms: int
+    clock: Callable[[], int]
 
     def load(self, key: str) -> records.StoredRecord | None:
         """The record, or None when absent (or expired)."""
@@ -404,6 +406,11 @@ class StateStore(Protocol):
     def release_lock(self, key: str, token: str) -> bool:
         """Compare-and-delete; False when the lock was not ours any more."""
 
+    def wait_unlocked(self, key: str, seconds: float) -> bool:
+        """Block until a release of ``key``'s lock may have happened (True
+        when one woke it), at most ``seconds``; may wake early. Pessimistic
+        waiters and ``StoreLock`` call it between tries."""
+
     def delete(self, key: str) -> bool:
         """Remove the record and its index entries. A held lock and the
         transition log stay. True when something was deleted."""
@@ -431,11 +438,12 @@ class StateStore(Protocol):
         active state ids include this full dotted id."""
 
     def due_keys(
-        self, until_wall: float | _dt.datetime, *, limit: int = 100
+        self, until_wall: float | _dt.datetime, *, limit: int = 100, prefix: str = ""
     ) -> list[tuple[str, int]]:
         """Keys whose earliest pending deadline is due at ``until_wall``
         (seconds since the epoch or an aware datetime), earliest first, as
-        ``(key, due_ms)``. Costs O(log N + due)."""
+        ``(key, due_ms)``; only keys starting with ``prefix``. Costs
+        O(log N + due)."""
 
     def record_timer_failure(
         self,
@@ -451,6 +459,10 @@ class StateStore(Protocol):
     def dead_letters(self, *, limit: int = 100) -> list[tuple[str, int]]:
         """Keys holding dead-lettered timers, as ``(key, parked_ms)``."""
 
+    def park(self, key: str, *, reason: str) -> bool:
+        """Dead-letter a record no scan can read (``reason`` says why), so
+        timer scans stop re-reading it; False when there was none."""
+
     def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
         """Key -> machine id of its record, '' for a key with no record, in
         one step for many keys (for filtering listings by machine)."""
@@ -465,6 +477,7 @@ class AsyncStateStore(Protocol):
 
     max_snapshot_bytes: int
     lock_ttl_ms: int
+    clock: Callable[[], int]
 
     async def load(self, key: str) -> records.StoredRecord | None: ...
 
@@ -485,6 +498,10 @@ class AsyncStateStore(Protocol):
     async def acquire_lock(self, key: str, token: str, ttl_ms: int) -> int: ...
 
     async def release_lock(self, key: str, token: str) -> bool: ...
+
+    async def wait_unlocked(self, key: str, seconds: float) -> bool: ...
+
+    async def park(self, key: str, *, reason: str) -> bool: ...
 
     async def health(self) -> dict[str, Any]: ...
 

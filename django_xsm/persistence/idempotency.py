@@ -185,7 +185,7 @@ class IdempotencyPlugin:
         self.lease_ms = int(lease_s * 1000) if lease_s is not None else None
 
     def lease_for(self, store: Any) -> int:
-        return self.lease_ms or int(getattr(store, "lock_ttl_ms", 30_000))
+        return self.lease_ms or int(store.lock_ttl_ms)
 
     def scope_for(self, event: Any) -> str:
         scope = self.principal(event)

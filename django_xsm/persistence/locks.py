@@ -46,7 +46,6 @@ class LockStrategy:
     pessimistic = False
     timeout: float = 0.0
     ttl_ms: int | None = None
-    poll_s: float = 0.0
 
     def new_token(self) -> str:
         return secrets.token_hex(16) if self.pessimistic else ""
@@ -76,16 +75,12 @@ class PessimisticLock(LockStrategy):
     lock (default: the store's ``lock_ttl_ms``); a holder that outlives it
     loses its commit with ``ConflictError`` rather than overwriting a newer
     holder. Waiters queue: each blocks in ``store.wait_unlocked()`` until
-    the holder's release wakes it (Redis wakes the longest waiter first);
-    ``poll_s`` is the sleep between tries only on a store without that
-    method.
+    the holder's release wakes it (Redis wakes the longest waiter first).
     """
 
     pessimistic = True
 
-    def __init__(
-        self, timeout: float = 1.0, *, ttl_ms: int | None = None, poll_s: float = 0.01
-    ) -> None:
+    def __init__(self, timeout: float = 1.0, *, ttl_ms: int | None = None) -> None:
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
@@ -103,7 +98,6 @@ class PessimisticLock(LockStrategy):
             )
         self.timeout = float(timeout)
         self.ttl_ms = ttl_ms
-        self.poll_s = poll_s
 
     def __repr__(self) -> str:
         return f"PessimisticLock(timeout={self.timeout:g}, ttl_ms={self.ttl_ms})"
@@ -114,17 +108,15 @@ class AdaptiveLock(LockStrategy):
 
     The first attempt of a conflict retry takes no lock (an uncontended
     write costs no lock round trip); every retry after a conflict takes
-    ``PessimisticLock(timeout, ttl_ms=..., poll_s=...)``, so on a hot key
+    ``PessimisticLock(timeout, ttl_ms=...)``, so on a hot key
     the losers wait in the token lock's queue instead of racing again (and
     writers that meet a held lock at commit conflict and join the queue).
     A block opened with it on its own, outside ``retry_on_conflict(...,
     lock=)``, is optimistic: the choice is made per attempt, by the retry.
     """
 
-    def __init__(
-        self, timeout: float = 1.0, *, ttl_ms: int | None = None, poll_s: float = 0.01
-    ) -> None:
-        self.queued = PessimisticLock(timeout, ttl_ms=ttl_ms, poll_s=poll_s)
+    def __init__(self, timeout: float = 1.0, *, ttl_ms: int | None = None) -> None:
+        self.queued = PessimisticLock(timeout, ttl_ms=ttl_ms)
 
     def for_attempt(self, attempt: int) -> LockStrategy:
         return _NO_LOCK if attempt == 0 else self.queued
@@ -273,26 +265,20 @@ class StoreLock:
         *,
         timeout: float = 1.0,
         ttl_ms: int | None = None,
-        poll_s: float = 0.01,
     ) -> None:
         self.store = store
         self.key = key
         self.timeout = timeout
         self.ttl_ms = ttl_ms or store.lock_ttl_ms
-        self.poll_s = poll_s
         self.token = secrets.token_hex(16)
 
     def acquire(self) -> str:
         deadline = time.monotonic() + self.timeout
-        wait = getattr(self.store, "wait_unlocked", None)
         while True:
             busy_ms = self.store.acquire_lock(self.key, self.token, self.ttl_ms)
             if not busy_ms:
                 return self.token
-            if wait is None:  # a store without the queueing lock: poll
-                time.sleep(self._pause(busy_ms, deadline))
-            else:
-                wait(self.key, self._wait_limit(busy_ms, deadline))
+            self.store.wait_unlocked(self.key, self._wait_limit(busy_ms, deadline))
 
     def _wait_limit(self, busy_ms: int, deadline: float) -> float:
         """Seconds a waiter may block before trying again (never past the
@@ -304,10 +290,6 @@ class StoreLock:
                 self.key, timeout=self.timeout, retry_after_s=retry_after_seconds(busy_ms)
             )
         return min(remaining, busy_ms / 1000)
-
-    def _pause(self, busy_ms: int, deadline: float) -> float:
-        """The poll's sleep: ``poll_s`` jittered, within :meth:`_wait_limit`."""
-        return min(self.poll_s * random.uniform(1, 2), self._wait_limit(busy_ms, deadline))
 
     def release(self) -> bool:
         return bool(self.store.release_lock(self.key, self.token))
@@ -325,18 +307,12 @@ class AsyncStoreLock(StoreLock):
     ``AsyncRedisStore``."""
 
     async def acquire_async(self) -> str:
-        import asyncio  # deferred: asyncio costs ~20 ms to import
-
         deadline = time.monotonic() + self.timeout
-        wait = getattr(self.store, "wait_unlocked", None)
         while True:
             busy_ms = await self.store.acquire_lock(self.key, self.token, self.ttl_ms)
             if not busy_ms:
                 return self.token
-            if wait is None:  # a store without the queueing lock: poll
-                await asyncio.sleep(self._pause(busy_ms, deadline))
-            else:
-                await wait(self.key, self._wait_limit(busy_ms, deadline))
+            await self.store.wait_unlocked(self.key, self._wait_limit(busy_ms, deadline))
 
     async def release_async(self) -> bool:
         return bool(await self.store.release_lock(self.key, self.token))

@@ -5,17 +5,33 @@ in Python); the block that ran it puts the event into its commit as an
 :class:`Emitted`, and the store writes it in the same atomic step as the
 snapshot, so an effect is recorded if and only if the transition that
 caused it committed. Workers read it back as an :class:`OutboxEntry` and
-hand each to a handler with a :class:`Delivery` (docs/outbox.md).
+hand each to a handler with a :class:`Delivery` (docs/outbox.md), taking
+it as an :class:`OutboxLease` from the backend's outbox reader (the
+``OutboxReader`` protocol below); an entry
+out of attempts becomes a :class:`DeadLetter`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol
 
-__all__ = ["Delivery", "Emitted", "OutboxEntry", "delivery_id_for"]
+__all__ = [
+    "DeadLetter",
+    "Delivery",
+    "Emitted",
+    "FailOutcome",
+    "OutboxEntry",
+    "OutboxLease",
+    "OutboxReader",
+    "delivery_id_for",
+]
+
+#: What ``fail()`` did: the entry waits for a retry, became a dead letter,
+#: or nothing changed because the lease was lost.
+FailOutcome = Literal["retry", "dead", "lost"]
 
 
 def delivery_id_for(commit_id: str, index: int) -> str:
@@ -93,3 +109,81 @@ class OutboxEntry:
             "emitted_ms": self.emitted_ms,
             "last_error": self.last_error,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxLease:
+    """One entry handed to ``consumer``: its ``entry`` (``entry.delivery()``
+    is what the handler gets) and where it sits (``stream_id`` in the
+    stream of ``bucket``). ``deliveries`` is the stream's delivery count
+    when it was taken: ``ack`` and ``fail`` only act while it is unchanged,
+    so a lease reclaimed since — even by the same consumer name — is lost."""
+
+    entry: OutboxEntry
+    stream_id: str
+    bucket: int
+    consumer: str
+    deliveries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An entry that ran out of attempts (or was damaged): ``entry`` with
+    its attempts and ``last_error``, when it died (``dead_ms``, server
+    clock) and where it sits in the dead-letter stream of ``bucket``."""
+
+    entry: OutboxEntry
+    dead_ms: int
+    stream_id: str
+    bucket: int
+
+    @property
+    def cursor(self) -> str:
+        """The ``after=`` of the next ``dead_letters()`` page."""
+        return f"{self.stream_id}/{self.bucket}"
+
+
+class OutboxReader(Protocol):
+    """The delivery side of the outbox (commits write it; workers, the
+    admin pages and ``xsm_outbox`` read it through ``get_outbox()``).
+
+    * ``take`` leases at most ``count`` entries to ``consumer``, oldest
+      first; a lease neither acked nor failed within
+      ``visibility_timeout_ms`` goes to the next ``take`` (at least once).
+    * ``ack`` / ``fail`` end a lease only while its consumer still holds
+      it (False / ``"lost"`` otherwise); ``fail`` with ``retry_at_ms``
+      schedules a retry, without it makes a dead letter.
+    * ``dead_letters`` pages by ``DeadLetter.cursor``; ``redrive`` moves one
+      back (attempts reset), ``redrive_all`` up to ``limit``;
+      ``purge_dead`` removes (or with ``dry_run`` counts) old ones.
+    * ``stats`` is ``pending``, ``retrying``, ``dead`` and ``lag_ms``.
+    """
+
+    def take(
+        self,
+        consumer: str,
+        *,
+        count: int = 100,
+        visibility_timeout_ms: int = 60_000,
+        now_ms: int | None = None,
+    ) -> list[OutboxLease]: ...
+
+    def ack(self, lease: OutboxLease) -> bool: ...
+
+    def ack_many(self, leases: Sequence[OutboxLease]) -> list[bool]: ...
+
+    def fail(self, lease: OutboxLease, error: str, *, retry_at_ms: int | None) -> FailOutcome: ...
+
+    def dead_letters(self, *, limit: int = 100, after: str = "") -> list[DeadLetter]: ...
+
+    def waiting(self, *, limit: int = 100) -> list[tuple[OutboxEntry, int]]: ...
+
+    def pending(self, *, limit: int = 100) -> list[tuple[OutboxEntry, str, int]]: ...
+
+    def redrive(self, delivery_id: str) -> bool: ...
+
+    def redrive_all(self, *, limit: int | None = None) -> int: ...
+
+    def purge_dead(self, *, older_than_ms: int, dry_run: bool = False) -> int: ...
+
+    def stats(self) -> dict[str, int]: ...

@@ -36,7 +36,7 @@ from django_xsm.exceptions import (
 )
 
 from .backoff import Backoff
-from .base import system_clock_ms, validate_text
+from .base import validate_text
 from .block import persisted
 from .locks import LockStrategy
 from .records import StoredRecord, TimerFailure
@@ -133,7 +133,7 @@ class DueTimerScanner:
         self.machines = dict(machines)
         self.plugins = tuple(plugins or ())
         self.lock = lock
-        self.clock: Callable[[], int] = now or getattr(store, "clock", None) or system_clock_ms
+        self.clock: Callable[[], int] = now or store.clock
         self.max_attempts = max_attempts
         self.backoff = Backoff(backoff_s, max_backoff_s, jitter, rng or random.Random())
         self.actor = actor
@@ -151,9 +151,7 @@ class DueTimerScanner:
         return self._due_keys(now_ms, limit)
 
     def _due_keys(self, now_ms: int, limit: int) -> list[tuple[str, int]]:
-        if self.key_prefix:
-            return list(self.store.due_keys(now_ms / 1000.0, limit=limit, prefix=self.key_prefix))
-        return list(self.store.due_keys(now_ms / 1000.0, limit=limit))
+        return list(self.store.due_keys(now_ms / 1000.0, limit=limit, prefix=self.key_prefix))
 
     def scan(self, now: int | None = None, *, limit: int = 100) -> ScanResult:
         """One pass over up to ``limit`` due keys; ``now`` in epoch ms."""
@@ -274,12 +272,8 @@ class DueTimerScanner:
     def _park(self, key: str, exc: BaseException, result: ScanResult) -> None:
         """Dead-letter a record no scan can read, so scans stop re-reading it."""
         reason = f"{type(exc).__name__}: {exc}"[:500]
-        park = getattr(self.store, "park", None)
-        if park is None:  # a backend without park(): log, as before
-            logger.warning("xsm timer scan of %r failed: %s", key, reason)
-            return
         try:
-            parked = park(key, reason=reason)
+            parked = self.store.park(key, reason=reason)
         except StoreUnavailableError:
             logger.warning("could not park the unreadable record of %r", key)
             return

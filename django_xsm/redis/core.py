@@ -113,8 +113,8 @@ class StoreCore(StoreQueries):
     def commit(self, unit: records.CommitUnit, *, log: Any) -> Op[records.CommitResult]:
         """One COMMIT script for the snapshot, the marks and the log
         entries (the caller checked that its inbox and log share it)."""
-        maxlen = int(getattr(log, "maxlen", None) or 0)
-        return (yield from self._commit(unit, log_maxlen=maxlen))
+        maxlen = log.maxlen if log is not None else None
+        return (yield from self._commit(unit, log_maxlen=maxlen or 0))
 
     def _commit(self, unit: records.CommitUnit, *, log_maxlen: int) -> Op[records.CommitResult]:
         validate_key(unit.key)

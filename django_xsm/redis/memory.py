@@ -110,11 +110,7 @@ class MemoryStore(RedisStore):
         clock: Callable[[], int] | None = None,
         log: MemoryLog | None = None,
     ) -> None:
-        if (
-            server is not None
-            and log is not None
-            and getattr(server, "client", None) is not log.client
-        ):
+        if server is not None and log is not None and server.client is not log.client:
             raise InvalidConfigError(
                 "server and log are on different in-process servers", path="log"
             )

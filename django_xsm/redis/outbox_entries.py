@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, brief
 from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import loads_tagged
-from django_xsm.persistence.outbox import OutboxEntry
+from django_xsm.persistence.outbox import DeadLetter, FailOutcome, OutboxEntry, OutboxLease
 from django_xsm.persistence.sealing import UnsealError, is_sealed, unseal, unseal_bytes
 
 from .core import Many
@@ -51,40 +50,7 @@ REDRIVE_SCAN = 100_000
 #: XAUTOCLAIM calls per bucket in one ``take()``.
 RECLAIM_CALLS = 4
 
-FailOutcome = Literal["retry", "dead", "lost"]
 STREAM_ID = re.compile(r"\d+-\d+")
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxLease:
-    """One entry handed to ``consumer``: its ``entry`` (``entry.delivery()``
-    is what the handler gets) and where it sits (``stream_id`` in the
-    stream of ``bucket``). ``deliveries`` is the stream's delivery count
-    when it was taken: ``ack`` and ``fail`` only act while it is unchanged,
-    so a lease reclaimed since — even by the same consumer name — is lost."""
-
-    entry: OutboxEntry
-    stream_id: str
-    bucket: int
-    consumer: str
-    deliveries: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """An entry that ran out of attempts (or was damaged): ``entry`` with
-    its attempts and ``last_error``, when it died (``dead_ms``, server
-    clock) and where it sits in the dead-letter stream of ``bucket``."""
-
-    entry: OutboxEntry
-    dead_ms: int
-    stream_id: str
-    bucket: int
-
-    @property
-    def cursor(self) -> str:
-        """The ``after=`` of the next ``dead_letters()`` page."""
-        return f"{self.stream_id}/{self.bucket}"
 
 
 # --- entries ----------------------------------------------------------------------

@@ -27,7 +27,7 @@ from django_xsm.persistence.base import (
 from django_xsm.persistence.keywords import StoreKeywords
 from django_xsm.persistence.locks import StoreLock
 
-from .client import SyncSide, is_cluster, same_server, socket_timeout_of
+from .client import AsyncSide, SyncSide, is_cluster, same_server, socket_timeout_of
 from .core import Op, StoreCore, ttl_ms_of
 from .keys import KeyLayout
 
@@ -165,9 +165,9 @@ class _StoreBase:
         """Inbox or log on the same server, prefix and client kind: the
         only ones a commit (one script) can write."""
         return (
-            getattr(other, "prefix", None) == self.prefix
-            and hasattr(other, "core")
-            and same_server(getattr(other, "client", None), self.client)
+            isinstance(other, SyncSide | AsyncSide)
+            and other.prefix == self.prefix
+            and same_server(other.client, self.client)
         )
 
     def _open(self, request: records.OpenRequest, inbox: object) -> Op[records.OpenResult]:

@@ -28,9 +28,8 @@ from django_xsm.backend.build import get_outbox
 from django_xsm.exceptions import InvalidConfigError
 from django_xsm.outbox import OutboxWorker, WorkResult, drain
 from django_xsm.persistence.base import system_clock_ms
-from django_xsm.persistence.outbox import OutboxEntry
+from django_xsm.persistence.outbox import OutboxEntry, OutboxLease
 from django_xsm.persistence.records import TransitionRecord
-from django_xsm.redis import OutboxLease
 from django_xsm.registry import machines
 
 from .clock import TestClock, milliseconds

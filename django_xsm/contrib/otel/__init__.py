@@ -9,7 +9,7 @@
 
 ``instrument()`` gives every block of the process an :class:`OtelPlugin`
 (views, ``machines[name].objects``, model fields, the timer scanner, plain
-``persisted()``), and measures every ``DueTimerScanner`` and ``RedisOutbox``.
+``persisted()``), and measures every ``DueTimerScanner`` and outbox reader.
 Without it, add the plugin where you want it::
 
     persisted(store, key, machine, plugins=[*backend.plugins, OtelPlugin()])

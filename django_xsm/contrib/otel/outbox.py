@@ -1,9 +1,10 @@
-"""Metrics of the outbox's delivery side (``RedisOutbox``).
+"""Metrics of the outbox's delivery side (an ``OutboxReader``).
 
 Every worker, whatever its loop, takes leases with ``take()`` and ends each
 with ``ack()`` or ``fail()``; :func:`instrument_outbox` wraps those three
-methods of one outbox, :func:`instrument_class` those of every
-``RedisOutbox`` of the process (the worker builds its own):
+methods of one reader, :func:`instrument_class` those of every reader of
+the class ``get_outbox()`` builds (``OUTBOX_CLASS``; a worker may build
+its own):
 
 - ``xsm.outbox.lag`` (ms): for each lease taken, its age since the commit
   that emitted it (``OutboxEntry.emitted_ms``, the Redis server's clock,
@@ -23,7 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django_xsm.redis import OutboxLease, RedisOutbox
+from django_xsm.backend.build import OUTBOX_CLASS
+from django_xsm.persistence.outbox import OutboxLease, OutboxReader
 
 from . import telemetry as t
 from .plugin import OtelPlugin, default_plugin
@@ -99,7 +101,7 @@ def _lease_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return next((a for a in args if isinstance(a, OutboxLease)), None)
 
 
-def instrument_outbox(outbox: RedisOutbox, plugin: OtelPlugin | None = None) -> RedisOutbox:
+def instrument_outbox(outbox: OutboxReader, plugin: OtelPlugin | None = None) -> OutboxReader:
     """Measure ``outbox``'s deliveries (idempotent); returns it. ``plugin``:
     as for :func:`~django_xsm.contrib.otel.instrument_scanner`."""
     if getattr(outbox, _MARK, False) or _originals:
@@ -111,19 +113,19 @@ def instrument_outbox(outbox: RedisOutbox, plugin: OtelPlugin | None = None) -> 
 
 
 def instrument_class(plugin: OtelPlugin) -> None:
-    """Measure every ``RedisOutbox`` of the process."""
+    """Measure every reader of ``OUTBOX_CLASS`` in the process."""
     with _lock:
         if _originals:
             return
-        take, ack, fail = RedisOutbox.take, RedisOutbox.ack, RedisOutbox.fail
+        take, ack, fail = OUTBOX_CLASS.take, OUTBOX_CLASS.ack, OUTBOX_CLASS.fail
         _originals.update(take=take, ack=ack, fail=fail)
         for name, method in _wrappers(plugin, take, ack, fail).items():
-            setattr(RedisOutbox, name, method)
+            setattr(OUTBOX_CLASS, name, method)
 
 
 def uninstrument_class() -> None:
     """Undo :func:`instrument_class`."""
     with _lock:
         for name, original in _originals.items():
-            setattr(RedisOutbox, name, original)
+            setattr(OUTBOX_CLASS, name, original)
         _originals.clear()

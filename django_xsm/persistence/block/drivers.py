@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
@@ -77,11 +76,7 @@ class _SyncIO(_Backends):
 
     def _execute(self, request: Request) -> Any:
         if isinstance(request, WaitUnlocked):
-            wait = getattr(self.store, "wait_unlocked", None)
-            if wait is None:  # a store without the queueing lock: poll
-                time.sleep(request.poll_s)
-                return False
-            return wait(request.key, request.seconds)
+            return self.store.wait_unlocked(request.key, request.seconds)
         return self.call(request)()
 
 
@@ -106,13 +101,7 @@ class _AsyncIO(_Backends):
 
     async def _execute(self, request: Request) -> Any:
         if isinstance(request, WaitUnlocked):
-            wait = getattr(self.store, "wait_unlocked", None)
-            if wait is None:  # a store without the queueing lock: poll
-                import asyncio  # deferred: asyncio costs ~20 ms to import
-
-                await asyncio.sleep(request.poll_s)
-                return False
-            return await wait(request.key, request.seconds)
+            return await self.store.wait_unlocked(request.key, request.seconds)
         return await self.call(request)()
 
 
@@ -207,9 +196,10 @@ class apersisted(_Driver):
     def _check_backends(self) -> None:
         # A sync backend here would block the event loop; refuse it before
         # any I/O, and before the rule of one commit (which it breaks too).
-        _require_async(self.store, "open", "store", "an AsyncStateStore such as AsyncRedisStore")
-        if self.inbox is not None:
-            _require_async(self.inbox, "claim", "inbox", "an async inbox such as AsyncRedisInbox")
+        store, inbox = self.store, self.inbox
+        _require_async(store, store.open, "store", "an AsyncStateStore such as AsyncRedisStore")
+        if inbox is not None:
+            _require_async(inbox, inbox.claim, "inbox", "an async inbox such as AsyncRedisInbox")
         super()._check_backends()
 
     async def __aenter__(self) -> PersistedInstance:
@@ -234,8 +224,10 @@ class apersisted(_Driver):
                 logger.exception("aafter_commit hook %r failed for %r", hook, self.block.key)
 
 
-def _require_async(obj: Any, method: str, what: str, wanted: str) -> None:
-    if not inspect.iscoroutinefunction(getattr(obj, method, None)):
+def _require_async(obj: Any, method: Any, what: str, wanted: str) -> None:
+    """``method`` of ``obj`` (the store's ``open``, the inbox's ``claim``:
+    declared by the sync and the async protocols) must be the async twin's."""
+    if not inspect.iscoroutinefunction(method):
         raise InvalidConfigError(
             f"apersisted() needs {wanted}, got {type(obj).__name__}",
             path=what,

@@ -289,7 +289,7 @@ class PersistedInstance(BlockState):
         request = OpenRequest(
             key=self.key,
             lock_token=self.token,
-            lock_ttl_ms=lock.ttl_ms or int(getattr(self.store, "lock_ttl_ms", 30_000)),
+            lock_ttl_ms=lock.ttl_ms or self.store.lock_ttl_ms,
             claims=(self.claims.block,) if self.claims.block else (),
         )
         deadline = time.monotonic() + lock.timeout
@@ -307,11 +307,7 @@ class PersistedInstance(BlockState):
             # deadline nor its lease), then open again: the release wakes
             # the longest waiter, so a hot key's waiters take turns
             remaining = max(deadline - time.monotonic(), 0)
-            yield WaitUnlocked(
-                self.key,
-                min(remaining, result.lock_busy_ms / 1000),
-                poll_s=min(lock.poll_s * 2, remaining),
-            )
+            yield WaitUnlocked(self.key, min(remaining, result.lock_busy_ms / 1000))
 
     # --- close ---------------------------------------------------------------
 

@@ -68,12 +68,10 @@ class ReleaseLock:
 class WaitUnlocked:
     """Wait for ``key``'s busy lock to be released, at most ``seconds``,
     before opening again: ``store.wait_unlocked(key, seconds)``, woken by
-    the release (the queueing lock). A store without that method is polled:
-    the runner sleeps ``poll_s`` instead."""
+    the release (the queueing lock)."""
 
     key: str
     seconds: float
-    poll_s: float
 
 
 Request: TypeAlias = Open | Claim | Commit | Release | ReleaseLock | WaitUnlocked

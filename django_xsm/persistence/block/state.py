@@ -15,7 +15,7 @@ from typing import Any
 from django_xsm.engine import Event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError, XsmError
 from django_xsm.persistence.audit import AuditPlugin
-from django_xsm.persistence.base import system_clock_ms, validate_key
+from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.codecs import to_json_ready
 from django_xsm.persistence.idempotency import IdempotencyPlugin
 from django_xsm.persistence.outbox import Emitted, delivery_id_for
@@ -57,7 +57,7 @@ class BlockState(InstanceReads):
         self.options = options
         self.actor = options.actor
         self.correlation_id = options.correlation_id
-        self.clock = options.clock or getattr(store, "clock", None) or system_clock_ms
+        self.clock = options.clock or store.clock
         self.idempotency = idempotency
         self.audit = audit
         self.token = options.lock.new_token()
