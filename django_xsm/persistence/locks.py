@@ -19,7 +19,7 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError, brief
 
@@ -133,25 +133,6 @@ def backoff_delays(attempts: int, *, base_s: float = 0.01, max_s: float = 0.5) -
     return [random.uniform(0, min(max_s, base_s * 2**i)) for i in range(max(attempts - 1, 0))]
 
 
-@overload
-def retry_on_conflict(
-    fn: Callable[[], T],
-    *,
-    attempts: int = 5,
-    base_s: float = 0.01,
-    max_s: float = 0.5,
-    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
-) -> T: ...
-@overload
-def retry_on_conflict(
-    fn: Callable[[LockStrategy], T],
-    *,
-    attempts: int = 5,
-    base_s: float = 0.01,
-    max_s: float = 0.5,
-    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
-    lock: LockStrategy,
-) -> T: ...
 def retry_on_conflict(
     fn: Callable[..., T],
     *,
@@ -169,7 +150,8 @@ def retry_on_conflict(
     trigger them after the commit. The last conflict is re-raised with
     ``attempts`` set (and said in its message).
 
-    With ``lock``, ``fn`` is called with the strategy of each attempt,
+    Without ``lock``, ``fn`` takes no argument. With ``lock``, ``fn`` is
+    called with the strategy of each attempt,
     ``lock.for_attempt(n)``, to open its block with (an
     :class:`AdaptiveLock` answers optimistic first, the queueing lock after
     a conflict); an attempt that queues for the lock is not also delayed.
@@ -187,25 +169,6 @@ def retry_on_conflict(
         raise _gave_up(exc, last + 1) from exc
 
 
-@overload
-async def aretry_on_conflict(
-    fn: Callable[[], Awaitable[T]],
-    *,
-    attempts: int = 5,
-    base_s: float = 0.01,
-    max_s: float = 0.5,
-    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
-) -> T: ...
-@overload
-async def aretry_on_conflict(
-    fn: Callable[[LockStrategy], Awaitable[T]],
-    *,
-    attempts: int = 5,
-    base_s: float = 0.01,
-    max_s: float = 0.5,
-    retry_on: tuple[type[BaseException], ...] = (ConflictError,),
-    lock: LockStrategy,
-) -> T: ...
 async def aretry_on_conflict(
     fn: Callable[..., Awaitable[T]],
     *,
