@@ -118,10 +118,18 @@ class StatechartAdminMixin(_ModelAdmin):
 
     # --- bulk sends (changelist actions) --------------------------------------------------
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
         """The ModelAdmin's actions and, for a user who may change rows, a
-        bulk send per statechart field and event they may send."""
-        actions: dict[str, Any] = super().get_actions(request)
+        bulk send per statechart field and event they may send, on the
+        changelist. ``action_location``: Django 6.1's (ActionLocation; its
+        change form's actions get no bulk send), None on older Django."""
+        actions: dict[str, Any]
+        if action_location is None:
+            actions = super().get_actions(request)
+        else:
+            actions = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg]
+            if getattr(action_location, "value", "CHANGE_LIST") != "CHANGE_LIST":
+                return actions
         if not self.has_change_permission(request) or "_popup" in request.GET:
             return actions
         fields = self.statechart_fields()

@@ -128,6 +128,35 @@ def test_an_action_per_event_the_user_may_send(backend: Any, root: Client, staff
     assert shipments["xsm_send:payment:SHIP"] == "Send SHIP to the selected shipments (payment)"
 
 
+def test_the_actions_follow_djangos_signature_and_stay_off_the_change_form(
+    backend: Any, root: Client
+) -> None:
+    """Django 6.1 passes ``action_location`` and warns about an override
+    without it; its change form's actions get no bulk send."""
+    import warnings
+
+    from django.contrib import admin
+    from django.test import RequestFactory
+
+    from tests.django.admin.sites import shop_site
+
+    model_admin = shop_site._registry[Order]
+    order_in("cart")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        html = root.get(ORDERS).content.decode()
+    assert "xsm_send:status:SHIP" in html
+    assert not [w for w in caught if "action_location" in str(w.message)]
+    location = getattr(admin.options, "ActionLocation", None)
+    if location is not None:  # Django 6.1+
+        request = RequestFactory().get(ORDERS)
+        request.user = User.objects.get(username="root")
+        on_form = model_admin.get_actions(request, action_location=location.CHANGE_FORM)
+        assert not any(name.startswith("xsm_send:") for name in on_form)
+        on_list = model_admin.get_actions(request, action_location=location.CHANGE_LIST)
+        assert "xsm_send:status:SHIP" in on_list
+
+
 def test_the_preview_counts_and_sends_nothing(backend: Any, root: Client) -> None:
     orders = [order_in("paid"), order_in("paid"), order_in("cart")]
     response = act(root, "xsm_send:status:SHIP", *orders)
