@@ -18,8 +18,8 @@ import datetime as _dt
 import math
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
 
@@ -29,11 +29,16 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_LIMIT",
     "AsyncInboxStore",
+    "AsyncOpDriver",
     "AsyncStateStore",
     "AsyncTransitionLogStore",
     "Codec",
+    "InboxOps",
     "InboxStore",
+    "OpDriver",
     "StateStore",
+    "StoreOp",
+    "StoreOps",
     "TransitionLogStore",
     "check_listing",
     "check_log_read",
@@ -51,6 +56,14 @@ __all__ = [
     "validate_ttl_s",
     "wall_to_ms",
 ]
+
+T = TypeVar("T")
+
+#: One store operation written once, with no I/O: a generator that yields
+#: the store's own requests (for Redis: script calls, commands, pipelines),
+#: receives each reply and returns its result. The store's ``driver`` runs
+#: it; a request that fails is thrown back in at the ``yield`` that asked.
+StoreOp: TypeAlias = Generator[Any, Any, T]
 
 #: Longest instance key, idempotency key or scope accepted (characters).
 MAX_KEY_LENGTH = 512
@@ -340,7 +353,59 @@ class Codec(Protocol):
     def decode(self, data: bytes, *, key: str, version: int) -> dict[str, Any]: ...
 
 
-class StateStore(Protocol):
+class OpDriver(Protocol):
+    """Runs a :data:`StoreOp` to its result with blocking I/O, in one loop
+    (``key``: the instance it concerns, for errors)."""
+
+    def run(self, op: StoreOp[T], key: str | None = None) -> T: ...
+
+
+class AsyncOpDriver(Protocol):
+    """:class:`OpDriver` for an asyncio store: the same loop, awaited."""
+
+    async def run(self, op: StoreOp[T], key: str | None = None) -> T: ...
+
+
+class StoreOps(Protocol):
+    """What a persisted block composes, as operations (one implementation
+    for a store and its asyncio twin): the block is itself one generator
+    that ``yield from``-s them, and the store's ``driver`` runs it, so a
+    block's open, sends and commit each take one driver loop. Errors reach
+    the block as the documented ``XsmError``s, as from the methods. The
+    inbox's :class:`InboxOps` run on the store's driver too: an inbox the
+    store :meth:`~StateStore.shares_commit` with reaches the same data."""
+
+    def open_op(
+        self, request: records.OpenRequest, *, inbox: Any = None
+    ) -> StoreOp[records.OpenResult]:
+        """:meth:`StateStore.open`, as an operation."""
+
+    def commit_op(
+        self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
+    ) -> StoreOp[records.CommitResult]:
+        """:meth:`StateStore.commit`, as an operation."""
+
+    def acquire_lock_op(self, key: str, token: str, ttl_ms: int) -> StoreOp[int]:
+        """:meth:`StateStore.acquire_lock`, as an operation."""
+
+    def release_lock_op(self, key: str, token: str) -> StoreOp[bool]:
+        """:meth:`StateStore.release_lock`, as an operation."""
+
+    def wait_unlocked_op(self, key: str, seconds: float) -> StoreOp[bool]:
+        """:meth:`StateStore.wait_unlocked`, as an operation."""
+
+
+class InboxOps(Protocol):
+    """The inbox's part of a block, as operations (see :class:`StoreOps`)."""
+
+    def claim_op(self, request: records.ClaimRequest) -> StoreOp[records.ClaimOutcome]:
+        """:meth:`InboxStore.claim`, as an operation."""
+
+    def release_op(self, release: records.InboxRelease) -> StoreOp[bool]:
+        """:meth:`InboxStore.release`, as an operation."""
+
+
+class StateStore(StoreOps, Protocol):
     """Durable, versioned instance records.
 
     Guarantees every implementation keeps:
@@ -359,12 +424,17 @@ class StateStore(Protocol):
 
     Every method here is required; there are no optional ones to probe for.
     ``clock`` (epoch ms) is the clock blocks and timer scanners of this
-    store arm deadlines and stamp log records with.
+    store arm deadlines and stamp log records with; ``driver`` runs the
+    store's operations (:class:`StoreOps`).
     """
 
     max_snapshot_bytes: int
     lock_ttl_ms: int
     clock: Callable[[], int]
+
+    @property
+    def driver(self) -> OpDriver:
+        """Runs this store's operations."""
 
     def load(self, key: str) -> records.StoredRecord | None:
         """The record, or None when absent (or expired)."""
@@ -471,13 +541,18 @@ class StateStore(Protocol):
         """``{"ok": bool, ...}``; never raises, never leaks addresses."""
 
 
-class AsyncStateStore(Protocol):
+class AsyncStateStore(StoreOps, Protocol):
     """The asyncio twin of :class:`StateStore`: same guarantees, awaitable
-    methods with the same names."""
+    methods with the same names, the same operations run by an awaitable
+    ``driver``."""
 
     max_snapshot_bytes: int
     lock_ttl_ms: int
     clock: Callable[[], int]
+
+    @property
+    def driver(self) -> AsyncOpDriver:
+        """Runs this store's operations, awaited."""
 
     async def load(self, key: str) -> records.StoredRecord | None: ...
 
@@ -506,7 +581,7 @@ class AsyncStateStore(Protocol):
     async def health(self) -> dict[str, Any]: ...
 
 
-class InboxStore(Protocol):
+class InboxStore(InboxOps, Protocol):
     """Idempotency rows: the first claim wins.
 
     * ``claim`` returns CLAIMED (caller owns a lease of ``lease_ms``),
@@ -548,7 +623,7 @@ class InboxStore(Protocol):
         """The rows :meth:`forget_instance` would remove now."""
 
 
-class AsyncInboxStore(Protocol):
+class AsyncInboxStore(InboxOps, Protocol):
     async def claim(self, request: records.ClaimRequest) -> records.ClaimOutcome: ...
 
     async def mark(self, mark: records.InboxMark) -> bool: ...

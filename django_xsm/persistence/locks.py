@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError, brief
 
-from .base import retry_after_seconds
+from .base import StoreOp, retry_after_seconds
 
 __all__ = [
     "AdaptiveLock",
@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class LockStrategy:
@@ -213,6 +214,36 @@ def _gave_up(exc: ConflictError, attempts: int) -> ConflictError:
     )
 
 
+def queue_for_lock(
+    store: Any,
+    key: str,
+    timeout: float,
+    attempt: Callable[[], StoreOp[R]],
+    busy_ms_of: Callable[[R], int],
+    on_busy: Callable[[int], None] | None = None,
+) -> StoreOp[R]:
+    """The one lock-acquire loop, as a store operation: run ``attempt()``
+    (an operation that tries to take ``key``'s lock once) until
+    ``busy_ms_of`` its result is 0, and between tries wait in the key's
+    queue (``store.wait_unlocked_op``: a release wakes the longest waiter)
+    for at most what the holder's lease has left and never past
+    ``timeout`` seconds, then ``LockTimeoutError``. ``on_busy(busy_ms)``
+    observes each busy try. A pessimistic block's open and
+    :class:`StoreLock` both run it on the store's driver."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = yield from attempt()
+        busy_ms = busy_ms_of(result)
+        if not busy_ms:
+            return result
+        if on_busy is not None:
+            on_busy(busy_ms)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise LockTimeoutError(key, timeout=timeout, retry_after_s=retry_after_seconds(busy_ms))
+        yield from store.wait_unlocked_op(key, min(remaining, busy_ms / 1000))
+
+
 class StoreLock:
     """``with store.lock(key, timeout=1.0) as token:`` — the store's token
     lock on its own (SET NX PX semantics, compare-and-delete release).
@@ -235,24 +266,19 @@ class StoreLock:
         self.ttl_ms = ttl_ms or store.lock_ttl_ms
         self.token = secrets.token_hex(16)
 
-    def acquire(self) -> str:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            busy_ms = self.store.acquire_lock(self.key, self.token, self.ttl_ms)
-            if not busy_ms:
-                return self.token
-            self.store.wait_unlocked(self.key, self._wait_limit(busy_ms, deadline))
+    def _acquire_op(self) -> StoreOp[str]:
+        yield from queue_for_lock(
+            self.store,
+            self.key,
+            self.timeout,
+            lambda: self.store.acquire_lock_op(self.key, self.token, self.ttl_ms),
+            int,
+        )
+        return self.token
 
-    def _wait_limit(self, busy_ms: int, deadline: float) -> float:
-        """Seconds a waiter may block before trying again (never past the
-        deadline nor the holder's remaining lease); LockTimeoutError when
-        the deadline has passed."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise LockTimeoutError(
-                self.key, timeout=self.timeout, retry_after_s=retry_after_seconds(busy_ms)
-            )
-        return min(remaining, busy_ms / 1000)
+    def acquire(self) -> str:
+        token: str = self.store.driver.run(self._acquire_op(), self.key)
+        return token
 
     def release(self) -> bool:
         return bool(self.store.release_lock(self.key, self.token))
@@ -270,12 +296,8 @@ class AsyncStoreLock(StoreLock):
     ``AsyncRedisStore``."""
 
     async def acquire_async(self) -> str:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            busy_ms = await self.store.acquire_lock(self.key, self.token, self.ttl_ms)
-            if not busy_ms:
-                return self.token
-            await self.store.wait_unlocked(self.key, self._wait_limit(busy_ms, deadline))
+        token: str = await self.store.driver.run(self._acquire_op(), self.key)
+        return token
 
     async def release_async(self) -> bool:
         return bool(await self.store.release_lock(self.key, self.token))

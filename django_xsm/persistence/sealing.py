@@ -13,7 +13,7 @@ Sealed values are opaque to the Lua scripts, which only store them.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 __all__ = [
     "SEALED",
@@ -22,6 +22,7 @@ __all__ = [
     "is_sealed",
     "seal",
     "seal_bytes",
+    "seals",
     "unseal",
     "unseal_bytes",
 ]
@@ -53,6 +54,20 @@ class SealingCodec(Protocol):
     def is_current(self, token: str | bytes) -> bool: ...
 
 
+def seals(codec: object) -> bool:
+    """True when ``codec`` is a :class:`SealingCodec` (decided once per
+    codec class: a runtime protocol check costs tens of microseconds, and
+    a request seals several values)."""
+    kind = type(codec)
+    found = _SEALS.get(kind)
+    if found is None:
+        found = _SEALS[kind] = issubclass(kind, SealingCodec)
+    return found
+
+
+_SEALS: dict[type, bool] = {}
+
+
 def is_sealed(value: Any) -> bool:
     """True when ``value`` (str or bytes) carries the ``SEALED`` marker."""
     if isinstance(value, bytes):
@@ -63,15 +78,15 @@ def is_sealed(value: Any) -> bool:
 def seal(codec: object, text: str) -> str:
     """``text`` sealed by ``codec``, or ``text`` itself when the codec does
     not seal (JSON, a custom snapshot-only codec)."""
-    if isinstance(codec, SealingCodec):
-        return SEALED + codec.seal(text.encode("utf-8", "surrogateescape"))
+    if seals(codec):
+        return SEALED + cast(SealingCodec, codec).seal(text.encode("utf-8", "surrogateescape"))
     return text
 
 
 def seal_bytes(codec: object, data: bytes) -> bytes:
     """:func:`seal` for a UTF-8 byte string."""
-    if isinstance(codec, SealingCodec):
-        return (SEALED + codec.seal(data)).encode()
+    if seals(codec):
+        return (SEALED + cast(SealingCodec, codec).seal(data)).encode()
     return data
 
 
@@ -82,10 +97,10 @@ def unseal_bytes(codec: object, value: bytes | str) -> bytes:
     raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
     if not raw.startswith(_SEALED_B):
         return raw
-    if not isinstance(codec, SealingCodec):
+    if not seals(codec):
         raise UnsealError("a sealed value, but the configured codec cannot unseal (CODEC)")
     try:
-        return codec.unseal(raw[len(_SEALED_B) :].decode("ascii"))
+        return cast(SealingCodec, codec).unseal(raw[len(_SEALED_B) :].decode("ascii"))
     except (ValueError, UnicodeDecodeError):
         raise UnsealError(
             "a sealed value none of the configured keys opens (rotated out, or not ours)"

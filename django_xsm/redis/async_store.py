@@ -38,12 +38,12 @@ class AsyncRedisStore(
     async def open(
         self, request: records.OpenRequest, *, inbox: object = None
     ) -> records.OpenResult:
-        return await self.driver.run(self._open(request, inbox), request.key)
+        return await self.driver.run(self.open_op(request, inbox=inbox), request.key)
 
     async def commit(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> records.CommitResult:
-        return await self.driver.run(self._commit(unit, inbox, log), unit.key)
+        return await self.driver.run(self.commit_op(unit, inbox=inbox, log=log), unit.key)
 
     async def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
         op = self.core.save_unit(key, snapshot, expected_version)

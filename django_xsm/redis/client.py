@@ -25,10 +25,9 @@ import redis.cluster
 from redis.exceptions import NoScriptError
 
 from django_xsm.exceptions import InvalidConfigError
-from django_xsm.persistence.runner import adrive, drive
 
 from . import scripts
-from .core import Cmd, Many, Op, Request
+from .core import Cmd, Many, Request
 from .durability import Replicated
 from .errors import translate_errors
 from .ops import Call
@@ -37,6 +36,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "AsyncDriver",
     "AsyncSide",
+    "RedisSide",
     "SyncDriver",
     "SyncSide",
     "is_cluster",
@@ -195,13 +195,6 @@ def _command(request: Call | Cmd, *, by_source: bool = False) -> tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class _Line:
-    """One command on the wire."""
-
-    command: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class _Pipeline:
     """Commands in one pipeline; replies come back with errors in place.
     ``pin``: a key whose node must run them all on one connection (a
@@ -219,32 +212,18 @@ class _Pipeline:
 # https://redis.io/docs/latest/develop/interact/programmability/eval-intro/
 
 
-def _replicated(request: Replicated) -> Generator[_Line | _Pipeline, Any, tuple[Any, int]]:
-    wait = ("WAIT", request.min_replicas, request.timeout_ms)
-    sent = request.request
-    replies = yield _Pipeline((_command(sent), wait), pin=request.pin)
-    if isinstance(replies[0], NoScriptError):
-        replies = yield _Pipeline((_command(sent, by_source=True), wait), pin=request.pin)
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies[0], int(replies[1])
-
-
-def _on_the_wire(
-    request: Call | Cmd | Many | Replicated,
-) -> Generator[_Line | _Pipeline, Any, Any]:
-    """What one core request sends, as a generator of wire requests (the
-    two drivers run it with blocking and asyncio clients)."""
+def _pipelined(request: Many | Replicated) -> Generator[_Pipeline, list[Any], Any]:
+    """The pipelines one ``Many`` or ``Replicated`` request sends (a second
+    one only for the calls that met NOSCRIPT), and its result. Replies come
+    back with errors in place, so nothing is thrown into this generator."""
     if isinstance(request, Replicated):
-        return (yield from _replicated(request))
-    if isinstance(request, Cmd):
-        return (yield _Line(_command(request)))
-    if isinstance(request, Call):
-        try:
-            return (yield _Line(_command(request)))
-        except NoScriptError:
-            return (yield _Line(_command(request, by_source=True)))
+        wait = ("WAIT", request.min_replicas, request.timeout_ms)
+        sent = request.request
+        replies = yield _Pipeline((_command(sent), wait), pin=request.pin)
+        if isinstance(replies[0], NoScriptError):
+            replies = yield _Pipeline((_command(sent, by_source=True), wait), pin=request.pin)
+        _raise_first_error(replies)
+        return replies[0], int(replies[1])
     requests = request.requests
     if not requests:
         return []
@@ -254,10 +233,42 @@ def _on_the_wire(
         again = yield _Pipeline(tuple(_command(requests[i], by_source=True) for i in missing))
         for i, reply in zip(missing, again, strict=True):
             replies[i] = reply
+    _raise_first_error(replies)
+    return replies
+
+
+def _raise_first_error(replies: list[Any]) -> None:
     for reply in replies:
         if isinstance(reply, Exception):
             raise reply
-    return replies
+
+
+_DONE = object()
+
+
+class _Stepper:
+    """One operation advanced a request at a time (both drivers' loop):
+    :meth:`next` sends in :attr:`reply`, or throws in :attr:`error` at the
+    ``yield`` that asked, and returns the next request, or ``_DONE`` once
+    the operation returned (its value in :attr:`result`)."""
+
+    __slots__ = ("error", "op", "reply", "result")
+
+    def __init__(self, op: Generator[Any, Any, Any]) -> None:
+        self.op = op
+        self.reply: Any = None
+        self.error: BaseException | None = None
+        self.result: Any = None
+
+    def next(self) -> Any:
+        error, self.error = self.error, None
+        try:
+            request = self.op.send(self.reply) if error is None else self.op.throw(error)
+        except StopIteration as stop:
+            self.result = stop.value
+            return _DONE
+        self.reply = None
+        return request
 
 
 class _Commands(Protocol):
@@ -267,23 +278,42 @@ class _Commands(Protocol):
 
 
 class SyncDriver:
-    """Runs core generators on a blocking client."""
+    """Runs store operations (generators of :data:`~.requests.Request`) on a
+    blocking client: the one loop between a block, or any operation, and
+    the socket. A request that fails is thrown back into the operation at
+    the ``yield`` that asked for it, so the operation cleans up after itself;
+    what escapes is translated (:func:`~.errors.translate_errors`)."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._commands: _Commands = client
         self.cluster = is_cluster(client)
 
-    def run(self, op: Op[T], key: str | None = None) -> T:
+    def run(self, op: Generator[Any, Any, T], key: str | None = None) -> T:
         with translate_errors(key, cluster=self.cluster):
-            return drive(op, self._exec)
+            step = _Stepper(op)
+            while (request := step.next()) is not _DONE:
+                try:
+                    step.reply = self._send(request)
+                except BaseException as exc:
+                    step.error = exc
+            result: T = step.result
+            return result
 
-    def _exec(self, request: Request) -> Any:
-        return drive(_on_the_wire(request), self._send)
+    def _send(self, request: Request) -> Any:
+        if isinstance(request, Call):
+            try:
+                return self._commands.execute_command(*_command(request))
+            except NoScriptError:
+                return self._commands.execute_command(*_command(request, by_source=True))
+        if isinstance(request, Cmd):
+            return self._commands.execute_command(*_command(request))
+        step = _Stepper(_pipelined(request))
+        while (pipeline := step.next()) is not _DONE:
+            step.reply = self._pipeline(pipeline)
+        return step.result
 
-    def _send(self, wire: _Line | _Pipeline) -> Any:
-        if isinstance(wire, _Line):
-            return self._commands.execute_command(*wire.command)
+    def _pipeline(self, wire: _Pipeline) -> list[Any]:
         owner: Any = self.client
         if wire.pin is not None and self.cluster:
             owner = owner.get_node_from_key(wire.pin).redis_connection
@@ -291,11 +321,12 @@ class SyncDriver:
         queue: _Commands = pipe
         for command in wire.commands:
             queue.execute_command(*command)
-        return pipe.execute(raise_on_error=False)
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        return replies
 
 
 class AsyncDriver:
-    """Runs the same core generators on a ``redis.asyncio`` client."""
+    """:class:`SyncDriver` on a ``redis.asyncio`` client: the same loop, awaited."""
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.client = client
@@ -304,16 +335,31 @@ class AsyncDriver:
         # node name -> a plain client on that node (pinned pipelines)
         self._nodes: dict[str, redis.asyncio.Redis] = {}
 
-    async def run(self, op: Op[T], key: str | None = None) -> T:
+    async def run(self, op: Generator[Any, Any, T], key: str | None = None) -> T:
         with translate_errors(key, cluster=self.cluster):
-            return await adrive(op, self._exec)
+            step = _Stepper(op)
+            while (request := step.next()) is not _DONE:
+                try:
+                    step.reply = await self._send(request)
+                except BaseException as exc:
+                    step.error = exc
+            result: T = step.result
+            return result
 
-    async def _exec(self, request: Request) -> Any:
-        return await adrive(_on_the_wire(request), self._send)
+    async def _send(self, request: Request) -> Any:
+        if isinstance(request, Call):
+            try:
+                return await self._commands.execute_command(*_command(request))
+            except NoScriptError:
+                return await self._commands.execute_command(*_command(request, by_source=True))
+        if isinstance(request, Cmd):
+            return await self._commands.execute_command(*_command(request))
+        step = _Stepper(_pipelined(request))
+        while (pipeline := step.next()) is not _DONE:
+            step.reply = await self._pipeline(pipeline)
+        return step.result
 
-    async def _send(self, wire: _Line | _Pipeline) -> Any:
-        if isinstance(wire, _Line):
-            return await self._commands.execute_command(*wire.command)
+    async def _pipeline(self, wire: _Pipeline) -> list[Any]:
         owner: Any = self.client
         if wire.pin is not None and self.cluster:
             owner = await self._node_client(wire.pin)
@@ -321,7 +367,8 @@ class AsyncDriver:
         queue: _Commands = pipe
         for command in wire.commands:
             queue.execute_command(*command)
-        return await pipe.execute(raise_on_error=False)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
 
     async def aclose_nodes(self) -> None:
         """Close the per-node clients of pinned pipelines."""
@@ -344,17 +391,26 @@ class AsyncDriver:
         return found
 
 
-class _Side:
+class RedisSide:
     """How a backend reaches Redis: its ``client`` and the ``driver`` that
     runs the core generators on it."""
 
     prefix: str
+    driver: SyncDriver | AsyncDriver
+
+    def composed(self, op: Generator[Any, Any, T], key: str | None) -> Generator[Any, Any, T]:
+        """``op`` for another generator to ``yield from`` (a block's open,
+        claim or commit), its errors translated as the driver's ``run``
+        translates them: the composing generator sees the documented
+        ``XsmError`` at the ``yield from``, never a redis-py error."""
+        with translate_errors(key, cluster=self.driver.cluster):
+            return (yield from op)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} prefix={self.prefix!r}>"
 
 
-class SyncSide(_Side):
+class SyncSide(RedisSide):
     """A blocking backend: ``redis.Redis`` or a URL, run by :class:`SyncDriver`."""
 
     client: redis.Redis
@@ -365,7 +421,7 @@ class SyncSide(_Side):
         self.driver = SyncDriver(self.client)
 
 
-class AsyncSide(_Side):
+class AsyncSide(RedisSide):
     """An asyncio backend: ``redis.asyncio.Redis`` or a URL, run by :class:`AsyncDriver`."""
 
     client: redis.asyncio.Redis

@@ -25,7 +25,7 @@ from django_xsm.persistence.records import (
 from django_xsm.persistence.sealing import seal_bytes, unseal
 
 from . import ops
-from .client import AsyncSide, SyncSide
+from .client import AsyncSide, RedisSide, SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .durability import Durability
 from .keys import SEP, escape_glob
@@ -210,7 +210,7 @@ class InboxCore:
         return sum(int(r) for r in replies)
 
 
-class _InboxBase:
+class _InboxBase(RedisSide):
     """The constructor shared by both twins. ``min_replicas`` and
     ``replica_timeout_ms`` as for :class:`~django_xsm.redis.RedisStore`: a
     claim that finds its key done (a replay) is refused with
@@ -236,6 +236,15 @@ class _InboxBase:
     def _connect(self, client_or_url: Any) -> None:
         """Set ``client`` and ``driver`` (blocking or asyncio)."""
         raise NotImplementedError
+
+    # --- the operations a persisted block composes (InboxOps): run by the
+    # store's driver, whose Redis this inbox shares (shares_commit)
+
+    def claim_op(self, request: ClaimRequest) -> Op[ClaimOutcome]:
+        return self.composed(self.core.claim(request), request.instance_key)
+
+    def release_op(self, release: InboxRelease) -> Op[bool]:
+        return self.composed(self.core.release(release), release.claim.instance_key)
 
 
 class RedisInbox(SyncSide, _InboxBase):

@@ -204,7 +204,8 @@ def _claim_args(layout: KeyLayout, claim: records.ClaimRequest) -> tuple[list[st
 
 def open_call(layout: KeyLayout, request: records.OpenRequest, limit: int) -> Call:
     """The OPEN call; a stored snapshot over ``limit`` bytes comes back as
-    its size, never as its bytes."""
+    its size, never as its bytes. The caller checked the claims
+    (:func:`same_instance`)."""
     key = request.key
     keys = [
         layout.snapshot(key),
@@ -214,7 +215,7 @@ def open_call(layout: KeyLayout, request: records.OpenRequest, limit: int) -> Ca
     ]
     args: list[Any] = [key, request.lock_token, request.lock_ttl_ms, len(request.claims), limit]
     for claim in request.claims:
-        ck, ca = _claim_args(layout, same_instance(key, claim))
+        ck, ca = _claim_args(layout, claim)
         keys += ck
         args += ca
     return Call("OPEN", keys, args)
@@ -305,7 +306,8 @@ def commit_call(
     """The COMMIT call: the unit whole (snapshot, marks, releases, log
     entries, outbox events) in one script. Receipts, log payloads and
     emitted events are sealed by ``codec`` when it can
-    (django_xsm.persistence.sealing)."""
+    (django_xsm.persistence.sealing). The caller checked the claims of
+    the marks and releases (:func:`same_instance`)."""
     key = unit.key
     b = layout.bucket(key)
     keys = [
@@ -330,8 +332,6 @@ def commit_call(
         return inbox_slot[name]
 
     marks, releases, entries = unit.marks, unit.releases, unit.log_entries
-    for claim in (*(m.claim for m in marks), *(r.claim for r in releases)):
-        same_instance(key, claim)
     failures = unit.timer_failures
     header: list[Any] = [
         key,

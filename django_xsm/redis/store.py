@@ -27,7 +27,7 @@ from django_xsm.persistence.base import (
 from django_xsm.persistence.keywords import StoreKeywords
 from django_xsm.persistence.locks import StoreLock
 
-from .client import AsyncSide, SyncSide, is_cluster, same_server, socket_timeout_of
+from .client import AsyncSide, RedisSide, SyncSide, is_cluster, same_server, socket_timeout_of
 from .core import Op, StoreCore, ttl_ms_of
 from .keys import KeyLayout
 
@@ -51,7 +51,7 @@ def with_latency(info: dict[str, Any], started: float) -> dict[str, Any]:
     return info
 
 
-class _StoreBase:
+class _StoreBase(RedisSide):
     """Constructor and identity shared by both twins.
 
     ``prefix`` names the namespace (required). ``codec``: snapshot codec
@@ -170,18 +170,31 @@ class _StoreBase:
             and same_server(other.client, self.client)
         )
 
-    def _open(self, request: records.OpenRequest, inbox: object) -> Op[records.OpenResult]:
+    # --- the operations a persisted block composes (StoreOps) -------------
+
+    def open_op(
+        self, request: records.OpenRequest, *, inbox: object = None
+    ) -> Op[records.OpenResult]:
         if request.claims:
             if inbox is None:
                 raise InvalidConfigError("open() got claims without an inbox", path="inbox")
             require_shared_commit(self, inbox=inbox)
-        return self.core.open(request)
+        return self.composed(self.core.open(request), request.key)
 
-    def _commit(
-        self, unit: records.CommitUnit, inbox: object, log: object
+    def commit_op(
+        self, unit: records.CommitUnit, *, inbox: object = None, log: object = None
     ) -> Op[records.CommitResult]:
         require_shared_commit(self, inbox=inbox, log=log)
-        return self.core.commit(unit, log=log)
+        return self.composed(self.core.commit(unit, log=log), unit.key)
+
+    def acquire_lock_op(self, key: str, token: str, ttl_ms: int) -> Op[int]:
+        return self.composed(self.core.acquire_lock(key, token, ttl_ms), key)
+
+    def release_lock_op(self, key: str, token: str) -> Op[bool]:
+        return self.composed(self.core.release_lock(key, token), key)
+
+    def wait_unlocked_op(self, key: str, seconds: float) -> Op[bool]:
+        return self.composed(self.core.wait_unlocked(key, seconds), key)
 
 
 class RedisStore(
@@ -194,12 +207,12 @@ class RedisStore(
         return self.driver.run(self.core.load(key), key)
 
     def open(self, request: records.OpenRequest, *, inbox: object = None) -> records.OpenResult:
-        return self.driver.run(self._open(request, inbox), request.key)
+        return self.driver.run(self.open_op(request, inbox=inbox), request.key)
 
     def commit(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> records.CommitResult:
-        return self.driver.run(self._commit(unit, inbox, log), unit.key)
+        return self.driver.run(self.commit_op(unit, inbox=inbox, log=log), unit.key)
 
     def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
         op = self.core.save_unit(key, snapshot, expected_version)

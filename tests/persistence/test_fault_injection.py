@@ -44,8 +44,9 @@ class Faults:
 
 
 class FaultyStore:
-    """Delegates to a real store; ``open`` / ``commit`` can fail before or
-    after the real call (after = the work was done, the reply was lost)."""
+    """Delegates to a real store; its ``open`` / ``commit`` operations can
+    fail before or after the real one (after = the work was done, the
+    reply was lost)."""
 
     def __init__(self, inner: Any, faults: Faults) -> None:
         self.inner = inner
@@ -53,24 +54,25 @@ class FaultyStore:
         self.lock_ttl_ms = inner.lock_ttl_ms
         self.max_snapshot_bytes = inner.max_snapshot_bytes
         self.clock = inner.clock
+        self.driver = inner.driver
 
     def shares_commit(self, other: object) -> bool:
         return bool(self.inner.shares_commit(_unwrapped(other)))
 
-    def open(self, request: Any, *, inbox: Any = None) -> Any:
+    def open_op(self, request: Any, *, inbox: Any = None) -> Any:
         self.faults.hit("open:before")
-        result = self.inner.open(request, inbox=_unwrapped(inbox))
+        result = yield from self.inner.open_op(request, inbox=_unwrapped(inbox))
         self.faults.hit("open:after")
         return result
 
-    def commit(self, unit: Any, *, inbox: Any = None, log: Any = None) -> Any:
+    def commit_op(self, unit: Any, *, inbox: Any = None, log: Any = None) -> Any:
         self.faults.hit("commit:before")
-        result = self.inner.commit(unit, inbox=_unwrapped(inbox), log=log)
+        result = yield from self.inner.commit_op(unit, inbox=_unwrapped(inbox), log=log)
         self.faults.hit("commit:after")
         return result
 
-    def release_lock(self, key: str, token: str) -> bool:
-        return bool(self.inner.release_lock(key, token))
+    def release_lock_op(self, key: str, token: str) -> Any:
+        return (yield from self.inner.release_lock_op(key, token))
 
 
 class FaultyInbox:
@@ -81,13 +83,13 @@ class FaultyInbox:
         self.inner = inner
         self.faults = faults
 
-    def claim(self, request: Any) -> Any:
-        outcome = self.inner.claim(request)
+    def claim_op(self, request: Any) -> Any:
+        outcome = yield from self.inner.claim_op(request)
         self.faults.hit("claim:after")
         return outcome
 
-    def release(self, release: Any) -> bool:
-        return bool(self.inner.release(release))
+    def release_op(self, release: Any) -> Any:
+        return (yield from self.inner.release_op(release))
 
 
 def _unwrapped(inbox: Any) -> Any:

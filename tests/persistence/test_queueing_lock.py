@@ -20,14 +20,14 @@ from tests.support import LIVE_URL, Backends, delete_namespace, order_machine, u
 M = order_machine()
 
 
-def _spy(store: Any, name: str) -> list[Any]:
-    """Record what ``store.<name>`` returns (an instance attribute shadows
-    the method: the block's driver looks it up on the instance)."""
+def _spy_op(store: Any, name: str) -> list[Any]:
+    """Record what the operation ``store.<name>`` returns (the block looks
+    it up on the instance)."""
     seen: list[Any] = []
-    method = getattr(store, name)
+    operation = getattr(store, name)
 
     def spied(*args: Any, **kwargs: Any) -> Any:
-        result = method(*args, **kwargs)
+        result = yield from operation(*args, **kwargs)
         seen.append(result)
         return result
 
@@ -93,8 +93,8 @@ def test_a_pessimistic_waiter_is_woken_by_the_commit_that_releases(b: Backends) 
     _long_slices(b)
     with persisted(b.store, "o:1", M) as order:
         order.send("ADD")
-    opens = _spy(b.store, "open")
-    woken = _spy(b.store, "wait_unlocked")
+    opens = _spy_op(b.store, "open_op")
+    woken = _spy_op(b.store, "wait_unlocked_op")
     holding, waiting = threading.Event(), threading.Event()
 
     def waiter() -> int:
@@ -144,8 +144,8 @@ def test_waiters_on_a_hot_key_take_turns_and_every_update_lands(b: Backends) -> 
 
 def test_store_lock_waits_for_the_release(b: Backends) -> None:
     _long_slices(b)
-    woken = _spy(b.store, "wait_unlocked")
-    tries = _spy(b.store, "acquire_lock")
+    woken = _spy_op(b.store, "wait_unlocked_op")
+    tries = _spy_op(b.store, "acquire_lock_op")
     held = threading.Event()
 
     def second() -> str:
@@ -228,14 +228,14 @@ async def test_an_async_waiter_is_woken_by_the_release(async_store_client: Any) 
     store = AsyncRedisStore(async_store_client, prefix=prefix, buckets=4)
     store.core.wait_slice_s = 3.0
     woken: list[bool] = []
-    wait = store.wait_unlocked
+    wait = store.wait_unlocked_op
 
-    async def spied(key: str, seconds: float) -> bool:
-        result = await wait(key, seconds)
+    def spied(key: str, seconds: float) -> Any:
+        result = yield from wait(key, seconds)
         woken.append(result)
         return result
 
-    store.wait_unlocked = spied  # type: ignore[method-assign]
+    store.wait_unlocked_op = spied  # type: ignore[method-assign]
     try:
         async with apersisted(store, "o:1", M) as order:
             await order.asend("ADD")

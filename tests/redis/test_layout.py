@@ -93,13 +93,13 @@ class _Spy:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> _Spy:
     s = _Spy()
-    real = SyncDriver._exec
+    real = SyncDriver._send
 
-    def _exec(self: SyncDriver, request: Any) -> Any:
+    def _send(self: SyncDriver, request: Any) -> Any:
         s.record(request)
         return real(self, request)
 
-    monkeypatch.setattr(SyncDriver, "_exec", _exec)
+    monkeypatch.setattr(SyncDriver, "_send", _send)
     return s
 
 

@@ -233,7 +233,7 @@ def recording(b: Backends) -> Iterator[list[Call]]:
     patched = []
     for obj in {id(o): o for o in (b.store, b.inbox, b.log)}.values():
         driver = obj.driver
-        original = driver._exec
+        original = driver._send
 
         def spy(request: Any, original: Any = original) -> Any:
             for r in getattr(request, "requests", None) or (request,):
@@ -241,13 +241,13 @@ def recording(b: Backends) -> Iterator[list[Call]]:
                     calls.append(r)
             return original(request)
 
-        driver._exec = spy
+        driver._send = spy
         patched.append((driver, original))
     try:
         yield calls
     finally:
         for driver, original in patched:
-            driver._exec = original
+            driver._send = original
 
 
 def touched(b: Backends, name: str) -> tuple[list[list[str]], set[str]]:

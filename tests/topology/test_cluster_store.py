@@ -78,13 +78,13 @@ def test_pessimistic_waiters_are_woken_on_the_key_s_node(cluster: RedisCluster3)
     store, plugins = parts(client, unique_prefix())
     add(store, plugins, "order:hot")
     woken: list[bool] = []
-    wait = store.wait_unlocked
+    wait = store.wait_unlocked_op
 
-    def spied(key: str, seconds: float) -> bool:
-        woken.append(wait(key, seconds))
+    def spied(key: str, seconds: float) -> Any:
+        woken.append((yield from wait(key, seconds)))
         return woken[-1]
 
-    store.wait_unlocked = spied  # type: ignore[method-assign]
+    store.wait_unlocked_op = spied  # type: ignore[method-assign]
     errors: list[BaseException] = []
 
     def worker() -> None:

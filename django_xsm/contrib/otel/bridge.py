@@ -1,10 +1,11 @@
 """Block hooks that tracing needs and the block core does not call (yet).
 
 :class:`~django_xsm.persistence.block.Plugin` calls ``on_load``,
-``before_send``, ``after_send``, ``after_commit`` and ``aafter_commit``.
-A span also needs to know when the open and the commit start, when they
-end and with which error, and which sends were answered from the
-idempotency inbox. This module calls three more hooks on every plugin of a
+``before_send``, ``after_send``, ``after_commit``, ``aafter_commit`` and
+``on_lock_busy`` (an open of a pessimistic block found the lock held, once
+per poll). A span also needs to know when the open and the commit start,
+when they end and with which error, and which sends were answered from the
+idempotency inbox. This module calls two more hooks on every plugin of a
 block that defines them:
 
 ``phase(block, name, event_type) -> AbstractContextManager[None]``
@@ -15,8 +16,6 @@ block that defines them:
     the engine, ``after_send``; ``event_type`` is set) and ``"commit"``
     (the exit of a block whose body did not raise: the commit, or the
     release of a block that changed nothing, and ``after_commit``).
-``on_lock_busy(block, busy_ms)``
-    an open of a pessimistic block found the lock held (once per poll).
 ``on_replay(block, event_type, receipt)``
     a send returned a :class:`~django_xsm.persistence.idempotency.ReplayedReceipt`.
 
@@ -42,10 +41,9 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from django_xsm.engine import to_event
+from django_xsm.persistence.base import StoreOp
 from django_xsm.persistence.block import PersistedInstance, Plugin
-from django_xsm.persistence.block.requests import BlockOp, Open
 from django_xsm.persistence.idempotency import ReplayedReceipt
-from django_xsm.persistence.records import OpenResult
 
 __all__ = ["HOOKS", "adopt", "adopted", "install", "installed", "release", "uninstall"]
 
@@ -54,7 +52,7 @@ logger = logging.getLogger("django_xsm.contrib.otel")
 T = TypeVar("T")
 
 #: The hooks this module calls.
-HOOKS = ("phase", "on_lock_busy", "on_replay")
+HOOKS = ("phase", "on_replay")
 #: The core calls them itself: only adoption is left to do here.
 NATIVE = hasattr(Plugin, "phase")
 
@@ -152,37 +150,9 @@ def _phases(block: PersistedInstance, hooks: list[Any], name: str, etype: str) -
         quiet.close(None)
 
 
-def _watch_open(block: PersistedInstance, hooks: list[Any], op: BlockOp[T]) -> BlockOp[T]:
-    """``yield from op``, telling the hooks about every busy lock it meets."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            request = op.send(reply) if error is None else op.throw(error)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        error = None
-        try:
-            reply = yield request
-        except GeneratorExit:
-            op.close()
-            raise
-        except BaseException as exc:  # the request failed: the op cleans up
-            error = exc
-            continue
-        busy = isinstance(request, Open) and isinstance(reply, OpenResult) and reply.lock_busy_ms
-        if busy and block.options.lock.pessimistic:
-            _notify(hooks, "on_lock_busy", block, reply.lock_busy_ms)
-
-
-def _phased_open(block: PersistedInstance, hooks: list[Any], op: BlockOp[T]) -> BlockOp[T]:
-    with _phases(block, hooks, "open", ""):
-        return (yield from _watch_open(block, hooks, op))
-
-
-def _phased_commit(block: PersistedInstance, hooks: list[Any], op: BlockOp[T]) -> BlockOp[T]:
-    with _phases(block, hooks, "commit", ""):
+def _phased(block: PersistedInstance, hooks: list[Any], name: str, op: StoreOp[T]) -> StoreOp[T]:
+    """``op`` inside phase ``name`` (``"open"``, ``"commit"``)."""
+    with _phases(block, hooks, name, ""):
         return (yield from op)
 
 
@@ -196,19 +166,19 @@ def _event_type(event: object) -> str:
 # --- the wrappers --------------------------------------------------------------------
 
 
-def _open_op(self: PersistedInstance, io: Any) -> BlockOp[None]:
+def _open_op(self: PersistedInstance, driver: Any, *, is_async: bool = False) -> StoreOp[None]:
     _join(self)
-    op: BlockOp[None] = _originals["open_op"](self, io)
+    op: StoreOp[None] = _originals["open_op"](self, driver, is_async=is_async)
     hooks = _bridged(self)
-    return _phased_open(self, hooks, op) if hooks else op
+    return _phased(self, hooks, "open", op) if hooks else op
 
 
-def _close_op(self: PersistedInstance, *, failed: bool) -> BlockOp[None]:
-    op: BlockOp[None] = _originals["close_op"](self, failed=failed)
+def _close_op(self: PersistedInstance, *, failed: bool) -> StoreOp[None]:
+    op: StoreOp[None] = _originals["close_op"](self, failed=failed)
     hooks = _bridged(self)
     if not hooks or failed:
         return op
-    return _phased_commit(self, hooks, op)
+    return _phased(self, hooks, "commit", op)
 
 
 def _sender(name: str) -> Any:

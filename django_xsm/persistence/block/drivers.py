@@ -5,12 +5,12 @@
     with persisted(store, "order:42", machine, plugins=plugins) as order:
         order.send("PAY", idempotency_key="evt_1", actor="alice")
 
-Both are short drivers of the same block generators
-(:class:`~django_xsm.persistence.block.instance.PersistedInstance`):
-``persisted()`` runs their requests on blocking backends, ``apersisted()``
-awaits them on asyncio ones. The inbox and the log commit in the store's
-own atomic step (the same Redis and prefix); any other is refused when the
-block is built (``InvalidConfigError``). Round trips: one to open (lock +
+Both hand the same block generators
+(:class:`~django_xsm.persistence.block.instance.PersistedInstance`) to the
+store's driver, which runs each in one loop: blocking in ``persisted()``,
+awaited on an asyncio store in ``apersisted()``. The inbox and the log
+commit in the store's own atomic step (the same Redis and prefix); any
+other is refused when the block is built (``InvalidConfigError``). Round trips: one to open (lock +
 claims known at open + load) and one to commit (fences + snapshot +
 deadlines + marks + log + unlock). A ``send()`` whose idempotency key was not known at open adds one
 claim round trip. A block that changed nothing writes nothing (a held lock
@@ -24,92 +24,22 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, XsmError
+from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.base import require_shared_commit
 from django_xsm.persistence.locks import LockStrategy, OptimisticLock
-from django_xsm.persistence.runner import Apply, adrive, drive
 
 from .instance import PersistedInstance
 from .options import BlockOptions
-from .requests import BlockOp, Claim, Commit, Open, Release, ReleaseLock, Request, WaitUnlocked
 
 __all__ = ["apersisted", "persisted"]
 
 logger = logging.getLogger("django_xsm.persistence")
 
-T = TypeVar("T")
 
-
-class _Backends:
-    """The store, inbox and log one block's requests run on."""
-
-    def __init__(self, store: Any, inbox: Any, log: Any) -> None:
-        self.store = store
-        self.inbox = inbox
-        self.log = log
-
-    def call(self, request: Request) -> Apply:
-        """The backend method that executes ``request`` (not a WaitUnlocked)."""
-        if isinstance(request, Open):
-            return Apply(self.store.open, (request.request,), {"inbox": self.inbox})
-        if isinstance(request, Claim):
-            return Apply(self.inbox.claim, (request.request,))
-        if isinstance(request, Commit):
-            return Apply(self.store.commit, (request.unit,), {"inbox": self.inbox, "log": self.log})
-        if isinstance(request, Release):
-            return Apply(self.inbox.release, (request.release,))
-        assert isinstance(request, ReleaseLock)
-        return Apply(self.store.release_lock, (request.key, request.token))
-
-
-class _SyncIO(_Backends):
-    is_async = False
-
-    def run(self, op: BlockOp[T]) -> T:
-        return drive(op, self._execute)
-
-    async def arun(self, op: BlockOp[T]) -> T:
-        # A sync block's I/O is blocking anyway.
-        return self.run(op)
-
-    def _execute(self, request: Request) -> Any:
-        if isinstance(request, WaitUnlocked):
-            return self.store.wait_unlocked(request.key, request.seconds)
-        return self.call(request)()
-
-
-class _AsyncIO(_Backends):
-    is_async = True
-
-    def run(self, op: BlockOp[T]) -> T:
-        """A plain ``send()`` inside ``apersisted()``: fine without I/O."""
-        try:
-            next(op)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        op.close()
-        raise XsmError(
-            "send(idempotency_key=...) inside apersisted() needs a claim round trip",
-            hint="use 'await order.asend(...)', or pass the key to apersisted()",
-        )
-
-    async def arun(self, op: BlockOp[T]) -> T:
-        return await adrive(op, self._execute)
-
-    async def _execute(self, request: Request) -> Any:
-        if isinstance(request, WaitUnlocked):
-            return await self.store.wait_unlocked(request.key, request.seconds)
-        return await self.call(request)()
-
-
-class _Driver:
-    """What both drivers share: the options, built once, the block, and
-    the runner of its requests."""
-
-    _io_class: type[_SyncIO | _AsyncIO]
+class _Context:
+    """What both context managers share: the options, built once, and the block."""
 
     def __init__(
         self,
@@ -146,17 +76,16 @@ class _Driver:
         )
         self.block = PersistedInstance(store, key, machine, options)
         self.store = store
-        self.inbox = self.block.idempotency.inbox if self.block.idempotency else None
-        self.log = self.block.audit.log if self.block.audit is not None else None
+        self.inbox = self.block.inbox
+        self.log = self.block.log
         self._check_backends()
-        self.io = self._io_class(store, self.inbox, self.log)
 
     def _check_backends(self) -> None:
         """Before any I/O: the inbox and log commit with the store."""
         require_shared_commit(self.store, inbox=self.inbox, log=self.log)
 
 
-class persisted(_Driver):
+class persisted(_Context):
     """Context manager around one instance; see the module docstring.
 
     ``create=False`` raises ``InstanceNotFoundError`` for a missing key.
@@ -168,10 +97,9 @@ class persisted(_Driver):
     :class:`~django_xsm.persistence.block.options.BlockOptions`.
     """
 
-    _io_class = _SyncIO
-
     def __enter__(self) -> PersistedInstance:
-        self.io.run(self.block.open_op(self.io))
+        driver = self.store.driver
+        driver.run(self.block.open_op(driver), self.block.key)
         return self.block
 
     def __exit__(
@@ -180,18 +108,16 @@ class persisted(_Driver):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.io.run(self.block.close_op(failed=exc_type is not None))
+        self.store.driver.run(self.block.close_op(failed=exc_type is not None), self.block.key)
 
 
-class apersisted(_Driver):
+class apersisted(_Context):
     """The asyncio twin of :class:`persisted` for ``AsyncStateStore``.
 
     Inside the block, ``send()`` works for events without an idempotency
     key; a key not known at open needs ``await order.asend(...)`` (its claim
     is a round trip).
     """
-
-    _io_class = _AsyncIO
 
     def _check_backends(self) -> None:
         # A sync backend here would block the event loop; refuse it before
@@ -203,7 +129,8 @@ class apersisted(_Driver):
         super()._check_backends()
 
     async def __aenter__(self) -> PersistedInstance:
-        await self.io.arun(self.block.open_op(self.io))
+        driver = self.store.driver
+        await driver.run(self.block.open_op(driver, is_async=True), self.block.key)
         return self.block
 
     async def __aexit__(
@@ -212,7 +139,8 @@ class apersisted(_Driver):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.io.arun(self.block.close_op(failed=exc_type is not None))
+        op = self.block.close_op(failed=exc_type is not None)
+        await self.store.driver.run(op, self.block.key)
         committed = self.block.committed
         if committed is None:
             return

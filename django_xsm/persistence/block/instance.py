@@ -1,14 +1,17 @@
 """PersistedInstance: what ``with persisted(...) as order`` hands the body,
 and :class:`Plugin`, the base of the hooks it calls.
 
-The block's logic is written here once, as generators that yield the I/O
-they need (:mod:`.requests`): :meth:`PersistedInstance.open_op`, the send
-inside :meth:`~PersistedInstance.send`, and
-:meth:`PersistedInstance.close_op`. The drivers in :mod:`.drivers` run
-them blocking or with asyncio; the engine work and the commit unit are
-pure steps of :class:`~.state.BlockState`. Round trips: one to open (lock + claims known
-at open + load), one to commit; a send whose idempotency key is known only
-inside the block adds one claim round trip.
+The block's logic is written here once, as generators composed of the
+store's own operations (``yield from store.open_op(...)``, see
+``StoreOps`` in :mod:`django_xsm.persistence.base`):
+:meth:`PersistedInstance.open_op`, the send inside
+:meth:`~PersistedInstance.send`, and :meth:`PersistedInstance.close_op`.
+The store's driver runs each of them in one loop, blocking in
+``persisted()`` or with asyncio in ``apersisted()``; the engine work and
+the commit unit are pure steps of :class:`~.state.BlockState`. Round
+trips: one to open (lock + claims known at open + load), one to commit; a
+send whose idempotency key is known only inside the block adds one claim
+round trip.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,17 +27,17 @@ from django_xsm.engine.events import reserved_namespace
 from django_xsm.exceptions import (
     InvalidConfigError,
     InvalidEventError,
-    LockTimeoutError,
     UnknownEventError,
     XsmError,
     brief,
 )
 from django_xsm.persistence.audit import AuditPlugin
-from django_xsm.persistence.base import retry_after_seconds
+from django_xsm.persistence.base import StoreOp
 from django_xsm.persistence.idempotency import (
     IdempotencyPlugin,
     ReplayedReceipt,
 )
+from django_xsm.persistence.locks import queue_for_lock
 from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import (
     ClaimOutcome,
@@ -50,7 +52,6 @@ from django_xsm.persistence.records import (
 
 from .claims import SendClaim
 from .options import BlockOptions, SendOptions
-from .requests import BlockIO, BlockOp, Claim, Commit, Open, Release, ReleaseLock, WaitUnlocked
 from .state import BlockState
 
 logger = logging.getLogger("django_xsm.persistence")
@@ -70,7 +71,8 @@ class Plugin:
     ``before_send`` may raise to refuse an event before it runs;
     ``after_send`` sees every receipt; ``after_commit`` runs once the
     block's changes are durable, and in ``apersisted()`` the coroutine
-    ``aafter_commit`` is awaited after it.
+    ``aafter_commit`` is awaited after it. ``on_lock_busy`` observes a
+    pessimistic open's wait; its errors are logged, never raised.
     """
 
     def on_load(self, block: PersistedInstance, record: StoredRecord | None) -> None:
@@ -88,6 +90,11 @@ class Plugin:
 
     def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
         """Called after a successful commit."""
+
+    def on_lock_busy(self, block: PersistedInstance, busy_ms: int) -> None:
+        """Called each time an open of a pessimistic block finds the lock
+        held (``busy_ms``: what the holder's lease has left), before it
+        waits for the release."""
 
     async def aafter_commit(self, block: PersistedInstance, result: CommitResult) -> None:
         """Awaited by ``apersisted()`` after :meth:`after_commit`, on the
@@ -152,12 +159,16 @@ class PersistedInstance(BlockState):
     def __init__(self, store: Any, key: str, machine: Any, options: BlockOptions) -> None:
         idempotency, audit, self.hooks = sort_plugins(options.plugins)
         super().__init__(store, key, machine, options, idempotency=idempotency, audit=audit)
-        self._io: BlockIO | None = None  # set when the block opened
+        #: the inbox and log the block's operations write (they commit with the store)
+        self.inbox = idempotency.inbox if idempotency is not None else None
+        self.log = audit.log if audit is not None else None
+        self._driver: Any = None  # the store's driver, once the block opened
+        self._async = False
 
     @property
     def is_async(self) -> bool:
         """True inside ``apersisted()``."""
-        return self._io is not None and self._io.is_async
+        return self._async
 
     # --- sending -------------------------------------------------------------
 
@@ -180,15 +191,15 @@ class PersistedInstance(BlockState):
         IdempotencyPlugin). ``actor``/``reason``/``correlation_id`` go to
         the transition log. ``strict`` overrides the block's strictness.
         """
-        io = self._open_io("use it inside 'with persisted(...)'")
+        self._opened("use it inside 'with persisted(...)'")
         opts = SendOptions(idempotency_key, actor, reason, correlation_id, strict)
-        return io.run(self._send_op(event, payload, opts))
+        return self._run(self._send_op(event, payload, opts))
 
     async def asend(self, event: object, /, **kwargs: Any) -> Any:
         """Awaitable :meth:`send` (same arguments); needed inside
         ``apersisted()`` for a key that was not known at open."""
-        io = self._open_io("use it inside 'async with apersisted(...)'")
-        return await io.arun(self._send_op(event, *_split_options(kwargs)))
+        self._opened("use it inside 'async with apersisted(...)'")
+        return await self._arun(self._send_op(event, *_split_options(kwargs)))
 
     def send_reserved(self, event: object, /, **kwargs: Any) -> Any:
         """Send an event of a reserved namespace (``xstate.*``, ``xsm.*``),
@@ -200,18 +211,37 @@ class PersistedInstance(BlockState):
         calls it, and a ``@stateful_view`` does not offer it. An event type
         outside the reserved namespaces is an ``InvalidEventError``: send
         it with :meth:`send`."""
-        io = self._open_io("use it inside 'with persisted(...)'")
-        return io.run(self._send_op(event, *_split_options(kwargs), reserved=True))
+        self._opened("use it inside 'with persisted(...)'")
+        return self._run(self._send_op(event, *_split_options(kwargs), reserved=True))
 
     async def asend_reserved(self, event: object, /, **kwargs: Any) -> Any:
         """Awaitable :meth:`send_reserved`."""
-        io = self._open_io("use it inside 'async with apersisted(...)'")
-        return await io.arun(self._send_op(event, *_split_options(kwargs), reserved=True))
+        self._opened("use it inside 'async with apersisted(...)'")
+        return await self._arun(self._send_op(event, *_split_options(kwargs), reserved=True))
 
-    def _open_io(self, hint: str) -> BlockIO:
-        if self._io is None:
+    def _opened(self, hint: str) -> None:
+        if self._driver is None:
             raise XsmError(f"{self.key!r} is not open", hint=hint)
-        return self._io
+
+    def _run(self, op: StoreOp[Any]) -> Any:
+        """A ``send()``: on the store's driver; inside ``apersisted()``
+        only when it needs no I/O (it cannot block the event loop)."""
+        if not self._async:
+            return self._driver.run(op, self.key)
+        try:
+            next(op)
+        except StopIteration as stop:
+            return stop.value
+        op.close()
+        raise XsmError(
+            "send(idempotency_key=...) inside apersisted() needs a claim round trip",
+            hint="use 'await order.asend(...)', or pass the key to apersisted()",
+        )
+
+    async def _arun(self, op: StoreOp[Any]) -> Any:
+        if self._async:
+            return await self._driver.run(op, self.key)
+        return self._driver.run(op, self.key)  # a sync block's I/O is blocking anyway
 
     def _send_op(
         self,
@@ -220,7 +250,7 @@ class PersistedInstance(BlockState):
         opts: SendOptions,
         *,
         reserved: bool = False,
-    ) -> BlockOp[Any]:
+    ) -> StoreOp[Any]:
         self._check_open()
         normalized = to_event(event, payload)
         etype, data = normalized.type, normalized.data
@@ -256,9 +286,10 @@ class PersistedInstance(BlockState):
             hook.after_send(self, etype, receipt)
         return receipt
 
-    def _claim_op(self, request: ClaimRequest) -> BlockOp[ClaimOutcome]:
+    def _claim_op(self, request: ClaimRequest) -> StoreOp[ClaimOutcome]:
+        assert self.inbox is not None  # a claim needs the IdempotencyPlugin
         try:
-            outcome: ClaimOutcome = yield Claim(request)
+            outcome: ClaimOutcome = yield from self.inbox.claim_op(request)
         except GeneratorExit:
             raise  # closed before the claim was sent: nothing to release
         except BaseException:
@@ -269,10 +300,11 @@ class PersistedInstance(BlockState):
 
     # --- open ----------------------------------------------------------------
 
-    def open_op(self, io: BlockIO) -> BlockOp[None]:
+    def open_op(self, driver: Any, *, is_async: bool = False) -> StoreOp[None]:
         """Open (the block's idempotency claim rides in it; a busy
         pessimistic lock is polled until its timeout) and turn the record
-        into a live instance run through ``io``."""
+        into a live instance whose sends run on ``driver``, the store's
+        (awaited when ``is_async``)."""
         try:
             self._apply_open((yield from self._open_polling()))
             for hook in self.hooks:
@@ -282,9 +314,9 @@ class PersistedInstance(BlockState):
             # outlive the failed open: drop the claim and the lock we may hold.
             yield from self._abort_op()
             raise
-        self._io = io
+        self._driver, self._async = driver, is_async
 
-    def _open_polling(self) -> BlockOp[OpenResult]:
+    def _open_polling(self) -> StoreOp[OpenResult]:
         lock = self.options.lock
         request = OpenRequest(
             key=self.key,
@@ -292,26 +324,25 @@ class PersistedInstance(BlockState):
             lock_ttl_ms=lock.ttl_ms or self.store.lock_ttl_ms,
             claims=(self.claims.block,) if self.claims.block else (),
         )
-        deadline = time.monotonic() + lock.timeout
-        while True:
-            result: OpenResult = yield Open(request)
-            if not result.lock_busy_ms or not lock.pessimistic:
-                return result
-            if time.monotonic() >= deadline:
-                raise LockTimeoutError(
-                    self.key,
-                    timeout=lock.timeout,
-                    retry_after_s=retry_after_seconds(result.lock_busy_ms),
-                )
-            # Block until the holder's release wakes us (never past our
-            # deadline nor its lease), then open again: the release wakes
-            # the longest waiter, so a hot key's waiters take turns
-            remaining = max(deadline - time.monotonic(), 0)
-            yield WaitUnlocked(self.key, min(remaining, result.lock_busy_ms / 1000))
+        return queue_for_lock(
+            self.store,
+            self.key,
+            lock.timeout,
+            lambda: self.store.open_op(request, inbox=self.inbox),
+            lambda result: result.lock_busy_ms if lock.pessimistic else 0,
+            self._notify_lock_busy,
+        )
+
+    def _notify_lock_busy(self, busy_ms: int) -> None:
+        for hook in self.hooks:
+            try:  # an observer must not change what the block does
+                hook.on_lock_busy(self, busy_ms)
+            except Exception:
+                logger.exception("on_lock_busy hook %r failed for %r", hook, self.key)
 
     # --- close ---------------------------------------------------------------
 
-    def close_op(self, *, failed: bool) -> BlockOp[None]:
+    def close_op(self, *, failed: bool) -> StoreOp[None]:
         """Commit the block (or, when the body ``failed``, drop our claims
         and lock). A failed commit releases them too."""
         self.closed = True
@@ -327,15 +358,16 @@ class PersistedInstance(BlockState):
         if result is not None:
             self._on_committed(result)
 
-    def _commit_op(self, unit: CommitUnit) -> BlockOp[CommitResult | None]:
+    def _commit_op(self, unit: CommitUnit) -> StoreOp[CommitResult | None]:
         if _saves_nothing(unit):
             # Nothing to save: drop unconsumed claims and the lock.
             for release in unit.releases:
-                yield Release(release)
+                assert self.inbox is not None  # only a block with claims has releases
+                yield from self.inbox.release_op(release)
             if unit.release_lock:
-                yield ReleaseLock(self.key, unit.lock_token)
+                yield from self.store.release_lock_op(self.key, unit.lock_token)
             return None
-        result: CommitResult = yield Commit(unit)
+        result: CommitResult = yield from self.store.commit_op(unit, inbox=self.inbox, log=self.log)
         return result
 
     def _on_committed(self, result: CommitResult) -> None:
@@ -349,7 +381,7 @@ class PersistedInstance(BlockState):
             except Exception:
                 logger.exception("after_commit hook %r failed for %r", hook, self.key)
 
-    def _abort_op(self) -> BlockOp[None]:
+    def _abort_op(self) -> StoreOp[None]:
         """Best effort: drop our claims and lock; leases expire otherwise.
         Never raises, so the exception that caused the abort is the one the
         caller sees."""
@@ -357,12 +389,12 @@ class PersistedInstance(BlockState):
             yield from self._release_quietly(release)
         if self.options.lock.pessimistic and self.token:
             with contextlib.suppress(Exception):
-                yield ReleaseLock(self.key, self.token)
+                yield from self.store.release_lock_op(self.key, self.token)
 
-    @staticmethod
-    def _release_quietly(release: InboxRelease) -> BlockOp[None]:
+    def _release_quietly(self, release: InboxRelease) -> StoreOp[None]:
+        assert self.inbox is not None  # only a block with claims releases one
         with contextlib.suppress(Exception):
-            yield Release(release)
+            yield from self.inbox.release_op(release)
 
     def __repr__(self) -> str:
         state = self.instance.value if self.instance is not None else "<not open>"

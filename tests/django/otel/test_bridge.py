@@ -93,7 +93,7 @@ def test_a_failed_body_has_no_commit_phase_and_errors_reach_the_phase() -> None:
     assert rec.calls[-3:] == ["enter send BOOM", "before_send BOOM", "exit send RuntimeError"]
 
     class Down(MemoryStore):
-        def open(self, *args: Any, **kwargs: Any) -> Any:
+        def open_op(self, *args: Any, **kwargs: Any) -> Any:
             raise StoreUnavailableError("Redis did not answer (ConnectionError)")
 
     rec = Recorder()
@@ -132,7 +132,7 @@ def test_blocks_without_bridged_hooks_run_the_original_generators() -> None:
     rec = Recorder()
     with persisted(MemoryStore(), "order:1", MACHINE, plugins=[rec]) as order:
         op = order.close_op(failed=False)
-        assert op.__name__ == "_phased_commit"  # around the commit phase
+        assert op.__name__ == "_phased"  # around the commit phase
         op.close()  # abandoned before it started: nothing ran
         assert "enter commit" not in rec.calls
         order.closed = False
