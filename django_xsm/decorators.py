@@ -54,7 +54,8 @@ from django.db import models, router, transaction
 from django.http import HttpRequest, HttpResponseBase
 
 from django_xsm import backend, conf, http
-from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.block import PersistedInstance

@@ -1,20 +1,21 @@
 """Every public django-xsm error, in one place.
 
 All errors derive from :class:`XsmError`, so ``except XsmError`` catches
-anything the library raises on purpose. Leaves also inherit the natural
+anything the library raises on purpose; leaves also inherit the natural
 built-in base (``ValueError``, ``LookupError``...) so generic handlers keep
 working. Each error carries the facts that caused it as attributes (``key``,
-``path``, ``expected``...) and its message names the thing and suggests the
-fix.
+``path``, ``expected``...); its message names the thing and suggests the fix.
 
-This module imports nothing from the project or from Django: every layer
-(engine, persistence, redis, Django glue) raises these classes.
+Every layer raises these classes, so this module imports nothing of the
+project or of Django but :mod:`django_xsm.brief` (which imports nothing
+either); ``brief`` and ``brief_error`` stay importable from here.
 """
 
 from __future__ import annotations
 
-import reprlib
 from typing import Any
+
+from django_xsm.brief import brief, brief_error
 
 __all__ = [
     "ArgumentTypeError",
@@ -52,11 +53,8 @@ __all__ = [
 
 
 class XsmError(Exception):
-    """Root of every django-xsm error.
-
-    ``message`` is the human text; ``hint`` (may be empty) says how to fix
-    it and is appended to ``str(error)``.
-    """
+    """Root of every django-xsm error: ``message`` is the human text, ``hint``
+    (may be empty) how to fix it; ``str(error)`` shows both."""
 
     def __init__(self, message: str, *, hint: str = "") -> None:
         self.message = message
@@ -68,13 +66,10 @@ class XsmError(Exception):
 
 
 class InvalidConfigError(XsmError, ValueError):
-    """A machine config, a setting or an argument is invalid.
-
-    ``path`` is the JSON path of the offending part of a machine config
-    (``"states.cart.on.PAY[0].target"``) or the name of the argument/setting;
-    ``problems`` lists every problem found when several were collected at
-    once (for example all actions missing from the logic).
-    """
+    """A machine config, a setting or an argument is invalid. ``path`` is the
+    JSON path of the offending part of a config (``"states.cart.on.PAY[0].target"``)
+    or the name of the argument or setting; ``problems`` lists every problem
+    when several were collected at once (all actions missing from the logic)."""
 
     def __init__(
         self,
@@ -91,12 +86,8 @@ class InvalidConfigError(XsmError, ValueError):
 
 
 class ArgumentTypeError(InvalidConfigError, TypeError):
-    """An argument has the wrong type (``actor=None``, ``reason=[]``...).
-
-    An :class:`InvalidConfigError` (so existing handlers keep catching it)
-    that is also a ``TypeError``. ``path`` names the argument; ``expected``
-    the type it needs. Raised before any I/O: nothing was written.
-    """
+    """An argument has the wrong type (``actor=None``, ``reason=[]``...);
+    raised before any I/O. ``path`` names it, ``expected`` the type it needs."""
 
     def __init__(self, path: str, value: object, *, expected: str, hint: str = "") -> None:
         self.path = path
@@ -116,16 +107,12 @@ class InvalidEventError(XsmError, TypeError):
 
 
 class EventNotAcceptedError(XsmError):
-    """A strict send took no transition (unknown event here or guard refused),
-    or the event is one no state of the chart can ever take.
-
-    Nothing changed. ``event_type`` is the refused event, ``value`` the state
-    value it was refused in, ``key`` the instance key when persisted;
-    ``reason`` says why: ``"no-transition"`` (no active state has one for
-    the event), ``"guard-refused"`` (``guards`` names the guards that said
-    no), ``"done"`` (the instance has finished) or ``"unknown-event"`` (the
-    subclass :class:`UnknownEventError`: no state of the chart has one).
-    """
+    """A strict send took no transition; nothing changed. ``event_type`` is
+    the refused event, ``value`` the state value, ``key`` the instance key
+    when persisted; ``reason`` is ``"no-transition"`` (no active state has
+    one for the event), ``"guard-refused"`` (``guards`` names the guards that
+    said no), ``"done"`` (the instance has finished) or ``"unknown-event"``
+    (the subclass :class:`UnknownEventError`)."""
 
     def __init__(
         self,
@@ -156,18 +143,13 @@ class EventNotAcceptedError(XsmError):
 
 
 class UnknownEventError(EventNotAcceptedError):
-    """No state of the machine's chart can ever take ``event_type``: no
-    exact descriptor names it and no wildcard (``*``, ``order.*``) matches
-    it — a typo, most likely. An :class:`EventNotAcceptedError` with
-    ``reason == "unknown-event"``.
-
-    Raised by every django-xsm API that sends (``persisted()`` blocks, the
-    manager, the model field, ``@stateful_view``, DRF, the admin) before
-    any I/O; the engine alone ignores such an event, as XState does.
-    ``machine`` is the machine id, ``suggestions`` the closest event types
-    of the chart (also in the message), ``key`` the instance key when a
-    block refused it; ``value`` is None (the state plays no part).
-    """
+    """No state of the chart can ever take ``event_type``: no descriptor
+    names it and no wildcard (``*``, ``order.*``) matches it — a typo, most
+    likely. Raised before any I/O by every API that sends (blocks, the
+    manager, the model field, ``@stateful_view``, DRF, the admin); the
+    engine alone ignores such an event, as XState does. ``machine`` is the
+    machine id, ``suggestions`` the closest event types (also in the message),
+    ``key`` the instance key when a block refused it; ``value`` is None."""
 
     def __init__(
         self,
@@ -196,16 +178,11 @@ class UnknownEventError(EventNotAcceptedError):
 
 
 class ReservedEventError(XsmError, ValueError):
-    """An event type in a namespace django-xsm reserves for itself
-    (``xstate.*``: timers, done and init events; ``xsm.*``: the outbox's
-    ``xsm.outbox.failed``) was sent through a public API. Only django-xsm
-    sends them (the timer scanner, the outbox worker); a chart may still
-    have transitions on them. Raised before any I/O; nothing was written.
-
-    ``event_type`` is the refused type, ``namespace`` its reserved
-    namespace (``"xstate"`` or ``"xsm"``). Tests that must send one on
-    purpose use ``block.send_reserved()``.
-    """
+    """An event type of a namespace only django-xsm sends (``xstate.*``:
+    timers, done and init events; ``xsm.*``: ``xsm.outbox.failed``) was
+    sent through a public API; raised before any I/O. Charts may still have
+    transitions on them. ``event_type`` is the refused type, ``namespace``
+    ``"xstate"`` or ``"xsm"``."""
 
     def __init__(self, event_type: str, *, namespace: str) -> None:
         self.event_type = event_type
@@ -233,8 +210,8 @@ class MicrostepLimitError(XsmError, RuntimeError):
 
 
 class ReentrantSendError(XsmError, RuntimeError):
-    """``send()`` was called on an engine instance that is still processing
-    another event (an action sent to its own instance). Nothing was done."""
+    """An action sent to its own engine instance while that was still
+    processing an event; nothing was done."""
 
     def __init__(self, event_type: str) -> None:
         self.event_type = event_type
@@ -276,17 +253,12 @@ class StoreError(XsmError):
 
 
 class NotDurableError(StoreError):
-    """A commit (or the commit a retry replays) reached the primary, but
-    fewer replicas than ``DURABILITY['MIN_REPLICAS']`` acknowledged it
-    within ``TIMEOUT_MS``: a failover now could lose it, so it is not
-    reported as a success.
-
-    ``required`` and ``acknowledged`` are the replica counts; ``version``
-    is the version the commit produced on the primary (0 when unknown).
-    Retrying with the same idempotency key is safe either way: if the
-    commit survives, the retry replays it (and waits for the replicas
-    again); if a failover lost it, the retry applies it once.
-    """
+    """A commit (or the one a retry replays) reached the primary, but fewer
+    replicas than ``DURABILITY['MIN_REPLICAS']`` acknowledged it within
+    ``TIMEOUT_MS``: a failover could lose it. ``required`` and
+    ``acknowledged`` are the replica counts, ``version`` the version it
+    produced (0 when unknown). A retry with the same idempotency key replays
+    the commit if it survived, or applies it once if it was lost."""
 
     def __init__(
         self,
@@ -311,13 +283,10 @@ class NotDurableError(StoreError):
 
 
 class StoreUnavailableError(StoreError):
-    """The backing store cannot be reached or refuses writes right now
-    (connection refused, timeout, LOADING, READONLY, MASTERDOWN, OOM).
-
-    Nothing was written by the failed call, except where the docs of the
-    call say a retry is recognised (commit ids). Safe to retry later;
-    ``retry_after_s`` is a suggestion for clients.
-    """
+    """The store cannot be reached or refuses writes right now (connection
+    refused, timeout, LOADING, READONLY, MASTERDOWN, OOM). The failed call
+    wrote nothing, except where its docs say a retry is recognised (commit
+    ids); ``retry_after_s`` is a suggestion for clients."""
 
     def __init__(
         self,
@@ -339,11 +308,9 @@ class StoreUnavailableError(StoreError):
 
 class StoreAuthenticationError(StoreError):
     """The store refused our credentials or permissions (a wrong password,
-    a missing ACL permission). Not :class:`StoreUnavailableError`: no retry
-    fixes it; the configuration must change. ``cause`` names the reply or
-    exception class (``"WRONGPASS"``, ``"NOPERM"``, ``"AuthenticationError"``);
-    the message never contains the password or the server's address.
-    """
+    a missing ACL permission): no retry fixes it. ``cause`` names the reply
+    or exception class (``"WRONGPASS"``, ``"NOPERM"``, ``"AuthenticationError"``);
+    the message never contains the password or the server's address."""
 
     def __init__(self, message: str, *, key: str | None = None, cause: str = "") -> None:
         self.cause = cause
@@ -357,19 +324,14 @@ class StoreAuthenticationError(StoreError):
 
 
 class ConflictError(StoreError):
-    """A compare-and-set on the version failed: someone else committed first,
-    or the lock token no longer matches. Nothing was written.
-
-    ``expected`` is the version this writer loaded, ``actual`` the version
-    found (``None`` when the instance is gone).
-    ``reason`` says which fence failed: ``"version"``, ``"lock"`` (the
-    writer does not hold the instance's lock) or ``"claim"`` (an
-    idempotency claim it meant to mark was taken over after its lease).
-    ``held_lock`` is False for a ``"lock"`` conflict of a writer that never
-    held a lock (an optimistic writer meeting another writer's lock).
-    ``attempts`` is how many tries ``retry_on_conflict`` made before giving
-    up (0 when the error did not come out of a retry helper).
-    """
+    """A compare-and-set failed: someone else committed first, or the lock
+    token no longer matches; nothing was written. ``expected`` is the version
+    this writer loaded, ``actual`` the version found (``None`` when the
+    instance is gone). ``reason`` names the fence: ``"version"``, ``"lock"``
+    (the writer does not hold the instance's lock; ``held_lock`` is False
+    when it never held one) or ``"claim"`` (the idempotency claim it meant to
+    mark was taken over after its lease). ``attempts`` is how many tries
+    ``retry_on_conflict`` made (0 outside it)."""
 
     def __init__(
         self,
@@ -443,13 +405,10 @@ class SnapshotCorruptError(StoreError):
 
 class SnapshotTooLargeError(StoreError, ValueError):
     """An encoded snapshot exceeds ``max_snapshot_bytes``; nothing was written.
-
-    ``stored`` tells the two cases apart: False when the snapshot a commit
-    would write is too large (what the block's events made of the context:
-    the caller's input, over HTTP a 422 ``snapshot-too-large``), True when
-    the record already stored is (written under a larger limit: the
-    operator's to fix, over HTTP a 500).
-    """
+    ``stored`` is False when the snapshot a commit would write is too large
+    (the caller's input: over HTTP a 422 ``snapshot-too-large``), True when
+    the record already stored is (written under a larger limit: over HTTP
+    a 500, the operator's to fix)."""
 
     def __init__(self, key: str, *, size: int, limit: int, stored: bool = False) -> None:
         self.size = size
@@ -468,9 +427,8 @@ class SnapshotTooLargeError(StoreError, ValueError):
 
 
 class PayloadTooLargeError(XsmError, ValueError):
-    """An event payload is larger than ``max_payload_bytes`` (measured as
-    the compact JSON the transition log would store). Raised before the
-    event runs and before any write: nothing was written. ``size`` and
+    """An event payload, as the log's compact JSON, is larger than
+    ``max_payload_bytes``; raised before the event runs. ``size`` and
     ``limit`` are in bytes; ``event_type`` names the event."""
 
     def __init__(self, event_type: str, *, size: int, limit: int) -> None:
@@ -489,8 +447,7 @@ class UnstorableValueError(XsmError, TypeError, ValueError):
     """A value cannot be stored exactly (a set, an object, NaN, a string
     holding a lone surrogate such as ``"\\ud800"``, an int of more digits
     than Python converts to text...). Raised before any write; ``path``
-    names it (``$.context.text``). Both a ``TypeError`` and a
-    ``ValueError``, so handlers of either keep catching it."""
+    names it (``$.context.text``)."""
 
     def __init__(self, path: str, problem: str, *, hint: str = "") -> None:
         self.path = path
@@ -499,14 +456,10 @@ class UnstorableValueError(XsmError, TypeError, ValueError):
 
 class DataTooDeepError(UnstorableValueError, InvalidConfigError):
     """Data (a context, a payload, an idempotent result) nested more than
-    ``limit`` levels of dicts, lists and tuples: deeper data could not be
-    compared, stored or printed without ``RecursionError``. Raised before
-    any write; ``path`` names the value that is too deep (``payload``,
-    ``context``, ``$.result``).
-
-    An :class:`UnstorableValueError` (over HTTP a 422) and, as before this
-    class was public, an :class:`InvalidConfigError`.
-    """
+    ``limit`` levels of dicts, lists and tuples, which could not be compared,
+    stored or printed without ``RecursionError``. Raised before any write;
+    ``path`` names the value (``payload``, ``context``, ``$.result``). Over
+    HTTP a 422, as every :class:`UnstorableValueError`."""
 
     def __init__(self, what: str, *, limit: int) -> None:
         self.path = what
@@ -561,10 +514,8 @@ class IdempotencyKeyError(XsmError, ValueError):
 
 
 class IdempotencyInFlightError(XsmError):
-    """Another worker holds the claim for this key and has not finished.
-
-    The claim is a lease: it ends at the latest after ``retry_after_s``.
-    """
+    """Another worker holds the claim for this key and has not finished;
+    the claim is a lease that ends at the latest after ``retry_after_s``."""
 
     def __init__(self, idempotency_key: str, *, scope: str, retry_after_s: int) -> None:
         self.idempotency_key = idempotency_key
@@ -619,8 +570,7 @@ class ReplayDivergenceError(XsmError):
 
 class StateAssignmentError(XsmError, AttributeError):
     """Code assigned a state to a ``StatechartField`` (``order.status =
-    "paid"``). The row's state is a projection of its statechart: it
-    changes only through events. Nothing was changed."""
+    "paid"``): the row's state changes only through events. Nothing changed."""
 
     def __init__(self, model: str, field: str, value: object) -> None:
         self.model = model
@@ -645,85 +595,3 @@ class UnsavedInstanceError(XsmError, ValueError):
             f"{model}.{field} has no statechart key: {why}",
             hint="save the row first, or fill the field the key template uses",
         )
-
-
-# --- messages ---------------------------------------------------------------------
-#
-# A value in an error message came from the caller (a config, an event, a
-# setting, a snapshot): it may be nested thousands of levels deep, an int of
-# 10 000 digits or a ``__repr__`` that raises. ``repr()`` of such a value
-# raises RecursionError or ValueError (Python's int-to-str digit limit)
-# while the message is being built; :func:`brief` never raises and stays
-# short. Every layer prints caller values through it.
-
-_MAX_INT_BITS = 128  # about 39 digits: printed in full up to here
-_MAX_BRIEF = 100  # characters of a brief() form, at most
-
-
-class _Brief(reprlib.Repr):
-    def __init__(self) -> None:
-        super().__init__()
-        self.maxlevel = 3
-        self.maxdict = self.maxlist = self.maxtuple = self.maxset = 4
-        self.maxfrozenset = self.maxdeque = self.maxarray = 4
-        self.maxstring = self.maxother = 60
-        self.maxlong = 40
-
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > _MAX_INT_BITS:
-            digits = int(x.bit_length() * 0.30103) + 1
-            return f"<int of about {digits} digits>"
-        return super().repr_int(x, level)
-
-    def repr_bytes(self, x: bytes, level: int) -> str:
-        # reprlib's cut of a str, for bytes: a 10 MB value must not be
-        # printed in full before it is cut
-        text = repr(x[: self.maxstring])
-        if len(text) > self.maxstring:
-            i = max(0, (self.maxstring - 3) // 2)
-            j = max(0, self.maxstring - 3 - i)
-            text = repr(x[:i] + x[len(x) - j :])
-            text = text[:i] + "..." + text[len(text) - j :]
-        return text
-
-    def repr_instance(self, x: Any, level: int) -> str:
-        try:
-            return super().repr_instance(x, level)
-        except Exception:  # a __repr__ that raises, or recurses without end
-            return _opaque(x)
-
-
-def _opaque(value: object) -> str:
-    try:
-        return f"<{type(value).__name__} object>"
-    except Exception:  # a metaclass whose __name__ raises
-        return "<object>"
-
-
-_BRIEF = _Brief()
-
-
-def brief(value: object) -> str:
-    """A short ``repr``-like form of any value: at most 100 characters, and
-    never an exception (an int of 10 000 digits, data nested thousands of
-    levels deep, a ``__repr__`` that raises or recurses). Every error
-    message that shows a caller's value goes through it."""
-    try:
-        text = _BRIEF.repr(value)
-    except Exception:
-        return _opaque(value)
-    if len(text) > _MAX_BRIEF:
-        return text[: _MAX_BRIEF - 3] + "..."
-    return text
-
-
-def brief_error(exc: BaseException, limit: int = 300) -> str:
-    """``"<Class>: <message>"`` of an exception raised by the caller's code
-    (a machine module, a migration), at most ``limit`` characters, never an
-    exception (a ``__str__`` that raises gives the class alone)."""
-    try:
-        text = str(exc)
-    except Exception:
-        text = ""
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."

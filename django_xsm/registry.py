@@ -47,8 +47,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from django_xsm import conf
+from django_xsm.brief import brief, brief_error
 from django_xsm.engine import Machine, MachineLogic, create_machine
-from django_xsm.exceptions import UnknownMachineError, XsmError, brief, brief_error
+from django_xsm.exceptions import UnknownMachineError, XsmError
 from django_xsm.persistence import Plugin
 
 from .managers import InstanceDoesNotExist, InstanceManager, InstanceView

@@ -59,7 +59,7 @@ def test_the_glue_uses_no_redis_layer_internals() -> None:
 def test_the_lower_layers_import_without_django_settings() -> None:
     code = (
         "import sys, django_xsm.engine, django_xsm.persistence, django_xsm.redis, "
-        "django_xsm.exceptions; "
+        "django_xsm.exceptions, django_xsm.brief; "
         "bad = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')); "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -72,3 +72,13 @@ def test_the_lower_layers_import_without_django_settings() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_errors_and_brief_import_nothing_of_the_project_but_brief() -> None:
+    """Every layer raises the errors and prints values with brief(): they
+    import nothing of the project, except the errors importing brief."""
+    found = {
+        name: sorted(m for m in _imports(PACKAGE / f"{name}.py") if m.startswith("django"))
+        for name in ("exceptions", "brief")
+    }
+    assert found == {"exceptions": ["django_xsm.brief"], "brief": []}

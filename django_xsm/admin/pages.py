@@ -227,16 +227,7 @@ class ReadViews(PageMixin):
         except StoreUnavailableError:
             raise
         except XsmError as exc:
-            parked = dead_letter_reasons([key]).get(key, "")
-            return self.render(
-                request,
-                "missing.html",
-                "Unreadable instance",
-                status=500,
-                key=key,
-                error=exc,
-                parked=parked,
-            )
+            return self.unreadable(request, key, exc, dead_letter_reasons([key]).get(key, ""))
         now_ms = time.time_ns() // 1_000_000
         deadlines, blanket = deadline_rows(entry.machine, view, now_ms)
         user = request.user

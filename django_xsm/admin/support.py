@@ -33,6 +33,7 @@ from django_xsm.exceptions import (
     SnapshotCorruptError,
     StoreUnavailableError,
     UnknownMachineError,
+    XsmError,
 )
 from django_xsm.managers import InstanceView
 from django_xsm.models import PERM_VIEW, Instance
@@ -98,14 +99,7 @@ def store_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
         except SnapshotCorruptError as exc:
             # a damaged record met outside the instance page (a list row, an
             # action): say which, plainly, instead of a traceback
-            return self.render(
-                request,
-                "missing.html",
-                "Unreadable instance",
-                status=500,
-                key=exc.key or request.GET.get("key", ""),
-                error=exc,
-            )
+            return self.unreadable(request, exc.key or request.GET.get("key", ""), exc)
         except UnknownMachineError:
             raise Http404("No such machine") from None
         except ImproperlyConfigured as exc:
@@ -215,6 +209,21 @@ class PageMixin:
         """The 404 page of an instance that is not stored."""
         return self.render(
             request, "missing.html", "No such instance", status=404, key=key, machine=entry
+        )
+
+    def unreadable(
+        self, request: HttpRequest, key: str, error: XsmError, parked: str = ""
+    ) -> HttpResponse:
+        """The 500 page of an instance whose stored record cannot be read;
+        ``parked`` is why the timer scanner parked it ('' = it did not)."""
+        return self.render(
+            request,
+            "missing.html",
+            "Unreadable instance",
+            status=500,
+            key=key,
+            error=error,
+            parked=parked,
         )
 
     def target(self, request: HttpRequest, machine: str) -> tuple[MachineEntry, str]:

@@ -50,8 +50,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from django_xsm import conf
+from django_xsm.brief import brief
 from django_xsm.engine import Machine
-from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 from django_xsm.persistence import (
     AdaptiveLock,
     AuditPlugin,

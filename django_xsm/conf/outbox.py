@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from django_xsm.exceptions import brief
+from django_xsm.brief import brief
 
 from .parsing import Problems, fail, number
 from .values import Outbox

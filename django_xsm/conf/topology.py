@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from django_xsm.exceptions import brief
+from django_xsm.brief import brief
 
 from .parsing import Problems, check_keys, choice, fail, number
 from .values import SENTINEL_DEFAULTS, Durability, Sentinel, XsmSettings

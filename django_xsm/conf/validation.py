@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from django_xsm.exceptions import brief
+from django_xsm.brief import brief
 
 from . import topology
 from .outbox import backoff_fits, outbox

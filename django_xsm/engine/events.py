@@ -27,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django_xsm.exceptions import InvalidEventError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidEventError
 
 __all__ = [
     "AFTER_PREFIX",

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.exceptions import (
     ArgumentTypeError,
     InvalidConfigError,
     ReservedEventError,
     UnknownEventError,
-    brief,
 )
 
 from .chart.build import compile_chart

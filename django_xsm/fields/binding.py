@@ -14,7 +14,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.db import models
 
-from django_xsm.exceptions import InstanceNotFoundError, StoreError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InstanceNotFoundError, StoreError
 
 from .bound import BoundStatechart
 from .field import StatechartField

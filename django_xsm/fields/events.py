@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from django_xsm.exceptions import brief_error
+from django_xsm.brief import brief_error
 from django_xsm.registry import VIEW
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from django_xsm.exceptions import brief
+from django_xsm.brief import brief
 from django_xsm.persistence.outbox import Delivery
 
 from .handlers import Handler

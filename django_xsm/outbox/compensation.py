@@ -33,6 +33,7 @@ from typing import Any, Literal
 from django.core.exceptions import ImproperlyConfigured
 
 from django_xsm import conf
+from django_xsm.brief import brief
 from django_xsm.exceptions import (
     IdempotencyInFlightError,
     InstanceNotFoundError,
@@ -40,7 +41,6 @@ from django_xsm.exceptions import (
     SnapshotTooLargeError,
     StoreError,
     UnknownMachineError,
-    brief,
 )
 from django_xsm.persistence import retry_on_conflict
 from django_xsm.persistence.idempotency import event_fingerprint

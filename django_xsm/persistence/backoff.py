@@ -16,7 +16,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError
 
 __all__ = ["Backoff"]
 

@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
-from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
 from . import records
 

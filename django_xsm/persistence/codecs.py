@@ -19,13 +19,13 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine.run.context import MAX_DATA_DEPTH, too_deep
 from django_xsm.exceptions import (
     InvalidConfigError,
     SnapshotCorruptError,
     SnapshotTooLargeError,
     UnstorableValueError,
-    brief,
 )
 
 from .base import Codec

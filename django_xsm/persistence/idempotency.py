@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.exceptions import (
     IdempotencyInFlightError,
     IdempotencyKeyError,
     IdempotencyMismatchError,
     InvalidConfigError,
-    brief,
 )
 
 from .base import retry_after_seconds

@@ -21,7 +21,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import ConflictError, InvalidConfigError, LockTimeoutError
 
 from .base import StoreOp, retry_after_seconds
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, PayloadTooLargeError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError, PayloadTooLargeError
 
 from .codecs import dumps_text, to_json_ready
 

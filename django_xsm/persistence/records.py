@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias
 
-from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError
 
 from .claim_records import ClaimOutcome, ClaimRequest, ClaimStatus, InboxMark, InboxRelease
 from .outbox import Emitted

@@ -18,7 +18,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, NotDurableError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError, NotDurableError
 
 from .keys import KeyLayout
 from .ops import Call, Cmd

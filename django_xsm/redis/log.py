@@ -16,7 +16,8 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.base import (
     Codec,
     check_log_read,

@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.exceptions import (
     ConflictError,
     InvalidConfigError,
     SnapshotCorruptError,
     SnapshotTooLargeError,
-    brief,
 )
 from django_xsm.persistence import records
 from django_xsm.persistence.base import Codec, validate_key

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.base import Codec, validate_key, validate_limit, validate_text
 from django_xsm.persistence.codecs import JsonCodec
 from django_xsm.persistence.outbox import OutboxEntry

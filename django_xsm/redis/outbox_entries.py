@@ -9,7 +9,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.outbox import DeadLetter, FailOutcome, OutboxEntry, OutboxLease

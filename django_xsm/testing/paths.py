@@ -27,9 +27,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine import Machine, MachineLogic, create_machine
 from django_xsm.engine.events import is_wildcard
-from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, XsmError, brief
+from django_xsm.exceptions import ArgumentTypeError, InvalidConfigError, XsmError
 
 __all__ = ["Path", "Step", "shortest_paths"]
 

@@ -333,8 +333,14 @@ def test_deep_snapshot_context_is_corrupt_not_a_recursion_error() -> None:
 # -- bounded error messages -----------------------------------------------------------
 
 
+def test_brief_is_still_importable_from_exceptions() -> None:
+    from django_xsm import brief, exceptions
+
+    assert (exceptions.brief, exceptions.brief_error) == (brief.brief, brief.brief_error)
+
+
 def test_brief_is_bounded_for_any_value() -> None:
-    from django_xsm.exceptions import brief
+    from django_xsm.brief import brief
 
     deep: Any = []
     for _ in range(5000):
@@ -424,7 +430,7 @@ NASTY = st.recursive(
 def test_brief_is_total_and_bounded_over_nasty_values(value: Any) -> None:
     """What every error message prints a caller's value with: never an
     exception, never more than 100 characters."""
-    from django_xsm.exceptions import brief
+    from django_xsm.brief import brief
 
     text = brief(value)
     assert isinstance(text, str) and 0 < len(text) <= 100

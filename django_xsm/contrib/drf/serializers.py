@@ -21,12 +21,8 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import QueryDict
 from rest_framework import serializers
 
-from django_xsm.exceptions import (
-    InvalidConfigError,
-    StoreUnavailableError,
-    UnsavedInstanceError,
-    brief,
-)
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, UnsavedInstanceError
 from django_xsm.fields import AvailableEvent, BoundStatechart, column_value
 from django_xsm.persistence.base import validate_key
 

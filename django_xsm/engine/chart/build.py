@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine.events import after_event_type, done_event_type, is_wildcard
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.exceptions import InvalidConfigError
 
 from .compiled import Chart
 from .config_transitions import EMIT, RAISE

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine.events import descriptor_matches, is_wildcard, reserved_namespace
-from django_xsm.exceptions import brief
 
 from .model import HISTORY, Frozen, StateNode, Transition
 from .problems import suggest

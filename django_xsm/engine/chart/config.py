@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.brief import brief
+from django_xsm.exceptions import InvalidConfigError
 
 from .config_transitions import parse_actions, parse_initial, parse_transitions
 from .problems import check_json_depth, freeze, raise_problems, suggest

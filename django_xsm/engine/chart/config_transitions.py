@@ -20,8 +20,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine.events import is_valid_descriptor
-from django_xsm.exceptions import brief
 
 from .logic import MAX_DELAY_MS
 from .problems import check_json_depth, path_join, suggest

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django_xsm.exceptions import brief
+from django_xsm.brief import brief
 
 from .model import COMPOUND, HISTORY, PARALLEL, StateNode
 from .problems import path_join

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine.chart.model import ATOMIC, COMPOUND, FINAL, PARALLEL, StateNode
-from django_xsm.exceptions import brief
 
 __all__ = [
     "Configuration",

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine.chart.logic import MAX_DELAY_MS
 from django_xsm.engine.chart.model import Frozen
 from django_xsm.engine.events import Event
-from django_xsm.exceptions import InvalidConfigError, brief
+from django_xsm.exceptions import InvalidConfigError
 
 __all__ = ["Deadline", "delay_ms"]
 

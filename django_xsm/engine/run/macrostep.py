@@ -17,10 +17,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine.chart.logic import MAX_DELAY_MS
 from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
 from django_xsm.engine.events import AFTER_PREFIX, Event, to_event
-from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError, brief
+from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError
 
 from . import observe
 from .context import MappingView, ReadOnlyError, copy_data

@@ -28,9 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django_xsm.brief import brief
 from django_xsm.engine.chart.compiled import Chart
 from django_xsm.engine.chart.model import ATOMIC, FINAL, HISTORY, StateNode
-from django_xsm.exceptions import DataTooDeepError, MigrationError, SnapshotCorruptError, brief
+from django_xsm.exceptions import DataTooDeepError, MigrationError, SnapshotCorruptError
 
 from .configuration import mask_from_value
 from .context import copy_data

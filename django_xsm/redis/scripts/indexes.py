@@ -6,6 +6,17 @@ from .preludes import PRELUDE_INDEX
 
 __all__ = ["DUE", "LIST_PAGE", "PARK", "PRUNE_EXPIRED", "RECORD_TIMER_FAILURE"]
 
+# The opening of a script over one bucket's indexes: I = KEYS[1..7] (the
+# bucket's index keys), type-checked with KEYS[8] (its log index).
+_PRELUDE_BUCKET = (
+    PRELUDE_INDEX
+    + r"""
+local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
+local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
+if err then return err end
+"""
+)
+
 # KEYS[1..7] index keys of one bucket, KEYS[8] its log index;
 # ARGV[1] until ms, ARGV[2] limit, ARGV[3] snapshot key prefix of the bucket,
 # ARGV[4] log key prefix of the bucket, ARGV[5] instance key prefix ('' = all;
@@ -14,11 +25,8 @@ __all__ = ["DUE", "LIST_PAGE", "PARK", "PRUNE_EXPIRED", "RECORD_TIMER_FAILURE"]
 # expired are pruned from every index instead of returned; keys outside the
 # key prefix are skipped
 DUE = (
-    PRELUDE_INDEX
+    _PRELUDE_BUCKET
     + r"""
-local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
-local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
-if err then return err end
 local limit = tonumber(ARGV[2])
 local want = ARGV[5] or ''
 local out, offset = {}, 0
@@ -54,11 +62,8 @@ return out
 # the keys whose root state is that state (a layout-1 leftover may come
 # from both)
 LIST_PAGE = (
-    PRELUDE_INDEX
+    _PRELUDE_BUCKET
     + r"""
-local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
-local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
-if err then return err end
 local limit = tonumber(ARGV[4])
 local strip = tonumber(ARGV[5])
 local wanted = string.sub(ARGV[2], 2, 1 + strip - 1)
@@ -102,11 +107,8 @@ return out
 # ARGV[2] snapshot key prefix, ARGV[3] log key prefix
 # prunes keys whose idle expiry passed; returns how many
 PRUNE_EXPIRED = (
-    PRELUDE_INDEX
+    _PRELUDE_BUCKET
     + r"""
-local I = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]}
-local err = bad_type(index_types(I, {KEYS[8], 'zset'}))
-if err then return err end
 local now = now_ms()
 local keys = redis.call('ZRANGEBYSCORE', I[7], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local n = 0
