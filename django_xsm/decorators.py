@@ -23,6 +23,11 @@ What a decorated view may rely on:
   key, so a retry runs again.
 * Sends are strict by default (``strict=True``): an event the current
   state does not take is a 409 and nothing is written.
+* An event the machine's ``PERMISSIONS`` guard is sent only when they
+  grant it to ``request.user`` (``may_send``, asked about the row with
+  ``model=``, else about the instance key), as the admin and DRF do: a
+  refused ``send()`` raises ``EventPermissionError`` before any I/O of the
+  send, a 403 ``forbidden`` problem that writes nothing.
 * With the optimistic lock, a version conflict at commit **runs the view
   again** on a fresh load, up to ``retries`` times (default
   ``CONFLICT_RETRIES``), then answers 409 + ``Retry-After``. Keep side
@@ -48,23 +53,30 @@ import string
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from asgiref.sync import iscoroutinefunction
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.db import models, router, transaction
 from django.http import HttpRequest, HttpResponseBase
 
 from django_xsm import backend, conf, http
 from django_xsm.brief import brief
-from django_xsm.exceptions import InvalidConfigError, InvalidEventError, XsmError
+from django_xsm.engine import to_event
+from django_xsm.exceptions import (
+    EventPermissionError,
+    InvalidConfigError,
+    InvalidEventError,
+    XsmError,
+)
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
 from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.locks import LockStrategy
 
 from .fields.binding import RowBinding
+from .fields.events import may_send
 from .managers import OpenOptions
 from .middleware import RequestInfo, get_request_info
-from .registry import MachineEntry, machines
+from .registry import VIEW, MachineEntry, machines
 
 __all__ = ["ViewInstance", "stateful_view"]
 
@@ -162,20 +174,63 @@ _REQUEST_OWNED = ("actor", "correlation_id")
 _WORKERS_ONLY = ("send_reserved", "asend_reserved")
 
 
+class _SendPermission:
+    """The machine's ``PERMISSIONS`` asked for one request's sends:
+    ``may_send(entry, event_type, request.user, target)``, the rule of the
+    admin and DRF. ``target`` is the row of a model-bound view, else the
+    instance key. A request without a user (no ``AuthenticationMiddleware``)
+    is refused every guarded event: no user is not a user the rules grant."""
+
+    __slots__ = ("entry", "request", "target")
+
+    def __init__(self, entry: MachineEntry, request: HttpRequest, target: object) -> None:
+        self.entry = entry
+        self.request = request
+        self.target = target
+
+    def guarded(self, event: object) -> tuple[object, str | None]:
+        """``event`` and, when the machine's rules guard its type, the type.
+        A guarded event comes back normalized (an ``Event``): the type that
+        was checked is the type that is sent."""
+        if not self.entry.permissions:
+            return event, None  # no rules: the send is today's, untouched
+        normalized = to_event(event)  # an unusable event: the send's own 400
+        if normalized.type == VIEW or normalized.type not in self.entry.permissions:
+            return normalized, None  # "xsm.view" is no event: the send refuses it (reserved)
+        return normalized, normalized.type
+
+    def check(self, event_type: str) -> None:
+        """Raise ``EventPermissionError`` unless the request's user may send
+        ``event_type``. Sync code (``has_perm`` and checks may use the ORM)."""
+        user = getattr(self.request, "user", None)
+        if user is not None and may_send(self.entry, event_type, user, self.target):
+            return
+        target = (
+            str(self.target._meta.verbose_name)
+            if isinstance(self.target, models.Model)
+            else "instance"
+        )
+        raise EventPermissionError(event_type, machine=self.entry.name, target=target)
+
+
 class ViewInstance:
     """What a decorated view receives as ``instance``: the open block, except
     that its ``send()`` / ``asend()`` refuse ``actor=`` and
     ``correlation_id=`` (the request's user and id are recorded). A view
     written as ``instance.send(data.pop("type"), **data)`` cannot let a
     body's ``"actor"`` field rewrite the audit trail; a payload field with
-    such a name is sent as a mapping event instead. It has no
-    ``send_reserved()``: a view cannot send django-xsm's reserved events
-    (``send()`` refuses them, and events no state of the chart takes)."""
+    such a name is sent as a mapping event instead. An event the machine's
+    ``PERMISSIONS`` guard is sent only when they grant it to the request's
+    user (``EventPermissionError`` otherwise, before any I/O of the send).
+    It has no ``send_reserved()``: a view cannot send django-xsm's reserved
+    events (``send()`` refuses them, and events no state of the chart
+    takes)."""
 
-    __slots__ = ("_block",)
+    __slots__ = ("_block", "_permission")
 
-    def __init__(self, block: PersistedInstance) -> None:
+    def __init__(self, block: PersistedInstance, permission: _SendPermission) -> None:
         object.__setattr__(self, "_block", block)
+        object.__setattr__(self, "_permission", permission)
 
     def __getattr__(self, name: str) -> Any:
         if name in _WORKERS_ONLY:
@@ -203,10 +258,17 @@ class ViewInstance:
 
     def send(self, event: object, /, **kwargs: Any) -> Any:
         self._refuse(event, kwargs)
+        event, guarded = self._permission.guarded(event)
+        if guarded is not None:
+            self._permission.check(guarded)
         return self._block.send(event, **kwargs)
 
     async def asend(self, event: object, /, **kwargs: Any) -> Any:
         self._refuse(event, kwargs)
+        event, guarded = self._permission.guarded(event)
+        if guarded is not None:
+            # request.user, has_perm() and checks may query the database
+            await sync_to_async(self._permission.check)(guarded)
         return await self._block.asend(event, **kwargs)
 
     def __repr__(self) -> str:
@@ -349,6 +411,9 @@ def stateful_view(
             "correlation_id": call.info.correlation_id,
         }
 
+    def permission(call: _Call, request: HttpRequest, row: models.Model | None) -> _SendPermission:
+        return _SendPermission(call.entry, request, row if row is not None else call.key)
+
     def attempts() -> int:
         return 1 + (conf.get_settings().conflict_retries if retries is None else retries)
 
@@ -397,8 +462,9 @@ def stateful_view(
                         async with opened as block:
                             if block.duplicate:
                                 return http.replay_response(block.replayed_result, request)
+                            instance = ViewInstance(block, permission(call, request, row))
                             response = await view(
-                                request, *args, instance=ViewInstance(block), **extra, **kwargs
+                                request, *args, instance=instance, **extra, **kwargs
                             )
                             return remember(block, call, response, view)
 
@@ -431,9 +497,8 @@ def stateful_view(
                     with _row_transaction(row), opened as block:
                         if block.duplicate:
                             return http.replay_response(block.replayed_result, request)
-                        response = view(
-                            request, *args, instance=ViewInstance(block), **extra, **kwargs
-                        )
+                        instance = ViewInstance(block, permission(call, request, row))
+                        response = view(request, *args, instance=instance, **extra, **kwargs)
                         return remember(block, call, response, view)
 
                 return retry_on_conflict(

@@ -22,6 +22,7 @@ __all__ = [
     "ConflictError",
     "DataTooDeepError",
     "EventNotAcceptedError",
+    "EventPermissionError",
     "IdempotencyInFlightError",
     "IdempotencyKeyError",
     "IdempotencyMismatchError",
@@ -192,6 +193,28 @@ class ReservedEventError(XsmError, ValueError):
             "django-xsm itself (timers, the outbox worker)",
             hint="send an event type of your own; a test that must send it uses "
             "block.send_reserved()",
+        )
+
+
+class EventPermissionError(XsmError):
+    """The machine's ``PERMISSIONS`` do not let the request's user send this
+    event to this target (``django_xsm.fields.events.may_send`` said no).
+    Raised by a ``@stateful_view``'s ``send()`` before any I/O of the send;
+    the block then writes nothing. Over HTTP a 403 ``forbidden`` problem.
+
+    ``event_type`` is the refused type (one the ``PERMISSIONS`` name, so
+    an event of the chart), ``machine`` the machine's name in
+    ``XSM['MACHINES']``; ``target`` names what was refused in the message
+    (``"order"``: the model's verbose name, else ``"instance"``).
+    """
+
+    def __init__(self, event_type: str, *, machine: str, target: str = "instance") -> None:
+        self.event_type = event_type
+        self.machine = machine
+        super().__init__(
+            f"You may not send {event_type} to this {target}",
+            hint=f"the PERMISSIONS of machine {machine!r} refused it for this request's user; "
+            "log in as a user its rules grant, or change the rules",
         )
 
 

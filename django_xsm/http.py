@@ -26,7 +26,8 @@ store refused the credentials / ACL        500     ``store-misconfigured``
 stored instance this chart cannot load     500     ``machine-changed``
 any other XsmError (DEBUG=False)           500     ``internal``
 stream Last-Event-ID, history ?cursor= bad 400     ``invalid-cursor``
-live stream: permission refused            403     ``forbidden``
+machine's PERMISSIONS refused the event    403     ``forbidden``
+(@stateful_view); live stream: refused
 live stream, history: no transition log    404     ``audit-disabled``
 live stream: too many open in the process  503     ``Retry-After``, ``too-many-streams``
 =========================================  ======  ===========================
@@ -56,6 +57,7 @@ from django.urls import NoReverseMatch, reverse
 from django_xsm.exceptions import (
     ConflictError,
     EventNotAcceptedError,
+    EventPermissionError,
     IdempotencyInFlightError,
     IdempotencyKeyError,
     IdempotencyMismatchError,
@@ -165,8 +167,10 @@ PROBLEM_TYPES: dict[str, tuple[int, str, str]] = {
         "A history page (GET .../{pk}/history/) starts at the ?cursor= its previous page's "
         "next link gave; follow that link as it is."),
     "forbidden": (403, "Not allowed",
-        "The live stream's permission (XSM['STREAM']['PERMISSION']) refused this request. "
-        "Log in as a user it allows."),
+        "The request's user may not do this: the machine's permissions refused the event "
+        "(the detail and the event member name it; nothing was written), or the live "
+        "stream's permission (XSM['STREAM']['PERMISSION']) refused to let it follow the "
+        "instance. Log in as a user they allow."),
     "audit-disabled": (404, "The transition log is disabled",
         "The live stream and the history endpoint send the records of the transition log, "
         "and this deployment keeps none (XSM['AUDIT']['ENABLED'] is False). Enable the "
@@ -210,6 +214,7 @@ _PROBLEM_OF_ERROR: tuple[tuple[type[XsmError], str, bool], ...] = (
     (UnknownEventError, "unknown-event", False),
     (EventNotAcceptedError, "event-not-accepted", False),
     (ReservedEventError, "reserved-event", False),
+    (EventPermissionError, "forbidden", False),
     (LockTimeoutError, "locked", True),
     (ConflictError, "conflict", True),
     (InstanceNotFoundError, "not-found", False),
@@ -338,6 +343,8 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
             extra["guards"] = list(exc.guards)
     elif isinstance(exc, ReservedEventError):
         extra = {"event": exc.event_type, "namespace": exc.namespace}
+    elif isinstance(exc, EventPermissionError):
+        extra = {"event": exc.event_type}
     elif isinstance(exc, IdempotencyMismatchError | IdempotencyInFlightError):
         extra = {"idempotency_key": exc.idempotency_key}
     elif isinstance(exc, ConflictError):

@@ -120,7 +120,7 @@ def test_a_view_has_no_send_reserved(client: Any, backend: Any) -> None:
     assert response.status_code == 200
     assert "send_reserved() is not available in a @stateful_view" in response.json()["refused"]
     assert not machines["ticket"].objects.exists("ticket:p1")
-    assert not hasattr(ViewInstance(object()), "asend_reserved")  # type: ignore[arg-type]
+    assert not hasattr(ViewInstance(object(), object()), "asend_reserved")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

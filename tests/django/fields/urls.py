@@ -10,6 +10,8 @@ urlpatterns = [
     path("orders/<int:pk>/apay", views.apay),
     path("orders/<int:pk>/send_body", views.send_body),
     path("orders/<int:pk>/asend_body", views.asend_body),
+    path("shop/<str:name>/send_key", views.send_key),
+    path("shop/<str:name>/asend_key", views.asend_key),
     path("slug-orders/<str:name>/add", views.add),
     path("tickets/<uuid:pk>/assign", views.assign),
     path("tickets/<uuid:pk>/split", views.split),

@@ -41,6 +41,19 @@ async def asend_body(request: HttpRequest, pk: int, *, instance: Any, row: Order
     return JsonResponse({"order": row.pk, "state": instance.value})
 
 
+@stateful_view("shop", key="shop:{name}")
+def send_key(request: HttpRequest, name: str, *, instance: Any) -> JsonResponse:
+    """A key-based view sending the JSON body (no row: checks get the key)."""
+    instance.send(json.loads(request.body))
+    return JsonResponse({"key": instance.key, "state": instance.value})
+
+
+@stateful_view("shop", key="shop:{name}")
+async def asend_key(request: HttpRequest, name: str, *, instance: Any) -> JsonResponse:
+    await instance.asend(json.loads(request.body))
+    return JsonResponse({"key": instance.key, "state": instance.value})
+
+
 @stateful_view(model=SlugOrder, lookup="slug", url_kwarg="name", idempotent=True)
 def add(request: HttpRequest, name: str, *, instance: Any, row: SlugOrder) -> JsonResponse:
     instance.send("ADD")
