@@ -68,7 +68,7 @@ from django_xsm.exceptions import (
     XsmError,
 )
 from django_xsm.persistence import aretry_on_conflict, retry_on_conflict
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.locks import LockStrategy
 

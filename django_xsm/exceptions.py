@@ -144,13 +144,11 @@ class EventNotAcceptedError(XsmError):
 
 
 class UnknownEventError(EventNotAcceptedError):
-    """No state of the chart can ever take ``event_type``: no descriptor
-    names it and no wildcard (``*``, ``order.*``) matches it — a typo, most
-    likely. Raised before any I/O by every API that sends (blocks, the
-    manager, the model field, ``@stateful_view``, DRF, the admin); the
-    engine alone ignores such an event, as XState does. ``machine`` is the
-    machine id, ``suggestions`` the closest event types (also in the message),
-    ``key`` the instance key when a block refused it; ``value`` is None."""
+    """No state of the chart can ever take ``event_type`` (no descriptor or
+    wildcard matches it: a typo, most likely). Raised before any I/O by every
+    API that sends; the engine alone ignores such an event, as XState does.
+    ``machine`` is the machine id, ``suggestions`` the closest event types
+    (also in the message), ``key`` the instance key when a block refused it."""
 
     def __init__(
         self,
@@ -197,16 +195,12 @@ class ReservedEventError(XsmError, ValueError):
 
 
 class EventPermissionError(XsmError):
-    """The machine's ``PERMISSIONS`` do not let the request's user send this
-    event to this target (``django_xsm.fields.events.may_send`` said no).
-    Raised by a ``@stateful_view``'s ``send()`` before any I/O of the send;
-    the block then writes nothing. Over HTTP a 403 ``forbidden`` problem.
-
-    ``event_type`` is the refused type (one the ``PERMISSIONS`` name, so
-    an event of the chart), ``machine`` the machine's name in
-    ``XSM['MACHINES']``; ``target`` names what was refused in the message
-    (``"order"``: the model's verbose name, else ``"instance"``).
-    """
+    """The machine's ``PERMISSIONS`` refuse ``event_type`` to the request's
+    user (``may_send`` said no): raised by a ``@stateful_view``'s ``send()``
+    before any I/O of the send, so nothing is written; over HTTP a 403
+    ``forbidden``. ``machine`` is the machine's name in ``XSM['MACHINES']``,
+    ``target`` what the message names (the model's verbose name, else
+    ``"instance"``)."""
 
     def __init__(self, event_type: str, *, machine: str, target: str = "instance") -> None:
         self.event_type = event_type
@@ -246,8 +240,8 @@ class ReentrantSendError(XsmError, RuntimeError):
 
 
 class MigrationError(XsmError):
-    """A snapshot belongs to another machine version or chart structure and
-    no migration turns it into the current one."""
+    """No migration turns a snapshot of another machine version or chart
+    structure into the current one."""
 
     def __init__(
         self,
@@ -330,10 +324,9 @@ class StoreUnavailableError(StoreError):
 
 
 class StoreAuthenticationError(StoreError):
-    """The store refused our credentials or permissions (a wrong password,
-    a missing ACL permission): no retry fixes it. ``cause`` names the reply
-    or exception class (``"WRONGPASS"``, ``"NOPERM"``, ``"AuthenticationError"``);
-    the message never contains the password or the server's address."""
+    """The store refused our credentials or ACL permissions: no retry fixes
+    it. ``cause`` names the reply or exception class (``"WRONGPASS"``,
+    ``"NOPERM"``); the message never holds the password or the address."""
 
     def __init__(self, message: str, *, key: str | None = None, cause: str = "") -> None:
         self.cause = cause
@@ -347,14 +340,12 @@ class StoreAuthenticationError(StoreError):
 
 
 class ConflictError(StoreError):
-    """A compare-and-set failed: someone else committed first, or the lock
-    token no longer matches; nothing was written. ``expected`` is the version
-    this writer loaded, ``actual`` the version found (``None`` when the
-    instance is gone). ``reason`` names the fence: ``"version"``, ``"lock"``
-    (the writer does not hold the instance's lock; ``held_lock`` is False
-    when it never held one) or ``"claim"`` (the idempotency claim it meant to
-    mark was taken over after its lease). ``attempts`` is how many tries
-    ``retry_on_conflict`` made (0 outside it)."""
+    """A compare-and-set failed; nothing was written. ``expected`` is the
+    version this writer loaded, ``actual`` the one found (``None``: gone).
+    ``reason`` names the fence: ``"version"`` (another commit came first),
+    ``"lock"`` (the writer does not hold the lock; ``held_lock`` is False
+    when it never held one) or ``"claim"`` (its idempotency claim was taken
+    over after its lease). ``attempts``: the tries of ``retry_on_conflict``."""
 
     def __init__(
         self,
@@ -373,9 +364,7 @@ class ConflictError(StoreError):
         self.retry_after_s = retry_after_s
         self.held_lock = held_lock
         self.attempts = attempts
-        hint = (
-            "another writer committed first; reload and retry (see persistence.retry_on_conflict)"
-        )
+        hint = "another writer committed first; reload and retry (see retry_on_conflict)"
         if reason == "claim":
             text = (
                 f"An idempotency claim of {key!r} was taken over by another worker "
@@ -467,10 +456,9 @@ class PayloadTooLargeError(XsmError, ValueError):
 
 
 class UnstorableValueError(XsmError, TypeError, ValueError):
-    """A value cannot be stored exactly (a set, an object, NaN, a string
-    holding a lone surrogate such as ``"\\ud800"``, an int of more digits
-    than Python converts to text...). Raised before any write; ``path``
-    names it (``$.context.text``)."""
+    """A value cannot be stored exactly (a set, an object, NaN, a lone
+    surrogate such as ``"\\ud800"``, an int too long for text). Raised
+    before any write; ``path`` names it (``$.context.text``)."""
 
     def __init__(self, path: str, problem: str, *, hint: str = "") -> None:
         self.path = path
@@ -566,15 +554,7 @@ class IdempotencyMismatchError(XsmError, ValueError):
 class ReplayDivergenceError(XsmError):
     """Replaying the transition log did not reproduce a recorded field."""
 
-    def __init__(
-        self,
-        key: str,
-        *,
-        seq: int,
-        field: str,
-        expected: Any,
-        actual: Any,
-    ) -> None:
+    def __init__(self, key: str, *, seq: int, field: str, expected: Any, actual: Any) -> None:
         self.key = key
         self.seq = seq
         self.field = field

@@ -34,7 +34,7 @@ from django_xsm.backend.transitions import TransitionPlugin, log_refused
 from django_xsm.engine import Deadline, Event, Instance, Machine, to_event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError, UnknownEventError
 from django_xsm.persistence import Plugin, apersisted, persisted, retry_on_conflict
-from django_xsm.persistence.base import check_log_read
+from django_xsm.persistence.arguments import check_log_read
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.idempotency import event_fingerprint
 from django_xsm.persistence.locks import LockStrategy

@@ -56,7 +56,7 @@ from django_xsm.backend import clients
 from django_xsm.exceptions import InstanceNotFoundError, XsmError
 from django_xsm.fields.events import may_send
 from django_xsm.models import PERM_VIEW
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.records import TransitionRecord
 from django_xsm.redis import AsyncRedisLog, AsyncRedisStore, RedisLog
 from django_xsm.redis.log import MAX_SEQ

@@ -48,7 +48,7 @@ from django_xsm.exceptions import (
 from django_xsm.fields.events import may_send
 from django_xsm.middleware import get_request_info
 from django_xsm.models import PERM_SEND, PERM_VIEW
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 from .actions import refusal

@@ -38,7 +38,7 @@ from django_xsm.exceptions import (
 from django_xsm.managers import InstanceView
 from django_xsm.models import PERM_VIEW, Instance
 from django_xsm.operations import redacted
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.records import ms_to_datetime
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 

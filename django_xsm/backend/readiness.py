@@ -43,7 +43,7 @@ from django_xsm.brief import brief_error
 from django_xsm.conf import XsmSettings
 from django_xsm.engine import Machine
 from django_xsm.exceptions import MigrationError, StoreError, StoreUnavailableError, XsmError
-from django_xsm.persistence.base import validate_prefix
+from django_xsm.persistence.arguments import validate_prefix
 from django_xsm.redis import DEFAULT_BUCKETS, KeyLayout, memory
 
 from .clients import is_cluster

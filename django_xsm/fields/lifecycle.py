@@ -48,7 +48,7 @@ from django.db.models.signals import class_prepared, post_delete
 
 from django_xsm import backend
 from django_xsm.exceptions import InvalidConfigError, UnsavedInstanceError, XsmError
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.registry import machines
 
 from .bound import BoundStatechart

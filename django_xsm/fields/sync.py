@@ -53,7 +53,7 @@ from django_xsm.exceptions import (
     UnsavedInstanceError,
     XsmError,
 )
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.registry import machines
 
 from .bound import BoundStatechart

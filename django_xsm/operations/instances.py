@@ -10,8 +10,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django_xsm import backend, conf
 from django_xsm.engine import Deadline
 from django_xsm.exceptions import InstanceNotFoundError, SnapshotCorruptError, XsmError
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.audit import DEFAULT_REDACT, redact
-from django_xsm.persistence.base import system_clock_ms, validate_key
+from django_xsm.persistence.base import system_clock_ms
 from django_xsm.persistence.records import TimerFailure, ms_to_datetime
 from django_xsm.persistence.timer_state import INSTANCE_FAILURE, failure_key
 from django_xsm.registry import machines

@@ -35,8 +35,8 @@ from django_xsm.exceptions import (
     UnknownMachineError,
 )
 
+from .arguments import validate_text
 from .backoff import Backoff
-from .base import validate_text
 from .block import persisted
 from .locks import LockStrategy
 from .records import StoredRecord, TimerFailure

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
 
 from django_xsm.persistence import records
-from django_xsm.persistence.keywords import StoreKeywords
+from django_xsm.persistence.arguments import StoreKeywords
 from django_xsm.persistence.locks import AsyncStoreLock
 
 from .client import AsyncSide

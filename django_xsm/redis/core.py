@@ -14,14 +14,14 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from django_xsm.persistence import records
-from django_xsm.persistence.base import (
-    Codec,
+from django_xsm.persistence.arguments import (
     validate_key,
     validate_positive_int,
     validate_seconds,
     validate_text,
     validate_ttl_s,
 )
+from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
 
 from . import ops

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django_xsm.persistence.base import Codec, validate_key, validate_limit
+from django_xsm.persistence.arguments import validate_key, validate_limit
+from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import JsonCodec, dumps_text, loads_tagged
 from django_xsm.persistence.records import (
     ClaimOutcome,

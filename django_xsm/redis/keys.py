@@ -57,7 +57,7 @@ import zlib
 from dataclasses import dataclass
 
 from django_xsm.exceptions import InvalidConfigError
-from django_xsm.persistence.base import validate_prefix
+from django_xsm.persistence.arguments import validate_prefix
 
 __all__ = [
     "DEFAULT_BUCKETS",

@@ -18,14 +18,14 @@ from typing import Any
 
 from django_xsm.brief import brief
 from django_xsm.exceptions import InvalidConfigError
-from django_xsm.persistence.base import (
-    Codec,
+from django_xsm.persistence.arguments import (
     check_log_read,
     check_read_last,
     validate_key,
     validate_seconds,
     wall_to_ms,
 )
+from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import JsonCodec
 from django_xsm.persistence.records import LogEntry, TransitionRecord
 

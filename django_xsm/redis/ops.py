@@ -21,7 +21,8 @@ from django_xsm.exceptions import (
     SnapshotTooLargeError,
 )
 from django_xsm.persistence import records
-from django_xsm.persistence.base import Codec, validate_key
+from django_xsm.persistence.arguments import validate_key
+from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import dumps_text, loads_tagged
 from django_xsm.persistence.sealing import seal, unseal
 

@@ -34,7 +34,8 @@ from typing import Any
 
 from django_xsm.brief import brief
 from django_xsm.exceptions import InvalidConfigError
-from django_xsm.persistence.base import Codec, validate_key, validate_limit, validate_text
+from django_xsm.persistence.arguments import validate_key, validate_limit, validate_text
+from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import JsonCodec
 from django_xsm.persistence.outbox import OutboxEntry
 from django_xsm.persistence.sealing import seal

@@ -14,7 +14,8 @@ import redis.exceptions as rex
 
 from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence import records
-from django_xsm.persistence.base import Codec, validate_key, validate_limit, validate_text
+from django_xsm.persistence.arguments import validate_key, validate_limit, validate_text
+from django_xsm.persistence.base import Codec
 
 from . import ops
 from .keys import LAYOUT_VERSION, SEP, KeyLayout

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError
-from django_xsm.persistence.base import validate_prefix
+from django_xsm.persistence.arguments import validate_prefix
 from django_xsm.persistence.sealing import SEALED, SealingCodec, is_sealed
 
 from .client import SyncSide, is_cluster

@@ -16,15 +16,8 @@ from typing import Any
 
 from django_xsm.exceptions import InvalidConfigError, StoreAuthenticationError, XsmError
 from django_xsm.persistence import records
-from django_xsm.persistence.base import (
-    Codec,
-    iter_pages,
-    require_shared_commit,
-    system_clock_ms,
-    validate_positive_int,
-    validate_ttl_s,
-)
-from django_xsm.persistence.keywords import StoreKeywords
+from django_xsm.persistence.arguments import StoreKeywords, validate_positive_int, validate_ttl_s
+from django_xsm.persistence.base import Codec, iter_pages, require_shared_commit, system_clock_ms
 from django_xsm.persistence.locks import StoreLock
 
 from .client import AsyncSide, RedisSide, SyncSide, is_cluster, same_server, socket_timeout_of

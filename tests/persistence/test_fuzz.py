@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from django_xsm.exceptions import InvalidConfigError, XsmError
 from django_xsm.persistence import AuditPlugin, MemoryStore, persisted, redact
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 from tests.support import Backends, order_machine
 
 M = order_machine()

@@ -22,7 +22,7 @@ from django_xsm.exceptions import (
     StoreUnavailableError,
 )
 from django_xsm.persistence import PessimisticLock, apersisted, persisted
-from django_xsm.persistence.base import validate_prefix
+from django_xsm.persistence.arguments import validate_prefix
 from django_xsm.persistence.records import OpenRequest
 from django_xsm.redis import AsyncRedisStore, RedisStore
 from tests.redis.helpers import layout_of, sent, snap

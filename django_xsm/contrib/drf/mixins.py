@@ -61,7 +61,7 @@ from django_xsm.fields.binding import RowNotFoundError
 from django_xsm.fields.events import available_events, may_send
 from django_xsm.middleware import RequestInfo
 from django_xsm.persistence import retry_on_conflict
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.locks import LockStrategy
 

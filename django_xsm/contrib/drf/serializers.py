@@ -24,7 +24,7 @@ from rest_framework import serializers
 from django_xsm.brief import brief
 from django_xsm.exceptions import InvalidConfigError, StoreUnavailableError, UnsavedInstanceError
 from django_xsm.fields import AvailableEvent, BoundStatechart, column_value
-from django_xsm.persistence.base import validate_key
+from django_xsm.persistence.arguments import validate_key
 
 __all__ = [
     "AvailableEventSerializer",

@@ -14,8 +14,8 @@ from typing import Any
 
 from django_xsm.engine import Event
 from django_xsm.exceptions import EventNotAcceptedError, InstanceNotFoundError, XsmError
+from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.audit import AuditPlugin
-from django_xsm.persistence.base import validate_key
 from django_xsm.persistence.codecs import to_json_ready
 from django_xsm.persistence.idempotency import IdempotencyPlugin
 from django_xsm.persistence.outbox import Emitted, delivery_id_for
