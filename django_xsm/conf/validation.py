@@ -21,7 +21,17 @@ from django_xsm.exceptions import brief
 
 from . import topology
 from .outbox import backoff_fits, outbox
-from .parsing import MAX_NUMBER, Problems, check_keys, choice, fail, mapping, number, opt_str
+from .parsing import (
+    MAX_NUMBER,
+    Problems,
+    a_type,
+    check_keys,
+    choice,
+    fail,
+    mapping,
+    number,
+    opt_str,
+)
 from .values import (
     _HTTP_METHODS,
     _NESTED,
@@ -157,25 +167,28 @@ def _redact(value: Any) -> tuple[str, ...]:
 
 def _codec_keys(value: Any) -> tuple[str, ...] | None:
     """None, or the codec's keys, newest first: a non-empty list of
-    non-empty strings (not one string: its characters are no keys)."""
+    non-empty strings (not one string: its characters are no keys). The
+    keys are secrets: a message names their types, never their values."""
     if value is None:
         return None
-    if (
-        isinstance(value, str | bytes)
-        or not isinstance(value, list | tuple)
-        or not value
-        or not all(isinstance(k, str) and k for k in value)
-    ):
+    if not isinstance(value, list | tuple) or not value:
+        empty = value in ("", b"", [], ())
+        got = f"an empty {type(value).__name__}" if empty else a_type(value)
         raise fail(
-            f"expected a non-empty list of key strings, newest first, got {brief(value)}",
+            f"expected a non-empty list of key strings, newest first, got {got}",
             "CODEC_KEYS",
+            hint='e.g. [os.environ["XSM_KEY"]], not the key itself',
         )
+    for i, key in enumerate(value):
+        if not isinstance(key, str) or not key:
+            got = "an empty str" if key == "" else a_type(key)
+            raise fail(f"every key must be a non-empty string, got {got}", "CODEC_KEYS", i)
     return tuple(value)
 
 
 def _connection(m: Mapping[str, Any], p: Problems) -> dict[str, Any]:
     """The connection settings: where Redis is and what shape it has."""
-    url = p.take(lambda: opt_str(m["REDIS_URL"], "REDIS_URL"))
+    url = p.take(lambda: opt_str(m["REDIS_URL"], "REDIS_URL", secret=True))
     alias = p.take(lambda: opt_str(m["CACHE_ALIAS"], "CACHE_ALIAS"))
     options = p.take(
         lambda: mapping(m["REDIS_OPTIONS"], "a dict of redis-py client options", "REDIS_OPTIONS"),
