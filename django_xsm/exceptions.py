@@ -428,17 +428,31 @@ class LockTimeoutError(StoreError):
 
 
 class SnapshotCorruptError(StoreError):
-    """A stored record or snapshot cannot be decoded or has the wrong shape."""
+    """A stored record or snapshot cannot be decoded or has the wrong shape.
 
-    def __init__(self, message: str, *, key: str | None = None, hint: str = "") -> None:
-        super().__init__(
-            message,
-            key=key,
-            hint=hint
-            or "the stored data is damaged or was written by something else; "
-            "look at the raw keys with redis-cli, then erase the instance with "
-            "'manage.py xsm_forget KEY' (or restore it from its transition log)",
-        )
+    ``encrypted``: the stored value is encrypted (a Fernet token, a sealed
+    log field) and the configured codec cannot open it: no codec, or none
+    of its keys wrote it. The data is most likely intact, so the hint is
+    the keys to configure, never erasing the instance.
+    """
+
+    def __init__(
+        self, message: str, *, key: str | None = None, hint: str = "", encrypted: bool = False
+    ) -> None:
+        self.encrypted = encrypted
+        if encrypted:
+            default = (
+                "the data is encrypted, not damaged: set XSM['CODEC_KEYS'] on every process "
+                "to the keys it was written with (newest first; a rotated-out key back at "
+                "the end), and do not erase the instance"
+            )
+        else:
+            default = (
+                "the stored data is damaged or was written by something else; "
+                "look at the raw keys with redis-cli, then erase the instance with "
+                "'manage.py xsm_forget KEY' (or restore it from its transition log)"
+            )
+        super().__init__(message, key=key, hint=hint or default)
 
 
 class SnapshotTooLargeError(StoreError, ValueError):
