@@ -335,10 +335,10 @@ class StatechartEventsMixin(_ViewSet):
             )
             return documented_problem(request, "audit-disabled", detail)
         params = request.query_params
+        detail = "cursor must be the value a history page's next link gave"
         try:
             cursor = parse_cursor(params.get("cursor"))
         except ValueError:
-            detail = "cursor must be the value a history page's next link gave"
             return documented_problem(request, "invalid-cursor", detail)
         maximum = self.statechart_history_max_page_size
         try:
@@ -349,6 +349,8 @@ class StatechartEventsMixin(_ViewSet):
             detail = f"page_size must be a whole number from 1 (at most {maximum} are sent)"
             return problem(request, 400, detail)
         page = read_page(backend.get_log(), bound.key, cursor, size)
+        if page is None:  # past the log's end
+            return documented_problem(request, "invalid-cursor", detail)
         link = None
         if page.next_cursor is not None:
             link = replace_query_param(
