@@ -220,11 +220,18 @@ class StatechartEventsMixin(_ViewSet):
             too_big.exception = True
             return too_big
         response = super().handle_exception(exc)
-        if getattr(self, "action", None) in (_ACTION, _HISTORY) and not isinstance(
-            response, ProblemResponse
-        ):
+        if self._on_our_route() and not isinstance(response, ProblemResponse):
             return api_problem(response, getattr(self, "request", None))
         return response
+
+    def _on_our_route(self) -> bool:
+        """Whether the request is on the events or history URL, whatever
+        its method: DRF sets no ``action`` for a method the route does not
+        map (``POST .../history/`` is a 405), so the route's map says."""
+        if getattr(self, "action", None) in (_ACTION, _HISTORY):
+            return True
+        routed = set((getattr(self, "action_map", None) or {}).values())
+        return bool(routed) and routed <= {_ACTION, _HISTORY}
 
     # --- the endpoint ----------------------------------------------------------------
 

@@ -161,6 +161,20 @@ def test_a_cursor_below_a_trimmed_log_is_an_empty_last_page(
     assert history(api, row.pk, cursor="3").json() == {"next": None, "results": []}
 
 
+@pytest.mark.parametrize(
+    ("method", "path"), [("post", "history"), ("delete", "history"), ("get", "events")]
+)
+def test_a_method_the_route_does_not_take_is_a_405_problem(
+    api: Any, backend: Any, alias: str, method: str, path: str
+) -> None:
+    row = with_adds(alias, 1)
+    response = getattr(api, method)(f"/api/orders/{row.pk}/{path}/")
+    assert response.status_code == 405
+    body = problem(response)
+    assert body["title"] == "Method Not Allowed" and method.upper() in body["detail"]
+    assert response["Allow"]
+
+
 def test_the_detail_views_permission_applies(
     api: Any, backend: Any, alias: str, django_user_model: Any
 ) -> None:
