@@ -442,9 +442,9 @@ class SnapshotCorruptError(StoreError):
         self.encrypted = encrypted
         if encrypted:
             default = (
-                "the data is encrypted, not damaged: set XSM['CODEC_KEYS'] on every process "
-                "to the keys it was written with (newest first; a rotated-out key back at "
-                "the end), and do not erase the instance"
+                "the data is encrypted and most likely intact: set XSM['CODEC_KEYS'] on "
+                "every process to the keys it was written with (newest first; a rotated-out "
+                "key back at the end), and do not erase the instance"
             )
         else:
             default = (
