@@ -177,11 +177,9 @@ class UnknownEventError(EventNotAcceptedError):
 
 
 class ReservedEventError(XsmError, ValueError):
-    """An event type of a namespace only django-xsm sends (``xstate.*``:
-    timers, done and init events; ``xsm.*``: ``xsm.outbox.failed``) was
-    sent through a public API; raised before any I/O. Charts may still have
-    transitions on them. ``event_type`` is the refused type, ``namespace``
-    ``"xstate"`` or ``"xsm"``."""
+    """An event type only django-xsm sends (``namespace`` ``"xstate"``: timers,
+    done and init events; ``"xsm"``: ``xsm.outbox.failed``) came through a
+    public API; raised before any I/O (charts may still take them)."""
 
     def __init__(self, event_type: str, *, namespace: str) -> None:
         self.event_type = event_type
@@ -227,8 +225,7 @@ class MicrostepLimitError(XsmError, RuntimeError):
 
 
 class ReentrantSendError(XsmError, RuntimeError):
-    """An action sent to its own engine instance while that was still
-    processing an event; nothing was done."""
+    """An action sent to its own instance mid-event; nothing was done."""
 
     def __init__(self, event_type: str) -> None:
         self.event_type = event_type
@@ -240,8 +237,7 @@ class ReentrantSendError(XsmError, RuntimeError):
 
 
 class MigrationError(XsmError):
-    """No migration turns a snapshot of another machine version or chart
-    structure into the current one."""
+    """No migration turns a snapshot of another machine version or chart into this one."""
 
     def __init__(
         self,
@@ -271,11 +267,10 @@ class StoreError(XsmError):
 
 class NotDurableError(StoreError):
     """A commit (or the one a retry replays) reached the primary, but fewer
-    replicas than ``DURABILITY['MIN_REPLICAS']`` acknowledged it within
-    ``TIMEOUT_MS``: a failover could lose it. ``required`` and
-    ``acknowledged`` are the replica counts, ``version`` the version it
-    produced (0 when unknown). A retry with the same idempotency key replays
-    the commit if it survived, or applies it once if it was lost."""
+    replicas than ``DURABILITY['MIN_REPLICAS']`` acknowledged it in time.
+    ``required``/``acknowledged``: replica counts; ``version``: what it
+    produced (0: unknown). A retry with the same idempotency key replays the
+    commit if it survived a failover, or applies it once if it was lost."""
 
     def __init__(
         self,
@@ -300,10 +295,9 @@ class NotDurableError(StoreError):
 
 
 class StoreUnavailableError(StoreError):
-    """The store cannot be reached or refuses writes right now (connection
-    refused, timeout, LOADING, READONLY, MASTERDOWN, OOM). The failed call
-    wrote nothing, except where its docs say a retry is recognised (commit
-    ids); ``retry_after_s`` is a suggestion for clients."""
+    """The store cannot be reached or refuses writes now (refused, timeout,
+    LOADING, READONLY, MASTERDOWN, OOM): the call wrote nothing, or a retry
+    is recognised (commit ids). ``retry_after_s`` is a client's hint."""
 
     def __init__(
         self,
@@ -402,25 +396,34 @@ class LockTimeoutError(StoreError):
 
 
 class SnapshotCorruptError(StoreError):
-    """A stored record or snapshot cannot be decoded or has the wrong shape."""
+    """A stored record or snapshot cannot be decoded or has the wrong shape.
+    ``encrypted``: it is encrypted and no configured key opens it (most
+    likely intact: the hint names the keys to set, never erasing it)."""
 
-    def __init__(self, message: str, *, key: str | None = None, hint: str = "") -> None:
-        super().__init__(
-            message,
-            key=key,
-            hint=hint
-            or "the stored data is damaged or was written by something else; "
-            "look at the raw keys with redis-cli, then erase the instance with "
-            "'manage.py xsm_forget KEY' (or restore it from its transition log)",
-        )
+    def __init__(
+        self, message: str, *, key: str | None = None, hint: str = "", encrypted: bool = False
+    ) -> None:
+        self.encrypted = encrypted
+        super().__init__(message, key=key, hint=hint or (_ENCRYPTED if encrypted else _DAMAGED))
+
+
+_ENCRYPTED = (
+    "the data is encrypted and most likely intact: set XSM['CODEC_KEYS'] on every process to "
+    "the keys it was written with (newest first; a rotated-out key back at the end), and do "
+    "not erase the instance"
+)
+_DAMAGED = (
+    "the stored data is damaged or was written by something else; look at the raw keys with "
+    "redis-cli, then erase the instance with 'manage.py xsm_forget KEY' (or restore it from "
+    "its transition log)"
+)
 
 
 class SnapshotTooLargeError(StoreError, ValueError):
     """An encoded snapshot exceeds ``max_snapshot_bytes``; nothing was written.
-    ``stored`` is False when the snapshot a commit would write is too large
-    (the caller's input: over HTTP a 422 ``snapshot-too-large``), True when
-    the record already stored is (written under a larger limit: over HTTP
-    a 500, the operator's to fix)."""
+    ``stored``: False for the snapshot a commit would write (a 422
+    ``snapshot-too-large``), True for one already stored under a larger
+    limit (a 500, the operator's to fix)."""
 
     def __init__(self, key: str, *, size: int, limit: int, stored: bool = False) -> None:
         self.size = size
@@ -466,11 +469,9 @@ class UnstorableValueError(XsmError, TypeError, ValueError):
 
 
 class DataTooDeepError(UnstorableValueError, InvalidConfigError):
-    """Data (a context, a payload, an idempotent result) nested more than
-    ``limit`` levels of dicts, lists and tuples, which could not be compared,
-    stored or printed without ``RecursionError``. Raised before any write;
-    ``path`` names the value (``payload``, ``context``, ``$.result``). Over
-    HTTP a 422, as every :class:`UnstorableValueError`."""
+    """A context, payload or result nested deeper than ``limit`` levels
+    (``RecursionError`` territory). Raised before any write; ``path`` names
+    the value (``payload``, ``$.result``); over HTTP a 422."""
 
     def __init__(self, what: str, *, limit: int) -> None:
         self.path = what
@@ -518,15 +519,12 @@ class IdempotencyKeyError(XsmError, ValueError):
     """An idempotency key is missing where required, or malformed."""
 
     def __init__(self, message: str, *, hint: str = "") -> None:
-        super().__init__(
-            message,
-            hint=hint or "send a key of 1-255 printable ASCII characters, e.g. a UUID",
-        )
+        super().__init__(message, hint=hint or "send 1-255 printable ASCII characters, e.g. a UUID")
 
 
 class IdempotencyInFlightError(XsmError):
-    """Another worker holds the claim for this key and has not finished;
-    the claim is a lease that ends at the latest after ``retry_after_s``."""
+    """Another worker holds this key's claim, a lease that ends at the
+    latest after ``retry_after_s``."""
 
     def __init__(self, idempotency_key: str, *, scope: str, retry_after_s: int) -> None:
         self.idempotency_key = idempotency_key
@@ -572,8 +570,8 @@ class ReplayDivergenceError(XsmError):
 
 
 class StateAssignmentError(XsmError, AttributeError):
-    """Code assigned a state to a ``StatechartField`` (``order.status =
-    "paid"``): the row's state changes only through events. Nothing changed."""
+    """``order.status = "paid"`` on a ``StatechartField``: states change only
+    through events. Nothing changed."""
 
     def __init__(self, model: str, field: str, value: object) -> None:
         self.model = model
@@ -586,8 +584,8 @@ class StateAssignmentError(XsmError, AttributeError):
 
 
 class UnsavedInstanceError(XsmError, ValueError):
-    """A row has no instance key yet: its primary key (or another field the
-    key template uses) is empty. Raised before any Redis I/O."""
+    """A row has no instance key yet (its pk, or another field the key
+    template uses, is empty); raised before any Redis I/O."""
 
     def __init__(self, model: str, field: str, *, placeholder: str = "pk") -> None:
         self.model = model

@@ -22,6 +22,7 @@ from django_xsm.brief import brief
 __all__ = [
     "MAX_NUMBER",
     "Problems",
+    "a_type",
     "check_keys",
     "choice",
     "fail",
@@ -90,12 +91,20 @@ def check_keys(
         into.found.append(f"Unknown setting {where} ({hint})")
 
 
-def opt_str(value: Any, *parts: str) -> str | None:
-    """None, or a non-empty string."""
+def a_type(value: Any) -> str:
+    """``a str``, ``an int``: what a secret setting got, without its value."""
+    name = type(value).__name__
+    return f"an {name}" if name[:1] in "aeiouAEIOU" else f"a {name}"
+
+
+def opt_str(value: Any, *parts: str, secret: bool = False) -> str | None:
+    """None, or a non-empty string. ``secret``: the value may hold a
+    password, so a message names its type, not the value."""
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise fail(f"expected a non-empty string or None, got {brief(value)}", *parts)
+        got = a_type(value) if secret and value != "" else brief(value)
+        raise fail(f"expected a non-empty string or None, got {got}", *parts)
     return value
 
 

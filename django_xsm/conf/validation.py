@@ -11,6 +11,7 @@ those of the topology settings (``REDIS_CLUSTER``, ``SENTINEL``,
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +22,17 @@ from django_xsm.brief import brief
 
 from . import topology
 from .outbox import backoff_fits, outbox
-from .parsing import MAX_NUMBER, Problems, check_keys, choice, fail, mapping, number, opt_str
+from .parsing import (
+    MAX_NUMBER,
+    Problems,
+    a_type,
+    check_keys,
+    choice,
+    fail,
+    mapping,
+    number,
+    opt_str,
+)
 from .values import (
     _HTTP_METHODS,
     _NESTED,
@@ -155,27 +166,58 @@ def _redact(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _codec_keys(value: Any) -> tuple[str, ...] | None:
+def _codec_keys(value: Any, codec: Any) -> tuple[str, ...] | None:
     """None, or the codec's keys, newest first: a non-empty list of
-    non-empty strings (not one string: its characters are no keys)."""
+    non-empty strings (not one string: its characters are no keys). The
+    keys are secrets: a message names their types, never their values.
+    Keys of the default codec (``CODEC`` None or ``FernetCodec``) must be
+    Fernet keys, checked here so that ``manage.py check`` reports a bad one
+    (not the first request that builds the codec)."""
     if value is None:
         return None
-    if (
-        isinstance(value, str | bytes)
-        or not isinstance(value, list | tuple)
-        or not value
-        or not all(isinstance(k, str) and k for k in value)
-    ):
+    if not isinstance(value, list | tuple) or not value:
+        empty = value in ("", b"", [], ())
+        got = f"an empty {type(value).__name__}" if empty else a_type(value)
         raise fail(
-            f"expected a non-empty list of key strings, newest first, got {brief(value)}",
+            f"expected a non-empty list of key strings, newest first, got {got}",
             "CODEC_KEYS",
+            hint='e.g. [os.environ["XSM_KEY"]], not the key itself',
         )
+    for i, key in enumerate(value):
+        if not isinstance(key, str) or not key:
+            got = "an empty str" if key == "" else a_type(key)
+            raise fail(f"every key must be a non-empty string, got {got}", "CODEC_KEYS", i)
+        if codec in _FERNET_CODECS and not _is_fernet_key(key):
+            raise fail(
+                "is not a Fernet key: a key is 32 url-safe base64-encoded bytes "
+                f"(44 characters; this one has {len(key)})",
+                "CODEC_KEYS",
+                i,
+                hint="generate one with cryptography.fernet.Fernet.generate_key().decode()",
+            )
     return tuple(value)
+
+
+#: The ``CODEC`` values that make ``CODEC_KEYS`` Fernet keys (None: the default).
+_FERNET_CODECS = (
+    None,
+    "django_xsm.persistence.FernetCodec",
+    "django_xsm.persistence.codecs.FernetCodec",
+)
+
+
+def _is_fernet_key(key: str) -> bool:
+    """What ``cryptography.fernet.Fernet(key)`` accepts: 32 bytes in
+    url-safe base64."""
+    try:
+        return len(base64.urlsafe_b64decode(key.encode())) == 32
+    except (ValueError, UnicodeEncodeError):  # binascii.Error is a ValueError
+        return False
 
 
 def _connection(m: Mapping[str, Any], p: Problems) -> dict[str, Any]:
     """The connection settings: where Redis is and what shape it has."""
-    url = p.take(lambda: opt_str(m["REDIS_URL"], "REDIS_URL"))
+    url = p.take(lambda: opt_str(m["REDIS_URL"], "REDIS_URL", secret=True))
     alias = p.take(lambda: opt_str(m["CACHE_ALIAS"], "CACHE_ALIAS"))
     options = p.take(
         lambda: mapping(m["REDIS_OPTIONS"], "a dict of redis-py client options", "REDIS_OPTIONS"),
@@ -271,7 +313,7 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
             lambda: number(m["BUCKETS"], "BUCKETS", optional=True, integer=True, minimum=1)
         ),
         codec=p.take(lambda: opt_str(m["CODEC"], "CODEC")),
-        codec_keys=p.take(lambda: _codec_keys(m["CODEC_KEYS"])),
+        codec_keys=p.take(lambda: _codec_keys(m["CODEC_KEYS"], m["CODEC"])),
         actor=p.take(lambda: opt_str(m["ACTOR"], "ACTOR")),
         request_id_header=None
         if request_id is None

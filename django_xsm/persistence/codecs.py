@@ -36,6 +36,7 @@ __all__ = [
     "JsonCodec",
     "dumps_text",
     "encode_snapshot",
+    "is_fernet_token",
     "loads_tagged",
     "surrogate_path",
     "to_json_ready",
@@ -283,6 +284,13 @@ class JsonCodec:
         try:
             value = json.loads(data, object_hook=_object_hook)
         except (ValueError, TypeError, decimal.InvalidOperation, RecursionError) as exc:
+            if is_fernet_token(data):
+                raise SnapshotCorruptError(
+                    f"Snapshot of {key!r} (version {version}) is encrypted, and no codec "
+                    "that decrypts is configured",
+                    key=key,
+                    encrypted=True,
+                ) from None
             raise SnapshotCorruptError(
                 f"Snapshot of {key!r} (version {version}) is not valid JSON: {type(exc).__name__}",
                 key=key,
@@ -369,10 +377,16 @@ class FernetCodec:
         try:
             plain = self._fernet.decrypt(data)
         except (InvalidToken, TypeError, ValueError):
+            if not is_fernet_token(data):  # clear data refused (accept_clear=False)
+                raise SnapshotCorruptError(
+                    f"Snapshot of {key!r} (version {version}) is not encrypted", key=key
+                ) from None
             raise SnapshotCorruptError(
-                f"Snapshot of {key!r} cannot be decrypted with the configured keys",
+                f"Snapshot of {key!r} (version {version}) cannot be decrypted with the "
+                "configured keys (the key that wrote it was rotated out, is missing "
+                "here, or the data is not ours)",
                 key=key,
-                hint="the key was rotated out, or the data is not ours",
+                encrypted=True,
             ) from None
         header = self._header(key, version)
         if not plain.startswith(header):
@@ -422,6 +436,17 @@ class FernetCodec:
             return self._fernet.rotate(token).decode("ascii")
         except (InvalidToken, TypeError):
             raise ValueError("no configured key opens this value") from None
+
+
+#: How every Fernet token starts: version byte 0x80, then a timestamp
+#: whose high bytes are zero until 2106 (url-safe base64).
+_FERNET_PREFIX = b"gAAAA"
+
+
+def is_fernet_token(data: bytes) -> bool:
+    """True when ``data`` looks like a Fernet token (an encrypted snapshot),
+    which neither JSON nor anything else django-xsm stores starts with."""
+    return data.startswith(_FERNET_PREFIX)
 
 
 def loads_tagged(data: str | bytes) -> Any:

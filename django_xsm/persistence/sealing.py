@@ -98,12 +98,13 @@ def unseal_bytes(codec: object, value: bytes | str) -> bytes:
     if not raw.startswith(_SEALED_B):
         return raw
     if not seals(codec):
-        raise UnsealError("a sealed value, but the configured codec cannot unseal (CODEC)")
+        raise UnsealError("an encrypted value, and no codec that decrypts is configured")
     try:
         return cast(SealingCodec, codec).unseal(raw[len(_SEALED_B) :].decode("ascii"))
     except (ValueError, UnicodeDecodeError):
         raise UnsealError(
-            "a sealed value none of the configured keys opens (rotated out, or not ours)"
+            "an encrypted value none of the configured keys opens (the key that wrote it "
+            "was rotated out, is missing here, or the data is not ours)"
         ) from None
 
 

@@ -24,7 +24,7 @@ from django_xsm.persistence import records
 from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import dumps_text, loads_tagged
-from django_xsm.persistence.sealing import seal, unseal
+from django_xsm.persistence.sealing import UnsealError, seal, unseal
 
 from .keys import KeyLayout
 
@@ -437,8 +437,9 @@ def parse_stream_rows(
     key: str, rows: Sequence[Any], codec: Codec | None = None
 ) -> list[records.TransitionRecord]:
     """Log records from XRANGE rows; sealed fields opened with ``codec``
-    (clear ones, written before it, read as they are). A field no key
-    opens is a damaged entry (``SnapshotCorruptError``)."""
+    (clear ones, written before it, read as they are). A sealed field no
+    key opens is a ``SnapshotCorruptError`` with ``encrypted=True`` (the
+    keys to configure), a malformed one a damaged entry."""
     out = []
     for entry_id, fields in rows:
         f = fields if isinstance(fields, Mapping) else _pairs(fields)
@@ -462,6 +463,12 @@ def parse_stream_rows(
                     accepted=b2s(f.get(b"ok")) != "0",
                 )
             )
+        except UnsealError as exc:
+            raise SnapshotCorruptError(
+                f"Transition log of {key!r}: entry {b2s(entry_id)!r} holds {exc}",
+                key=key,
+                encrypted=True,
+            ) from None
         except (ValueError, TypeError):
             raise SnapshotCorruptError(
                 f"Transition log of {key!r} has a damaged entry {b2s(entry_id)!r}", key=key

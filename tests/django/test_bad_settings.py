@@ -26,6 +26,7 @@ CASES = {
     "machines not a dict": ('{**XSM, "MACHINES": "nope"}', 1),
     "bad outbox pattern": ('{**XSM, "OUTBOX": {"HANDLERS": {"a..b": "x.y"}}}', 1),
     "not a dict": ('"nope"', 1),
+    "malformed codec key": ('{**XSM, "CODEC_KEYS": ["short"]}', 1),
 }
 
 

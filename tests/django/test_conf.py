@@ -231,3 +231,57 @@ def test_uses_embedded(settings: Any, xsm: dict[str, Any], debug: bool, embedded
     settings.DEBUG = debug
     settings.XSM = {"PREFIX": "p", **xsm}
     assert conf.get_settings().uses_embedded is embedded
+
+
+_KEY = "FZPgmwYk3rW0bq1lHn9vE5uQYwX2cTz8dA4sJ6pK7oM="  # a valid Fernet key
+
+
+@pytest.mark.parametrize(
+    ("value", "named", "got"),
+    [
+        (_KEY, "XSM['CODEC_KEYS']", "got a str"),
+        (_KEY.encode(), "XSM['CODEC_KEYS']", "got a bytes"),
+        ({"k": _KEY}, "XSM['CODEC_KEYS']", "got a dict"),
+        ([], "XSM['CODEC_KEYS']", "got an empty list"),
+        ([_KEY, 5], "XSM['CODEC_KEYS'][1]", "got an int"),
+        ([_KEY, ""], "XSM['CODEC_KEYS'][1]", "got an empty str"),
+    ],
+)
+def test_codec_keys_problems_name_the_type_never_the_key(value: Any, named: str, got: str):
+    with pytest.raises(conf.InvalidSettings) as info:
+        conf.parse({"CODEC_KEYS": value}, debug=False)
+    [problem] = info.value.problems
+    assert problem.startswith(f"{named}: ") and got in problem
+    assert _KEY not in problem and _KEY[:6] not in problem
+
+
+@pytest.mark.parametrize("value", [b"redis://:hunter2@redis.example:6379/0", 12345])
+def test_a_redis_url_of_the_wrong_type_is_not_shown(value: Any):
+    with pytest.raises(conf.InvalidSettings) as info:
+        conf.parse({"REDIS_URL": value}, debug=False)
+    [problem] = info.value.problems
+    assert problem.startswith("XSM['REDIS_URL']: expected a non-empty string or None, got a")
+    assert "hunter2" not in problem and "12345" not in problem
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["short", _KEY[:-4], _KEY.rstrip("="), "é" * 44, "!" * 44],
+    ids=["short", "truncated", "unpadded", "not-ascii", "not-base64"],
+)
+@pytest.mark.parametrize("codec", [None, "django_xsm.persistence.FernetCodec"])
+def test_a_key_fernet_refuses_is_a_settings_problem(bad: str, codec: str | None):
+    from cryptography.fernet import Fernet
+
+    with pytest.raises(ValueError):
+        Fernet(bad)  # what building the codec at the first request would raise
+    with pytest.raises(conf.InvalidSettings) as info:
+        conf.parse({"CODEC_KEYS": [_KEY, bad], "CODEC": codec}, debug=False)
+    [problem] = info.value.problems
+    assert problem.startswith("XSM['CODEC_KEYS'][1]: is not a Fernet key: a key is 32 url-safe")
+    assert "Fernet.generate_key()" in problem and bad not in problem
+
+
+def test_keys_of_a_codec_of_your_own_are_not_fernet_checked():
+    parsed = conf.parse({"CODEC_KEYS": ["short"], "CODEC": "myapp.codecs.Vault"}, debug=False)
+    assert parsed.codec_keys == ("short",)

@@ -173,3 +173,25 @@ def test_fernet_ciphertext_copied_to_another_instance_or_version_fails_on_redis(
     b.client.hset(snap("o:1"), "d", v1)  # an old ciphertext replayed at version 2
     with pytest.raises(SnapshotCorruptError):
         b.store.load("o:1")
+
+
+def test_an_encrypted_snapshot_without_its_key_says_so_and_names_the_setting() -> None:
+    data = FernetCodec([fernet.Fernet.generate_key()]).encode({"n": 1}, key="o:1", version=4)
+    assert data.startswith(b"gAAAA")
+    without = [
+        (JsonCodec(), "is encrypted, and no codec that decrypts is configured"),
+        (FernetCodec([fernet.Fernet.generate_key()]), "cannot be decrypted with the configured"),
+    ]
+    for codec, said in without:
+        with pytest.raises(SnapshotCorruptError) as info:
+            codec.decode(data, key="o:1", version=4)
+        assert info.value.encrypted and said in info.value.message
+        assert "XSM['CODEC_KEYS']" in info.value.hint and "xsm_forget" not in str(info.value)
+
+
+def test_damage_that_is_not_encryption_keeps_the_damaged_data_hint() -> None:
+    strict = FernetCodec([fernet.Fernet.generate_key()], accept_clear=False)
+    for codec, data in ((JsonCodec(), b"{not json"), (strict, b'{"n": 1}')):
+        with pytest.raises(SnapshotCorruptError) as info:
+            codec.decode(data, key="o:1", version=4)
+        assert not info.value.encrypted and "xsm_forget" in info.value.hint

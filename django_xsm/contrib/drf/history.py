@@ -52,8 +52,10 @@ def parse_page_size(text: str | None, default: int, maximum: int) -> int:
     return min(int(text), maximum)
 
 
-def read_page(log: Any, key: str, cursor: int | None, size: int) -> HistoryPage:
-    """One page of ``key``'s log from ``log`` (a TransitionLogStore)."""
+def read_page(log: Any, key: str, cursor: int | None, size: int) -> HistoryPage | None:
+    """One page of ``key``'s log from ``log`` (a TransitionLogStore); None
+    when ``cursor`` is past the log's newest record plus one, which no
+    ``next`` link gives (following its pages would walk empty ones)."""
     if cursor is None:
         found = log.read_last(key, count=size)  # oldest first
         if len(found) < size:  # the whole log
@@ -64,7 +66,11 @@ def read_page(log: Any, key: str, cursor: int | None, size: int) -> HistoryPage:
     window = cursor - 1 - start
     found = log.read(key, after_seq=start, limit=window) if window > 0 else []
     records = [r for r in found if r.seq < cursor][::-1]
+    if found and len(found) < window and cursor > found[-1].seq + 1:
+        return None  # the read ran out: found[-1] is the newest record
     more = start > 0 and _older_than(log, key, start + 1)
+    if window > 0 and not found and more:
+        return None  # nothing after start, something at or below it
     return HistoryPage(records, start + 1 if more else None)
 
 

@@ -220,11 +220,18 @@ class StatechartEventsMixin(_ViewSet):
             too_big.exception = True
             return too_big
         response = super().handle_exception(exc)
-        if getattr(self, "action", None) in (_ACTION, _HISTORY) and not isinstance(
-            response, ProblemResponse
-        ):
+        if self._on_our_route() and not isinstance(response, ProblemResponse):
             return api_problem(response, getattr(self, "request", None))
         return response
+
+    def _on_our_route(self) -> bool:
+        """Whether the request is on the events or history URL, whatever
+        its method: DRF sets no ``action`` for a method the route does not
+        map (``POST .../history/`` is a 405), so the route's map says."""
+        if getattr(self, "action", None) in (_ACTION, _HISTORY):
+            return True
+        routed = set((getattr(self, "action_map", None) or {}).values())
+        return bool(routed) and routed <= {_ACTION, _HISTORY}
 
     # --- the endpoint ----------------------------------------------------------------
 
@@ -335,10 +342,10 @@ class StatechartEventsMixin(_ViewSet):
             )
             return documented_problem(request, "audit-disabled", detail)
         params = request.query_params
+        detail = "cursor must be the value a history page's next link gave"
         try:
             cursor = parse_cursor(params.get("cursor"))
         except ValueError:
-            detail = "cursor must be the value a history page's next link gave"
             return documented_problem(request, "invalid-cursor", detail)
         maximum = self.statechart_history_max_page_size
         try:
@@ -349,6 +356,8 @@ class StatechartEventsMixin(_ViewSet):
             detail = f"page_size must be a whole number from 1 (at most {maximum} are sent)"
             return problem(request, 400, detail)
         page = read_page(backend.get_log(), bound.key, cursor, size)
+        if page is None:  # past the log's end
+            return documented_problem(request, "invalid-cursor", detail)
         link = None
         if page.next_cursor is not None:
             link = replace_query_param(

@@ -51,6 +51,8 @@ examples:
                     "searches the stored instances)"
                 ) from exc
             except SnapshotCorruptError as exc:
+                if exc.encrypted:  # intact data, keys missing: never suggest erasing it
+                    raise CommandError(f"{exc.message}; {exc.hint}") from exc
                 parked = operations.dead_letter_reasons([key]).get(key)
                 why = f" The timer scanner parked it ({parked})." if parked else ""
                 raise CommandError(

@@ -128,6 +128,53 @@ def test_a_cursor_no_page_gave_is_a_400_problem(
     assert "next link" in body["detail"]
 
 
+@pytest.mark.parametrize("cursor", ["9", "10", "1000", str(10**12), str(2**63)])
+def test_a_cursor_past_the_newest_record_is_a_400_problem(
+    api: Any, backend: Any, alias: str, cursor: str
+) -> None:
+    """No next link gives one; following pages from it walked empty pages
+    (10**12: without end)."""
+    row = with_adds(alias, 7)
+    response = history(api, row.pk, cursor=cursor, page_size=50)
+    assert response.status_code == 400, response.content
+    assert "next link" in problem(response, "invalid-cursor")["detail"]
+
+
+def test_a_cursor_just_past_the_newest_record_is_the_first_page(
+    api: Any, backend: Any, alias: str
+) -> None:
+    row = with_adds(alias, 7)
+    body = history(api, row.pk, cursor="8", page_size=3).json()
+    assert [r["seq"] for r in body["results"]] == [7, 6, 5]
+    assert parse_qs(urlsplit(body["next"]).query)["cursor"] == ["5"]
+
+
+def test_a_cursor_below_a_trimmed_log_is_an_empty_last_page(
+    api: Any, backend: Any, alias: str
+) -> None:
+    row = with_adds(alias, 6)
+    client = backend.client
+    [stream] = client.scan_iter(match=f"*:log:shop:{row.pk}")
+    client.xdel(stream, "1-0", "2-0", "3-0", "4-0")
+    assert history(api, row.pk, cursor="3").json() == {"next": None, "results": []}
+    client.xdel(stream, "5-0", "6-0")  # nothing left: no newest record to compare with
+    assert history(api, row.pk, cursor="3").json() == {"next": None, "results": []}
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("post", "history"), ("delete", "history"), ("get", "events")]
+)
+def test_a_method_the_route_does_not_take_is_a_405_problem(
+    api: Any, backend: Any, alias: str, method: str, path: str
+) -> None:
+    row = with_adds(alias, 1)
+    response = getattr(api, method)(f"/api/orders/{row.pk}/{path}/")
+    assert response.status_code == 405
+    body = problem(response)
+    assert body["title"] == "Method Not Allowed" and method.upper() in body["detail"]
+    assert response["Allow"]
+
+
 def test_the_detail_views_permission_applies(
     api: Any, backend: Any, alias: str, django_user_model: Any
 ) -> None:

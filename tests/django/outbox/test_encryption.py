@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 
@@ -19,6 +20,7 @@ from django_xsm import backend as stores
 from django_xsm.backend import clients
 from django_xsm.backend.build import get_outbox
 from django_xsm.decorators import stateful_view
+from django_xsm.exceptions import SnapshotCorruptError
 from django_xsm.outbox import HandlerTable
 from django_xsm.persistence.sealing import SEALED
 from django_xsm.registry import machines
@@ -92,7 +94,7 @@ def write_everything(client: Any, sid: str) -> str:
     return dead[0].entry.delivery_id
 
 
-def use_keys(xsm: Any, keys: list[str], prefix: str) -> stores.Backend:
+def use_keys(xsm: Any, keys: list[str] | None, prefix: str) -> stores.Backend:
     """XSM['CODEC_KEYS'] = ``keys``; the data stays (the embedded server
     too, which a settings change would otherwise start afresh)."""
     kept = clients._embedded_server
@@ -163,3 +165,40 @@ def test_rotation_then_reencrypt_then_the_old_key_is_dropped(
     # the stored response replays under key B alone
     again = client.post("/s/1/note", **key_header("k-1"))
     assert again.json() == {"echo": SECRET} and again["Idempotent-Replayed"] == "true"
+
+
+@pytest.mark.parametrize("later", ["no keys", "another key"])
+def test_encrypted_data_without_its_key_asks_for_the_keys_never_to_erase(
+    backend: Any, xsm: Any, later: str
+) -> None:
+    """Data written under key A, read with no CODEC_KEYS (a worker missing
+    them) or with key B only: every reader says it is encrypted and names
+    the setting; none suggests xsm_forget, which would delete good data."""
+    prefix = backend.store.prefix
+    key_a = Fernet.generate_key().decode()
+    use_keys(xsm, [key_a], prefix)
+    machines["shipment"].objects.send("shipment:2", "NOTE", create=True, text=SECRET)
+    found = use_keys(xsm, None if later == "no keys" else [Fernet.generate_key().decode()], prefix)
+    errors = []
+    with pytest.raises(SnapshotCorruptError) as snap:
+        found.store.load("shipment:2")
+    errors.append(snap.value)
+    with pytest.raises(SnapshotCorruptError) as log:
+        found.log.read("shipment:2")
+    errors.append(log.value)
+    assert "Snapshot of 'shipment:2' (version 1) " in str(snap.value)
+    assert "Transition log of 'shipment:2': entry '1-0' holds an encrypted value" in str(log.value)
+    opened = "none of the configured keys opens" if later == "another key" else "no codec"
+    assert opened in str(log.value)
+    for error in errors:
+        assert error.encrypted and error.key == "shipment:2"
+        assert "XSM['CODEC_KEYS']" in error.hint and "xsm_forget" not in str(error)
+    with pytest.raises(CommandError) as inspected:
+        call_command("xsm_inspect", "shipment:2", stdout=io.StringIO())
+    text = str(inspected.value)
+    assert text.startswith("Snapshot of 'shipment:2' (version 1) ")
+    assert "XSM['CODEC_KEYS']" in text and "xsm_forget" not in text
+    # with the key back, everything reads again: nothing was damaged
+    found = use_keys(xsm, [key_a], prefix)
+    assert found.store.load("shipment:2") is not None
+    assert [r.payload["text"] for r in found.log.read("shipment:2")] == [SECRET]
