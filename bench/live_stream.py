@@ -328,7 +328,7 @@ async def readers(
         fanout = {layout.log(k): keys.count(k) for k in watched}
 
         async def shared() -> None:
-            from django_xsm.redis import ops
+            from django_xsm.redis import calls
 
             reader = redis.asyncio.Redis(port=server.port, socket_timeout=5)
             while not stop.is_set():
@@ -336,7 +336,7 @@ async def readers(
                 for raw, rows in reply or []:
                     name = raw.decode()
                     key = name.split(":log:", 1)[1]
-                    found = ops.parse_stream_rows(key, rows)
+                    found = calls.parse_stream_rows(key, rows)
                     if found:
                         cursors[name] = f"{found[-1].seq}-0"
                         for _ in range(fanout[name]):  # a real reader: each follower's queue

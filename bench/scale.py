@@ -39,8 +39,8 @@ from bench.peer.harness import redis_server
 from django_xsm.engine import MachineLogic, create_machine
 from django_xsm.persistence.records import CommitUnit, LogEntry
 from django_xsm.redis import RedisLog, RedisStore
+from django_xsm.redis.calls import commit_call
 from django_xsm.redis.core import Many
-from django_xsm.redis.ops import commit_call
 
 CHART = {
     "id": "order",

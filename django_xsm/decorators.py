@@ -72,8 +72,8 @@ from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.block import PersistedInstance
 from django_xsm.persistence.locks import LockStrategy
 
-from .fields.binding import RowBinding
 from .fields.events import may_send
+from .fields.row_lookup import RowBinding
 from .managers import OpenOptions
 from .middleware import RequestInfo, get_request_info
 from .registry import VIEW, MachineEntry, machines

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "django_xsm"
 LOWER = ("engine", "persistence", "redis")
 REDIS_INTERNALS = {
     "django_xsm.redis.core",
-    "django_xsm.redis.ops",
+    "django_xsm.redis.calls",
     "django_xsm.redis.client",
     "django_xsm.redis.keys",
     "django_xsm.redis.errors",

@@ -27,10 +27,10 @@ from redis.exceptions import NoScriptError
 from django_xsm.exceptions import InvalidConfigError
 
 from . import scripts
+from .calls import Call
 from .core import Cmd, Many, Request
 from .durability import Replicated
 from .errors import translate_errors
-from .ops import Call
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",

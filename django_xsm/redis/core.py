@@ -1,7 +1,7 @@
 """The Redis backends' logic, once, as generators of I/O requests.
 
 Each operation is a generator that yields what it needs from Redis (a
-:class:`~django_xsm.redis.ops.Call` to a script, a :class:`Cmd`, or a
+:class:`~django_xsm.redis.calls.Call` to a script, a :class:`Cmd`, or a
 :class:`Many` to pipeline) and receives the reply; its return value is the
 result. ``RedisStore`` drives these generators with a blocking client and
 ``AsyncRedisStore`` with ``redis.asyncio`` — the twins share every line of
@@ -24,11 +24,11 @@ from django_xsm.persistence.arguments import (
 from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import JsonCodec, encode_snapshot
 
-from . import ops
+from . import calls
+from .calls import Call, Cmd, b2s
 from .durability import Durability
 from .keys import KeyLayout
 from .namespace import UPGRADABLE, LayoutState, parse_schema, upgrade_call
-from .ops import Call, Cmd, b2s
 from .queries import StoreQueries
 from .requests import Many, Op, Request
 
@@ -92,13 +92,13 @@ class StoreCore(StoreQueries):
     def open(self, request: records.OpenRequest) -> Op[records.OpenResult]:
         validate_key(request.key)
         if request.lock_token:
-            ops.check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
+            calls.check_ttl(request.lock_ttl_ms, "lock_ttl_ms")
         for claim in request.claims:  # before any I/O (the marker included)
-            ops.same_instance(request.key, claim)
+            calls.same_instance(request.key, claim)
         layout = yield from self.state.ensure()
         limit = self.max_snapshot_bytes
-        reply = yield ops.open_call(layout, request, limit)
-        result = ops.parse_open(request, reply, self.codec, limit)
+        reply = yield calls.open_call(layout, request, limit)
+        result = calls.parse_open(request, reply, self.codec, limit)
         if self.durability and any(c.status == records.ClaimStatus.DONE for c in result.claims):
             # A replay acknowledges the commit it replays: prove that commit
             # is on enough replicas first (it may have been refused as not
@@ -121,15 +121,15 @@ class StoreCore(StoreQueries):
         records.check_commit_id(unit.commit_id)
         data = self.encode(unit)  # raises before any I/O
         for claim in (*(m.claim for m in unit.marks), *(r.claim for r in unit.releases)):
-            ops.same_instance(unit.key, claim)
+            calls.same_instance(unit.key, claim)
         layout = yield from self.state.ensure()
-        call = ops.commit_call(
+        call = calls.commit_call(
             layout, unit, data, ttl_ms=self.ttl_ms, log_maxlen=log_maxlen, codec=self.codec
         )
         if not self.durability:
-            return ops.parse_commit(unit, (yield call), self.codec)
+            return calls.parse_commit(unit, (yield call), self.codec)
         reply, acked = yield self.durability.around(call)
-        result = ops.parse_commit(unit, reply, self.codec)  # a refused commit wrote nothing
+        result = calls.parse_commit(unit, reply, self.codec)  # a refused commit wrote nothing
         if result.replayed:
             # A retried commit wrote nothing now: WAIT on this connection
             # proves nothing about the first attempt's write.
@@ -153,7 +153,7 @@ class StoreCore(StoreQueries):
 
     def acquire_lock(self, key: str, token: str, ttl_ms: int) -> Op[int]:
         validate_key(key)
-        ops.check_ttl(ttl_ms, "ttl_ms")
+        calls.check_ttl(ttl_ms, "ttl_ms")
         layout = yield from self.state.ensure()
         keys = [layout.lock(key), layout.lock_waiters(key)]
         return int((yield Call("ACQUIRE_LOCK", keys, [token, ttl_ms])))

@@ -21,8 +21,8 @@ from typing import Any
 from django_xsm.brief import brief
 from django_xsm.exceptions import InvalidConfigError, NotDurableError
 
+from .calls import Call, Cmd
 from .keys import KeyLayout
-from .ops import Call, Cmd
 
 __all__ = ["MAX_MIN_REPLICAS", "Durability", "Replicated"]
 

@@ -25,12 +25,12 @@ from django_xsm.persistence.records import (
 )
 from django_xsm.persistence.sealing import seal_bytes, unseal
 
-from . import ops
+from . import calls
+from .calls import Call, b2s
 from .client import AsyncSide, RedisSide, SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .durability import Durability
 from .keys import SEP, escape_glob
-from .ops import Call, b2s
 
 __all__ = ["AsyncRedisInbox", "InboxCore", "RedisInbox"]
 
@@ -69,17 +69,17 @@ class InboxCore:
         self.codec: Codec = codec or JsonCodec()
 
     def claim(self, request: ClaimRequest) -> Op[ClaimOutcome]:
-        ops.checked_claim(request)
+        calls.checked_claim(request)
         layout = yield from self.state.ensure()
-        reply = yield ops.claim_call(layout, request)
-        outcome = ops.parse_claim(request, reply, self.codec)
+        reply = yield calls.claim_call(layout, request)
+        outcome = calls.parse_claim(request, reply, self.codec)
         if self.durability and outcome.status == ClaimStatus.DONE:
             # a replay acknowledges the commit it replays (see durability.py)
             yield from self.durability.confirm(layout, request.instance_key)
         return outcome
 
     def _row_keys(self, claim: ClaimRequest) -> Op[tuple[list[str], str]]:
-        ops.checked_claim(claim)
+        calls.checked_claim(claim)
         layout = yield from self.state.ensure()
         return (
             [
@@ -176,7 +176,7 @@ class InboxCore:
         cursor: Any = 0
         while True:
             cursor, page = yield Cmd("ZSCAN", (index, cursor, "MATCH", pattern, "COUNT", PAGE))
-            for raw, _score in ops.score_pairs(page):
+            for raw, _score in calls.score_pairs(page):
                 member = b2s(raw)
                 hash_key, _, field = member.partition(SEP)
                 if field.partition(SEP)[0] == instance_key:

@@ -29,10 +29,10 @@ from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import JsonCodec
 from django_xsm.persistence.records import LogEntry, TransitionRecord
 
-from . import ops
+from . import calls
+from .calls import Call, b2s
 from .client import AsyncSide, SyncSide, socket_timeout_of
 from .core import Cmd, LayoutState, Many, Op
-from .ops import Call, b2s
 
 __all__ = ["MAX_SEQ", "AsyncRedisLog", "LogCore", "RedisLog"]
 
@@ -68,7 +68,7 @@ class LogCore:
     def append(self, record: TransitionRecord) -> Op[int]:
         validate_key(record.key)
         layout = yield from self.state.ensure()
-        call = ops.log_append_call(
+        call = calls.log_append_call(
             layout,
             record.key,
             record.seq,
@@ -91,7 +91,7 @@ class LogCore:
         layout = yield from self.state.ensure()
         return int(
             (
-                yield ops.log_append_call(
+                yield calls.log_append_call(
                     layout, key, 0, version, entry, self.maxlen or 0, self.codec
                 )
             )
@@ -106,7 +106,7 @@ class LogCore:
         while True:
             count = PAGE if limit is None else min(PAGE, limit - len(out))
             rows = yield Cmd("XRANGE", (layout.log(key), start, "+", "COUNT", count))
-            page = ops.parse_stream_rows(key, rows, self.codec)
+            page = calls.parse_stream_rows(key, rows, self.codec)
             out.extend(page)
             if len(page) < count or (limit is not None and len(out) >= limit):
                 return out
@@ -119,7 +119,7 @@ class LogCore:
         if count < 1:
             return []
         rows = yield Cmd("XREVRANGE", (layout.log(key), "+", "-", "COUNT", count))
-        return list(reversed(ops.parse_stream_rows(key, rows, self.codec)))
+        return list(reversed(calls.parse_stream_rows(key, rows, self.codec)))
 
     def last_seq(self, key: str) -> Op[int]:
         rows = yield from self.read_last(key, 1)
@@ -158,7 +158,7 @@ class LogCore:
         # RESP2: [[stream, rows]]; RESP3: {stream: rows}
         streams = reply.values() if isinstance(reply, Mapping) else (r[1] for r in reply)
         return [
-            record for rows in streams for record in ops.parse_stream_rows(key, rows, self.codec)
+            record for rows in streams for record in calls.parse_stream_rows(key, rows, self.codec)
         ]
 
     def _purge_stream(self, key: str, cutoff: int) -> Op[int]:
@@ -254,7 +254,7 @@ class LogCore:
         count, start = 0, "-"
         while True:
             rows = yield Cmd("XRANGE", (layout.log(key), start, "+", "COUNT", PAGE))
-            page = ops.parse_stream_rows(key, rows, self.codec)
+            page = calls.parse_stream_rows(key, rows, self.codec)
             count += sum(1 for record in page if record.timestamp_ms < cutoff)
             if len(page) < PAGE:
                 return count

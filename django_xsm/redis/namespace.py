@@ -14,8 +14,8 @@ from typing import Any
 
 from django_xsm.exceptions import StoreError
 
+from .calls import Call, b2s
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, MAX_BUCKETS, KeyLayout
-from .ops import Call, b2s
 
 __all__ = ["UPGRADABLE", "LayoutState", "config_value", "parse_schema", "upgrade_call"]
 

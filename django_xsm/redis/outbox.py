@@ -40,10 +40,10 @@ from django_xsm.persistence.codecs import JsonCodec
 from django_xsm.persistence.outbox import OutboxEntry
 from django_xsm.persistence.sealing import seal
 
+from .calls import b2s, score_pairs
 from .client import SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .keys import KeyLayout
-from .ops import b2s, score_pairs
 from .outbox_entries import (
     MAX_ERROR,
     PAGE,

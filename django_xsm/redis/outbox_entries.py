@@ -16,9 +16,9 @@ from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.outbox import DeadLetter, FailOutcome, OutboxEntry, OutboxLease
 from django_xsm.persistence.sealing import UnsealError, is_sealed, unseal, unseal_bytes
 
+from .calls import Call, b2s
 from .core import Many
 from .keys import KeyLayout
-from .ops import Call, b2s
 
 __all__ = [
     "MAX_ERROR",

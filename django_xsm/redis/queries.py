@@ -17,10 +17,10 @@ from django_xsm.persistence import records
 from django_xsm.persistence.arguments import validate_key, validate_limit, validate_text
 from django_xsm.persistence.base import Codec
 
-from . import ops
+from . import calls
+from .calls import Call, Cmd, b2s
 from .keys import LAYOUT_VERSION, SEP, KeyLayout
 from .namespace import LayoutState, config_value
-from .ops import Call, Cmd, b2s
 from .requests import Many, Op
 
 __all__ = ["StoreQueries"]
@@ -147,7 +147,7 @@ class StoreQueries:
         validate_key(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
-        payload = ops._dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""
+        payload = calls._dumps({k: f.to_dict() for k, f in failures.items()}) if failures else ""
         reply = yield Call(
             "RECORD_TIMER_FAILURE",
             [layout.snapshot(key), layout.due(b), layout.dead(b)],
@@ -169,7 +169,7 @@ class StoreQueries:
             for b in range(layout.buckets)
         )
         replies = yield Many(cmds)
-        rows = sorted((int(float(s)), b2s(m)) for r in replies for m, s in ops.score_pairs(r))
+        rows = sorted((int(float(s)), b2s(m)) for r in replies for m, s in calls.score_pairs(r))
         return [(k, t) for t, k in rows[:limit]]
 
     def park(self, key: str, reason: str) -> Op[bool]:
@@ -210,7 +210,7 @@ class StoreQueries:
         if blank:
             rows = yield Many(tuple(Cmd("HGETALL", (layout.snapshot(k),)) for k in blank))
             for k, fields in zip(blank, rows, strict=True):
-                record = ops.parse_record(k, fields, self.codec, self.max_snapshot_bytes)
+                record = calls.parse_record(k, fields, self.codec, self.max_snapshot_bytes)
                 if record is not None:
                     found[k] = record.owner
         return found

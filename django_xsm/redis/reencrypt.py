@@ -28,10 +28,10 @@ from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.arguments import validate_prefix
 from django_xsm.persistence.sealing import SEALED, SealingCodec, is_sealed
 
+from .calls import Call, b2s, join_long
 from .client import SyncSide, is_cluster
 from .core import Cmd, Op
 from .keys import LONG_PART, escape_glob
-from .ops import Call, b2s, join_long
 from .outbox_entries import stream_fields, stream_rows
 
 __all__ = ["ReencryptStep", "Reencryptor"]

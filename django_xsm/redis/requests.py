@@ -6,8 +6,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+from .calls import Call, Cmd
 from .durability import Replicated
-from .ops import Call, Cmd
 
 __all__ = ["Call", "Cmd", "Many", "Op", "Request"]
 

@@ -136,7 +136,7 @@ def sent(client: Any) -> Iterator[Sent]:
 def stored_value(client: Any, name: str, field: str) -> bytes | None:
     """Field ``field`` of the snapshot hash ``name``, whole or in its parts
     (layout 2 keeps long values as ``<field>1..<field>n``)."""
-    from django_xsm.redis.ops import join_long
+    from django_xsm.redis.calls import join_long
 
     return join_long(client.hgetall(name), field.encode())
 

@@ -17,7 +17,7 @@ from django_xsm.persistence.records import (
     InboxRelease,
     OpenRequest,
 )
-from django_xsm.redis import ops
+from django_xsm.redis import calls
 from tests.redis.helpers import (
     entry,
     layout_of,
@@ -59,7 +59,7 @@ def _full_unit(b: Backends, expected: int, **kw: Any) -> Any:
 
 
 def _commit_raw(b: Backends, u: Any, ttl_ms: int = 0) -> list[Any]:
-    call = ops.commit_call(layout_of(b.store), u, b"{}", ttl_ms=ttl_ms, log_maxlen=0)
+    call = calls.commit_call(layout_of(b.store), u, b"{}", ttl_ms=ttl_ms, log_maxlen=0)
     return raw_script(b.client, "COMMIT")(keys=call.keys, args=call.args)  # type: ignore[no-any-return]
 
 
@@ -233,7 +233,7 @@ def test_a_wrong_argument_type_fails_the_commit_before_any_write(
     _prepared(b)
     b.inbox.claim(claim_req("k4"))
     u = _full_unit(b, 1, claim=claim_req("k4"))
-    call = ops.commit_call(layout_of(b.store), u, b"{}", ttl_ms=0, log_maxlen=0)
+    call = calls.commit_call(layout_of(b.store), u, b"{}", ttl_ms=0, log_maxlen=0)
     before = namespace_state(b.client, b.store.prefix)
     with pytest.raises(redis.exceptions.ResponseError) as err:
         raw_script(b.client, "COMMIT")(keys=call.keys, args=_with_header(call, edit))

@@ -26,9 +26,9 @@ from django_xsm.redis import (
     RedisStore,
     escape_glob,
 )
+from django_xsm.redis.calls import Call
 from django_xsm.redis.client import SyncDriver
 from django_xsm.redis.core import Many
-from django_xsm.redis.ops import Call
 from tests.redis.helpers import entry, layout_of, namespace_keys, snap, unit
 from tests.support import Backends, order_machine, unique_prefix
 

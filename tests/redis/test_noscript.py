@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from django_xsm.redis.calls import Call
 from django_xsm.redis.client import SyncDriver
 from django_xsm.redis.core import Cmd, Many
-from django_xsm.redis.ops import Call
 from tests.redis.helpers import layout_of, snap, unit
 from tests.redis.servers import RedisServer, needs_redis_server
 from tests.support import Backends, fakeredis_client, redis_backends, unique_prefix

@@ -12,7 +12,7 @@ from django_xsm.persistence import FernetCodec
 from django_xsm.persistence.outbox import Emitted
 from django_xsm.persistence.sealing import SEALED
 from django_xsm.redis import RedisOutbox, Reencryptor
-from django_xsm.redis.ops import Call
+from django_xsm.redis.calls import Call
 from tests.support import Backends, snap, unit
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from django_xsm.exceptions import ConflictError, InvalidConfigError
 from django_xsm.persistence.records import ClaimRequest, InboxMark
-from django_xsm.redis import ops
+from django_xsm.redis import calls
 from tests.redis.helpers import (
     entry,
     layout_of,
@@ -27,7 +27,7 @@ from tests.support import Backends
 def lost_reply(b: Backends, u: Any) -> None:
     """Run the commit on the server as the first attempt did; drop the reply."""
     data = None if u.snapshot is None else b.store.core.encode(u)
-    call = ops.commit_call(layout_of(b.store), u, data, ttl_ms=0, log_maxlen=0)
+    call = calls.commit_call(layout_of(b.store), u, data, ttl_ms=0, log_maxlen=0)
     status = raw_script(b.client, "COMMIT")(keys=call.keys, args=call.args)[0]
     assert status == b"ok"
 

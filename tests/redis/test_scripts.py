@@ -21,7 +21,7 @@ from django_xsm.persistence.records import (
     OpenRequest,
     TimerFailure,
 )
-from django_xsm.redis import LAYOUT_VERSION, ops
+from django_xsm.redis import LAYOUT_VERSION, calls
 from django_xsm.redis.keys import LOCK_WAKE_MS, SEP
 from tests.redis.helpers import (
     entry,
@@ -66,7 +66,7 @@ def test_commit_call_builds_the_documented_keys_and_argv(b: Backends) -> None:
         log_entries=(entry(), entry("PAY")),
         emitted=(Emitted("cid-0", {"type": "order.paid", "amount": 1}),),
     )
-    call = ops.commit_call(layout, u, b"DATA", ttl_ms=9, log_maxlen=7)
+    call = calls.commit_call(layout, u, b"DATA", ttl_ms=9, log_maxlen=7)
     bk = layout.bucket("order:1")
     assert call.script == "COMMIT"
     assert call.keys == [
@@ -350,11 +350,11 @@ def test_log_append_and_purge_replies(b: Backends) -> None:
     layout = layout_of(b.store)
     keys = [layout.log("k"), layout.log_index(layout.bucket("k"))]
     append = raw_script(b.client, "LOG_APPEND")
-    e = ops._entry_args(entry(ts=1_000))
+    e = calls._entry_args(entry(ts=1_000))
     assert append(keys=keys, args=["k", 0, 0, 1, *e]) == 1
     assert append(keys=keys, args=["k", 5, 0, 1, *e]) == 5
     assert append(keys=keys, args=["k", 5, 0, 1, *e]) == -1
-    assert append(keys=keys, args=["k", 0, 0, 2, *ops._entry_args(entry(ts=9_000))]) == 6
+    assert append(keys=keys, args=["k", 0, 0, 2, *calls._entry_args(entry(ts=9_000))]) == 6
     purge = raw_script(b.client, "LOG_PURGE")
     assert purge(keys=keys, args=["k", 5_000, 1, "-", ""]) == [1, 1, b"(1-0", b""]
     assert purge(keys=keys, args=["k", 5_000, 10, "-", ""]) == [1, 0, b"", b""]

@@ -29,7 +29,7 @@ from django_xsm.persistence.records import (
     OpenRequest,
     TimerFailure,
 )
-from django_xsm.redis.ops import Call
+from django_xsm.redis.calls import Call
 from tests.redis.helpers import entry, key_state, layout_of, namespace_keys, namespace_state
 from tests.support import Backends, snap, unit
 

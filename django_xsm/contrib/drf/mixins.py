@@ -57,8 +57,8 @@ from django_xsm import backend, conf, http
 from django_xsm.engine.run.context import too_deep
 from django_xsm.exceptions import InvalidConfigError, XsmError
 from django_xsm.fields import BoundStatechart, StatechartField, project_value
-from django_xsm.fields.binding import RowNotFoundError
 from django_xsm.fields.events import available_events, may_send
+from django_xsm.fields.row_lookup import RowNotFoundError
 from django_xsm.middleware import RequestInfo
 from django_xsm.persistence import retry_on_conflict
 from django_xsm.persistence.arguments import validate_key

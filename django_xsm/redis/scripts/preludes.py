@@ -46,7 +46,7 @@ end
 # than LONG_PART bytes and at most LONG_PART * LONG_PARTS is kept as parts
 # f1..fn with their count in fn (f itself absent); shorter and longer values
 # stay whole in f. A whole f always wins (records of layout 1, and values
-# written by hand). django_xsm.redis.ops.join_long is the Python twin.
+# written by hand). django_xsm.redis.calls.join_long is the Python twin.
 PRELUDE_LONG = (
     r"""
 local unpack = unpack or table.unpack

@@ -25,8 +25,8 @@ from django.core.management import call_command
 
 from django_xsm import backend as stores
 from django_xsm.persistence.records import ClaimRequest, InboxMark
+from django_xsm.redis.calls import Call
 from django_xsm.redis.core import Many
-from django_xsm.redis.ops import Call
 from django_xsm.registry import machines
 from tests.django.commands.machines import MACHINES
 from tests.support import LIVE_URL

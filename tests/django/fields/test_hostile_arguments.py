@@ -79,7 +79,7 @@ def test_a_row_lookup_value_no_row_can_have_is_a_404_with_a_bounded_message(
 ) -> None:
     """What a URL converter hands a model-bound view: the row is not found
     (404), and the message shows the value bounded."""
-    from django_xsm.fields.binding import RowBinding, RowNotFoundError
+    from django_xsm.fields.row_lookup import RowBinding, RowNotFoundError
 
     with pytest.raises(RowNotFoundError) as err:
         RowBinding(Order).row({"pk": value})
