@@ -43,9 +43,13 @@ R = TypeVar("R")
 
 
 class LockStrategy:
-    """Base of the strategies; ``pessimistic`` tells the runtime to lock."""
+    """Base of the strategies; ``pessimistic`` tells the runtime to lock.
+    ``yields_to_holder``: an unlocked open that finds the lock held gives up
+    at once (``ConflictError(reason="lock")``, before the body runs), since
+    its commit would lose to the holder: the adaptive lock's first try."""
 
     pessimistic = False
+    yields_to_holder = False
     timeout: float = 0.0
     ttl_ms: int | None = None
 
@@ -109,7 +113,9 @@ class AdaptiveLock(LockStrategy):
     """Optimistic until a conflict, then queue for the lock.
 
     The first attempt of a conflict retry takes no lock (an uncontended
-    write costs no lock round trip); every retry after a conflict takes
+    write costs no lock round trip) and gives up at open when another
+    writer holds the lock (before the body runs: its commit would lose);
+    every retry after a conflict takes
     ``PessimisticLock(timeout, ttl_ms=...)``, so on a hot key
     the losers wait in the token lock's queue instead of racing again (and
     writers that meet a held lock at commit conflict and join the queue).
@@ -121,13 +127,20 @@ class AdaptiveLock(LockStrategy):
         self.queued = PessimisticLock(timeout, ttl_ms=ttl_ms)
 
     def for_attempt(self, attempt: int) -> LockStrategy:
-        return _NO_LOCK if attempt == 0 else self.queued
+        return _FIRST_TRY if attempt == 0 else self.queued
 
     def __repr__(self) -> str:
         return f"AdaptiveLock(timeout={self.queued.timeout:g}, ttl_ms={self.queued.ttl_ms})"
 
 
-_NO_LOCK = OptimisticLock()
+class _FirstTry(OptimisticLock):
+    """The adaptive lock's first attempt: no lock, and a held lock ends the
+    attempt at open (the retry then queues)."""
+
+    yields_to_holder = True
+
+
+_FIRST_TRY = _FirstTry()
 
 
 def backoff_delays(attempts: int, *, base_s: float = 0.01, max_s: float = 0.5) -> list[float]:

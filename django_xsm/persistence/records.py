@@ -275,6 +275,7 @@ class OpenResult:
     locked: bool = False  # the lock was taken for the caller
     lock_busy_ms: int = 0  # > 0: someone else holds it, for this long
     claims: tuple[ClaimOutcome, ...] = ()
+    lock_held_ms: int = 0  # an open without a lock: another holds it, this long
 
 
 @dataclass(frozen=True, slots=True)

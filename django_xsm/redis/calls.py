@@ -262,6 +262,7 @@ def parse_open(
         floor=int(floor),
         locked=bool(int(locked)),
         claims=tuple(_outcome(r, c, codec) for r, c in zip(request.claims, claims, strict=True)),
+        lock_held_ms=int(reply[7]) if len(reply) > 7 else 0,
     )
 
 

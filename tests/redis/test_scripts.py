@@ -237,8 +237,8 @@ def test_open_replies(b: Backends) -> None:
         keys=_open_keys(b) + keys,
         args=["order:1", "tok", 5_000, 1, 2**20, field, "fp", "me", 5_000],
     )
-    busy, floor, claims, values, locked, exists, size = reply
-    assert size == 0
+    busy, floor, claims, values, locked, exists, size, held = reply
+    assert size == held == 0  # a locked open: "held by another" is for unlocked ones
     assert (busy, floor, locked, exists) == (0, 1, 1, 1)
     assert [[s(x) for x in c] for c in claims] == [["claimed", "", "0"]]
     d, v, mv, m, u, tf = values  # HMGET d v mv m u tf
@@ -246,6 +246,9 @@ def test_open_replies(b: Backends) -> None:
     busy_reply = open_(keys=_open_keys(b), args=["order:1", "other", 5_000, 0, 2**20])
     assert busy_reply[0] > 0 and busy_reply[1:] == [0, [], [], 0, 0, 0]
     assert b.client.exists(_open_keys(b)[3]) == 1  # "other" waits: flagged
+    # an unlocked open reads the record and says how long "tok" still holds it
+    unlocked = open_(keys=_open_keys(b), args=["order:1", "", 0, 0, 2**20])
+    assert unlocked[0] == 0 and unlocked[4] == 0 and 0 < unlocked[7] <= 5_000
     release_lock = raw_script(b.client, "RELEASE_LOCK")
     release_lock(keys=layout_of(b.store).lock_keys("order:1"), args=["tok"])
     # a snapshot over the limit comes back as its size, not its bytes

@@ -25,6 +25,7 @@ from typing import Any
 from django_xsm.engine import to_event
 from django_xsm.engine.events import reserved_namespace
 from django_xsm.exceptions import (
+    ConflictError,
     InvalidConfigError,
     InvalidEventError,
     UnknownEventError,
@@ -32,7 +33,7 @@ from django_xsm.exceptions import (
     brief,
 )
 from django_xsm.persistence.audit import AuditPlugin
-from django_xsm.persistence.base import StoreOp
+from django_xsm.persistence.base import StoreOp, retry_after_seconds
 from django_xsm.persistence.idempotency import (
     IdempotencyPlugin,
     ReplayedReceipt,
@@ -306,7 +307,18 @@ class PersistedInstance(BlockState):
         into a live instance whose sends run on ``driver``, the store's
         (awaited when ``is_async``)."""
         try:
-            self._apply_open((yield from self._open_polling()))
+            result = yield from self._open_polling()
+            self._apply_open(result)
+            if result.lock_held_ms and self.options.lock.yields_to_holder and not self.duplicate:
+                # our commit would lose to the holder: give up before the body runs
+                raise ConflictError(
+                    self.key,
+                    expected=self.version,
+                    actual=self.version,
+                    reason="lock",
+                    held_lock=False,
+                    retry_after_s=retry_after_seconds(result.lock_held_ms),
+                )
             for hook in self.hooks:
                 hook.on_load(self, self.record)
         except BaseException:

@@ -49,7 +49,7 @@ return redis.call('HMGET', KEYS[1], 'layout', 'buckets', 'id')
 # then per claim: field, fingerprint, owner, lease ms
 # returns {busy_ms, floor, {{status, receipt, retry_after_ms}...},
 #          {d, v, mv, m, u, tf} (HMGET of the snapshot hash), locked 0/1,
-#          exists 0/1, 0}
+#          exists 0/1, 0, held_ms (no token: the holder's PTTL, else 0)}
 #       | {0, 0, {}, {}, 0, 1, size} when the stored snapshot is over the
 #         limit (nothing taken, its bytes not sent)
 # A busy lock claims nothing (it flags a waiter: the release wakes one);
@@ -112,9 +112,16 @@ if all_claimed then
   end
   if token ~= '' then redis.call('SET', KEYS[2], token, 'PX', ARGV[3]) end
 end
-local locked = 0
+local locked, held = 0, 0
 if all_claimed and token ~= '' then locked = 1 end
-return {0, floor, replies, fields, locked, exists, 0}
+-- an optimistic open is told how long another writer still holds the lock
+-- (its commit would lose to that holder): the adaptive lock's first try
+-- then queues at once instead of running the view to lose at commit
+if token == '' then
+  held = redis.call('PTTL', KEYS[2])
+  if held < 0 then held = 0 end
+end
+return {0, floor, replies, fields, locked, exists, 0, held}
 """
 )
 
