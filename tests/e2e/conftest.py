@@ -9,9 +9,11 @@ off the network. Screenshots go to ``$XSM_ARTIFACTS/screenshots`` (default
 The server is Django's ``LiveServerThread`` with the staticfiles handler
 (the admin's CSS comes from the apps' ``static/`` folders; no collectstatic)
 and the in-memory test database shared with it, as
-``StaticLiveServerTestCase`` does. The store is the suite's: embedded
-fakeredis (same process, so the server thread sees the same data) and, when
-``XSM_REDIS_URL`` is set, the live server too (``backend`` fixture).
+``StaticLiveServerTestCase`` does. The store is the embedded
+fakeredis only (same process, so the server thread sees the same data):
+what a browser shows does not depend on which Redis answers, and
+tests/django/admin drives every page and action with Django's test client
+on fakeredis and on the live server (``XSM_REDIS_URL``).
 """
 
 from __future__ import annotations
@@ -19,15 +21,17 @@ from __future__ import annotations
 import os
 import re
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# The Django-layer fixtures: ``backend`` (fakeredis, then live), ``xsm`` and
-# the per-test reset of settings and stores.
-from tests.django.conftest import _fresh_state, backend, xsm  # noqa: F401
+from django_xsm import backend as stores
+
+# The Django-layer fixtures: ``xsm`` and the per-test reset of settings and stores.
+from tests.django.conftest import _fresh_state, xsm  # noqa: F401
 
 CHROMIUM = os.environ.get("XSM_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = [
@@ -46,6 +50,13 @@ def screenshot_dir() -> Path:
     folder = base / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@pytest.fixture
+def backend(xsm: Any) -> stores.Backend:  # noqa: F811 (the fixture imported above)
+    """The process backend on the embedded fakeredis (a unique PREFIX per test)."""
+    xsm(PREFIX=f"xsmtest-{uuid.uuid4().hex[:12]}")
+    return stores.get_backend()
 
 
 @pytest.fixture(scope="module")

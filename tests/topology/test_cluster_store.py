@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import redis.cluster
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from django_xsm.exceptions import (
     ConflictError,
@@ -119,7 +121,11 @@ def test_two_clients_of_one_cluster_commit_in_one_script(cluster: RedisCluster3)
 
 
 def test_health_writes_every_bucket_and_fails_when_a_master_is_paused(cluster: RedisCluster3):
-    client = cluster.client(socket_timeout=0.5, socket_connect_timeout=0.5)
+    # No client retries: the paused master's first timeout is the answer (redis-py 6+
+    # retries a cluster command ten times with backoff by default, 50 s here).
+    client = cluster.client(
+        socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
+    )
     store = RedisStore(client, prefix=unique_prefix(), buckets=24)
     info = store.health()
     assert info["ok"] and info["buckets"] == 24
