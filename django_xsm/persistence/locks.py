@@ -63,10 +63,19 @@ class LockStrategy:
 
 
 class OptimisticLock(LockStrategy):
-    """No lock; the commit is a compare-and-set on the loaded version."""
+    """No lock; the commit is a compare-and-set on the loaded version.
+    ``yields_to_holder=True``: an open that finds the instance's lock held
+    by another writer raises ``ConflictError(reason="lock")`` before the
+    body runs (its commit would lose to the holder): the first attempt of
+    :class:`AdaptiveLock`."""
+
+    def __init__(self, *, yields_to_holder: bool = False) -> None:
+        self.yields_to_holder = yields_to_holder
 
     def __repr__(self) -> str:
-        return "OptimisticLock()"
+        return (
+            "OptimisticLock(yields_to_holder=True)" if self.yields_to_holder else "OptimisticLock()"
+        )
 
 
 #: The longest wait for a busy lock accepted (about 31 years): finite.
@@ -133,14 +142,9 @@ class AdaptiveLock(LockStrategy):
         return f"AdaptiveLock(timeout={self.queued.timeout:g}, ttl_ms={self.queued.ttl_ms})"
 
 
-class _FirstTry(OptimisticLock):
-    """The adaptive lock's first attempt: no lock, and a held lock ends the
-    attempt at open (the retry then queues)."""
-
-    yields_to_holder = True
-
-
-_FIRST_TRY = _FirstTry()
+#: The adaptive lock's first attempt: no lock, and a held lock ends the
+#: attempt at open (the retry then queues).
+_FIRST_TRY = OptimisticLock(yields_to_holder=True)
 
 
 def backoff_delays(attempts: int, *, base_s: float = 0.01, max_s: float = 0.5) -> list[float]:

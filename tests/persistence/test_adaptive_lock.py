@@ -40,8 +40,9 @@ def test_the_strategy_of_each_attempt() -> None:
     lock = AdaptiveLock(2.5, ttl_ms=9_000)
     assert not lock.pessimistic and lock.new_token() == ""
     first = lock.for_attempt(0)
-    assert isinstance(first, OptimisticLock) and not first.pessimistic
+    assert type(first) is OptimisticLock and not first.pessimistic
     assert first.yields_to_holder  # a held lock ends the first try at open
+    assert repr(first) == "OptimisticLock(yields_to_holder=True)"
     assert not OptimisticLock().yields_to_holder and not lock.yields_to_holder
     queued = lock.for_attempt(1)
     assert isinstance(queued, PessimisticLock)

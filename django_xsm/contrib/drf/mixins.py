@@ -55,7 +55,7 @@ from rest_framework.views import set_rollback
 
 from django_xsm import backend, conf, http
 from django_xsm.engine.run.context import too_deep
-from django_xsm.exceptions import InvalidConfigError, XsmError
+from django_xsm.exceptions import EventPermissionError, InvalidConfigError, XsmError
 from django_xsm.fields import BoundStatechart, StatechartField, project_value
 from django_xsm.fields.events import available_events, may_send
 from django_xsm.fields.row_lookup import RowNotFoundError
@@ -289,8 +289,11 @@ class StatechartEventsMixin(_ViewSet):
         entry = bound.entry
         entry.machine.check_sendable(etype)  # reserved or unknown: a problem, before any I/O
         if not may_send(entry, etype, request.user, row):
-            detail = f"You may not send {etype} to this {row._meta.verbose_name}"
-            return problem(request, 403, detail, event=etype)
+            # the refusal of @stateful_view, word for word: 403 forbidden
+            refused = EventPermissionError(
+                etype, machine=entry.name, target=str(row._meta.verbose_name)
+            )
+            return problem_for_error(refused, request)
         options: dict[str, Any] = {
             "actor": info.actor,
             "idempotency_key": idem,

@@ -59,7 +59,7 @@ def test_the_endpoint_and_the_listing_ask_the_check_about_the_row(
     assert listed[big.pk] == [{"type": "SHIP", "conditional": False}]
     refused = send(api, big.pk, {"type": "REFUND"}, key="r1")
     assert refused.status_code == 403
-    assert problem(refused)["event"] == "REFUND"
+    assert problem(refused, "forbidden")["event"] == "REFUND"
     assert views.CALLS["perform_event"] == 0
     assert row_in_db(Order, big.pk, alias) == ("paid", 1)
     checked = [c for c in permissions.CALLS if c[1].pk == big.pk]
@@ -90,6 +90,6 @@ def test_a_check_that_raises_is_a_403_not_a_500(
     with caplog.at_level(logging.WARNING, logger="django_xsm.permissions"):
         refused = send(api, row.pk, {"type": "REFUND"})
     assert refused.status_code == 403
-    problem(refused)
+    problem(refused, "forbidden")
     [warning] = [r for r in caplog.records if r.name == "django_xsm.permissions"]
     assert warning.exc_info is None and "RuntimeError" in warning.getMessage()
