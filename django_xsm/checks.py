@@ -23,6 +23,9 @@ Warnings
   ``xsm.W003`` ``MACHINES`` is empty
   ``xsm.W004`` ``EMBEDDED`` is forced on while ``DEBUG`` is off
   ``xsm.W005`` the ``CACHE_ALIAS`` client has no socket timeouts
+  ``xsm.W006`` a machine's ``PERMISSIONS`` names an ``"app_label.codename"``
+  permission no installed model declares (a typo, or a module path such as
+  ``"orders.perms"`` taken for a permission); asks no database
 
 Deploy (``--deploy``)
   ``xsm.W010`` ``REDIS_URL`` is plaintext ``redis://`` to a non-local host
@@ -55,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
@@ -161,9 +164,63 @@ def _machines(s: conf.XsmSettings) -> list[CheckMessage]:
             )
         ]
     return [
-        Error(problem.text, hint=problem.hint or None, id="xsm.E007")
-        for problem in machines.problems
+        *(
+            Error(problem.text, hint=problem.hint or None, id="xsm.E007")
+            for problem in machines.problems
+        ),
+        *_unknown_permissions(),
     ]
+
+
+def _declared_permissions() -> set[str]:
+    """Every ``"app_label.codename"`` the installed models declare: their
+    ``default_permissions`` (add, change, delete, view) and
+    ``Meta.permissions``, which Django creates after ``migrate``. Read from
+    the models, without the database."""
+    found: set[str] = set()
+    for model in apps.get_models():
+        meta = model._meta
+        found.update(
+            f"{meta.app_label}.{action}_{meta.model_name}" for action in meta.default_permissions
+        )
+        found.update(f"{meta.app_label}.{codename}" for codename, _ in meta.permissions)
+    return found
+
+
+def _unknown_permissions() -> list[CheckMessage]:
+    """``xsm.W006``: a permission string of a machine's ``PERMISSIONS``
+    that no installed model declares (only with ``django.contrib.auth``,
+    whose backend is the one that reads such strings)."""
+    if not apps.is_installed("django.contrib.auth"):
+        return []
+    known = _declared_permissions()
+    labels = {config.label for config in apps.get_app_configs()}
+    out: list[CheckMessage] = []
+    for name, entry in machines.items():
+        for event, rules in entry.permissions.items():
+            for rule in rules:
+                if not isinstance(rule, str) or rule in known:
+                    continue
+                app_label = rule.partition(".")[0]
+                hint = (
+                    f"no model of app {app_label!r} declares it in Meta.permissions"
+                    if app_label in labels
+                    else f"no installed app is labelled {app_label!r}"
+                )
+                out.append(
+                    Warning(
+                        f"XSM['MACHINES'][{name!r}] PERMISSIONS[{event!r}]: {rule!r} names "
+                        "no permission an installed model declares, so only superusers "
+                        "pass it",
+                        hint=f"{hint}. An object-level check is named by the full "
+                        "dotted path of its function ('orders.perms.owns_order'). A "
+                        "permission created another way (a data migration, another "
+                        "authentication backend): add 'xsm.W006' to "
+                        "SILENCED_SYSTEM_CHECKS",
+                        id="xsm.W006",
+                    )
+                )
+    return out
 
 
 def _outbox(s: conf.XsmSettings) -> list[CheckMessage]:

@@ -290,6 +290,7 @@ class StatechartAdminMixin(_ModelAdmin):
         except StoreUnavailableError:
             panel["problem"] = UNAVAILABLE
         except XsmError as exc:
+            logger.warning("The admin cannot read instance %r: %s", panel.get("key", ""), exc)
             panel["problem"] = f"The statechart cannot be read: {exc}"
         return panel
 

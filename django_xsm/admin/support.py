@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -52,6 +53,8 @@ __all__ = [
     "require",
     "store_guard",
 ]
+
+logger = logging.getLogger("django_xsm.admin")
 
 TEMPLATES = "admin/django_xsm/"
 #: The admin history's object id of actions on the whole outbox (it has no
@@ -214,13 +217,17 @@ class PageMixin:
     def unreadable(
         self, request: HttpRequest, key: str, error: XsmError, parked: str = ""
     ) -> HttpResponse:
-        """The 500 page of an instance whose stored record cannot be read;
-        ``parked`` is why the timer scanner parked it ('' = it did not)."""
+        """The page of an instance whose stored record cannot be read;
+        ``parked`` is why the timer scanner parked it ('' = it did not).
+
+        A known condition of the data (damaged, or encrypted with a key this
+        process lacks), not a fault of the page: status 200 and a WARNING
+        without traceback, as the model change page's panel does."""
+        logger.warning("The admin cannot read instance %r: %s", key, error)
         return self.render(
             request,
             "missing.html",
             "Unreadable instance",
-            status=500,
             key=key,
             error=error,
             parked=parked,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django_xsm import backend
+from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.records import ms_to_datetime
 
 from .timers import machine_entry
@@ -31,15 +32,16 @@ class PurgeReport:
 
 
 def purge_logs(
-    older_than: _dt.timedelta,
+    older_than: _dt.timedelta | _dt.datetime,
     *,
     machine: str | None = None,
     dry_run: bool = False,
     progress: Callable[[str, int], None] | None = None,
     now: float | None = None,
 ) -> PurgeReport:
-    """Remove transition-log records older than ``older_than`` (before
-    ``now``, seconds since the epoch; default the wall clock).
+    """Remove transition-log records older than ``older_than``: an age
+    (before ``now``, seconds since the epoch; default the wall clock) or a
+    moment (an aware datetime: the records written before it).
 
     Only streams holding such records are visited (the log's per-bucket
     index), page by page; ``progress(key, records)`` is called per stream.
@@ -50,8 +52,17 @@ def purge_logs(
     entry = machine_entry(machine)
     found = backend.get_backend()
     log, store = found.log, found.store
-    wall = time.time() if now is None else now
-    cutoff_ms = int((wall - older_than.total_seconds()) * 1000)
+    if isinstance(older_than, _dt.datetime):
+        if older_than.tzinfo is None:
+            raise InvalidConfigError(
+                "A naive datetime is ambiguous",
+                path="older_than",
+                hint="give an aware datetime (datetime(..., tzinfo=timezone.utc))",
+            )
+        cutoff_ms = int(older_than.timestamp() * 1000)
+    else:
+        wall = time.time() if now is None else now
+        cutoff_ms = int((wall - older_than.total_seconds()) * 1000)
     cutoff = ms_to_datetime(cutoff_ms)
     streams = records = 0
 

@@ -5,7 +5,8 @@ reports its cursor) and rewrites each value an older key encrypted:
 snapshots (``d``, whole or in parts), the receipts of idempotency rows,
 the sealed fields of log records, outbox entries, entries waiting for a
 retry and dead letters. Values the newest key wrote, and values in clear,
-are left alone.
+are left alone; the values in clear are counted from the same reads (a
+codec turned on over existing data leaves them: see docs/security.md).
 
 A value is rewritten only while it is still what was read: hashes through
 ``HASH_CAS``, streams through ``STREAM_REWRITE`` (a log or the dead letters
@@ -39,18 +40,25 @@ __all__ = ["ReencryptStep", "Reencryptor"]
 #: How often a key that changed under a rewrite is read again.
 ATTEMPTS = 3
 
+#: The fields a codec seals: of a transition record (payload, actor,
+#: reason) and of an outbox entry or dead letter (event, last error).
+LOG_SEALED = frozenset((b"p", b"a", b"r"))
+OUTBOX_SEALED = frozenset((b"e", b"err"))
+
 
 @dataclass(frozen=True, slots=True)
 class ReencryptStep:
     """One ``SCAN`` step: ``cursor`` to resume from (0: done), the keys it
-    saw, the values rewritten (or, in a dry run, to rewrite) and the
+    saw, the values rewritten (or, in a dry run, to rewrite), the
     values left for another run (``busy``: changed concurrently each time,
-    or held by an outbox worker)."""
+    or held by an outbox worker) and the values stored in clear (``clear``:
+    written before the codec was on; this walk does not encrypt them)."""
 
     cursor: int
     keys: int
     values: int
     busy: int
+    clear: int
 
 
 class Reencryptor(SyncSide):
@@ -87,11 +95,11 @@ class Reencryptor(SyncSide):
         while True:
             reply = self._send(Cmd("SCAN", (cursor, "MATCH", match, "COUNT", batch)))
             cursor, names = int(reply[0]), [b2s(n) for n in reply[1]]
-            values = busy = 0
+            values = busy = clear = 0
             for name in names:
-                done, left = self._key(name, dry_run)
-                values, busy = values + done, busy + left
-            yield ReencryptStep(cursor, len(names), values, busy)
+                done, left, plain = self._key(name, dry_run)
+                values, busy, clear = values + done, busy + left, clear + plain
+            yield ReencryptStep(cursor, len(names), values, busy, clear)
             if cursor == 0:
                 return
 
@@ -103,30 +111,34 @@ class Reencryptor(SyncSide):
 
     # --- one key ------------------------------------------------------------------
 
-    def _key(self, name: str, dry_run: bool) -> tuple[int, int]:
+    def _key(self, name: str, dry_run: bool) -> tuple[int, int, int]:
+        """(values rewritten, values busy, values in clear) of key ``name``."""
         found = self._name.match(name)
         if found is None:
-            return 0, 0
+            return 0, 0, 0
         kind = found.group(1)
+        clear = 0
         for _ in range(ATTEMPTS):
             if kind in ("s:", "in:", "obw"):
-                changes, count = self._hash_changes(name, kind)
+                changes, count, clear = self._hash_changes(name, kind)
                 if dry_run or not changes:
-                    return count, 0
+                    return count, 0, clear
                 if int(self._send(Call("HASH_CAS", [name], changes), name)):
-                    return count, 0
+                    return count, 0, clear
                 continue
             mode = "tail" if kind == "ob" else "rebuild"
-            quads = self._stream_changes(name)
+            quads, clear = self._stream_changes(
+                name, LOG_SEALED if kind == "log:" else OUTBOX_SEALED
+            )
             if dry_run or not quads:
-                return len(quads) // 4, 0
+                return len(quads) // 4, 0, clear
             group = self.group if mode == "tail" else ""
             done, changed, held = self._send(
                 Call("STREAM_REWRITE", [name], [mode, group, *quads]), name
             )
             if not int(changed):
-                return int(done), int(held)
-        return 0, 1
+                return int(done), int(held), clear
+        return 0, 1, clear
 
     def _token(self, value: Any) -> bytes | None:
         """The sealed ``value`` under the newest key (None: nothing to do)."""
@@ -140,20 +152,29 @@ class Reencryptor(SyncSide):
         except ValueError:
             return None  # no key opens it: the readers report it
 
+    @staticmethod
+    def _in_clear(value: Any) -> bool:
+        """True for a non-empty value stored without the ``SEALED`` marker."""
+        return bool(value) and isinstance(value, str | bytes) and not is_sealed(value)
+
     def _json_token(self, value: Any) -> Any:
         """A value read from JSON: rotated when sealed, else unchanged."""
         rotated = self._token(value) if isinstance(value, str) else None
         return value if rotated is None else rotated.decode()
 
-    def _hash_changes(self, name: str, kind: str) -> tuple[list[Any], int]:
-        """HASH_CAS's arguments for ``name`` and how many values they rewrite
-        (a snapshot in parts is one value)."""
+    def _hash_changes(self, name: str, kind: str) -> tuple[list[Any], int, int]:
+        """HASH_CAS's arguments for ``name``, how many values they rewrite
+        (a snapshot in parts is one value) and how many are in clear."""
         h: Mapping[bytes, Any] = self._send(Cmd("HGETALL", (name,)), name) or {}
         h = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in h.items()}
         if kind == "s:":
-            parts = self._snapshot_changes(h)
-            return parts, 1 if parts else 0
+            data = join_long(h, b"d")
+            if data is not None and data[:1] == b"{":
+                return [], 0, 1  # a snapshot in clear is JSON
+            parts = self._snapshot_changes(h, data)
+            return parts, 1 if parts else 0, 0
         out: list[Any] = []
+        clear = 0
         for field, raw in h.items():
             new: Any
             try:
@@ -161,19 +182,24 @@ class Reencryptor(SyncSide):
             except ValueError:
                 continue  # damaged: the readers report it
             if kind == "in:" and isinstance(doc, dict) and "r" in doc:
+                clear += self._in_clear(doc["r"])
                 new = dict(doc, r=self._json_token(doc["r"]))
             elif kind == "obw" and isinstance(doc, list):
+                names = [str(n).encode() for n in doc[::2]]
+                clear += sum(
+                    n in OUTBOX_SEALED and self._in_clear(v)
+                    for n, v in zip(names, doc[1::2], strict=False)
+                )
                 new = [self._json_token(v) for v in doc]
             else:
                 continue
             if new != doc:
                 out += [field, raw, json.dumps(new, separators=(",", ":"))]
-        return out, len(out) // 3
+        return out, len(out) // 3, clear
 
-    def _snapshot_changes(self, h: Mapping[bytes, Any]) -> list[Any]:
-        data = join_long(h, b"d")
-        if data is None or data[:1] == b"{" or self.codec.is_current(data):
-            return []  # absent, in clear, or current
+    def _snapshot_changes(self, h: Mapping[bytes, Any], data: bytes | None) -> list[Any]:
+        if data is None or self.codec.is_current(data):
+            return []  # absent or current
         try:
             new = self.codec.rotate(data)
         except ValueError:
@@ -192,14 +218,18 @@ class Reencryptor(SyncSide):
             )
         ]
 
-    def _stream_changes(self, name: str) -> list[Any]:
+    def _stream_changes(self, name: str, sealable: frozenset[bytes]) -> tuple[list[Any], int]:
+        """STREAM_REWRITE's quads for ``name`` and how many of its
+        ``sealable`` fields are in clear."""
         rows: Sequence[tuple[str, Any]] = stream_rows(
             self._send(Cmd("XRANGE", (name, "-", "+")), name)
         )
         out: list[Any] = []
+        clear = 0
         for sid, raw in rows:
             for field, value in stream_fields(raw).items():
+                clear += field in sealable and self._in_clear(value)
                 new = self._token(value)
                 if new is not None:
                     out += [sid, field, value, new]
-        return out
+        return out, clear

@@ -372,3 +372,47 @@ def test_readiness_says_configuration_when_redis_refuses_the_credentials(
     # no password at all is NOAUTH, refused the same way
     xsm(REDIS_URL=f"redis://127.0.0.1:{wrong_password.port}/0", EMBEDDED=None)
     assert client.get("/_xsm/ready").json()["reason"] == "configuration"
+
+
+def guard_bump(xsm: Any, rules: Any) -> None:
+    spec = {"CONFIG": "tests.django.machines.ticket", "PERMISSIONS": {"BUMP": rules}}
+    xsm(MACHINES={"ticket": spec})
+
+
+@pytest.mark.parametrize(
+    ("rule", "hint"),
+    [
+        ("orders.nonexistent_perm", "no model of app 'orders' declares it"),
+        ("orders.perms", "no model of app 'orders' declares it"),
+        ("shop.refund_order", "no installed app is labelled 'shop'"),
+    ],
+)
+def test_w006_a_permission_no_model_declares(xsm: Any, rule: str, hint: str):
+    guard_bump(xsm, ["orders.ship_order", rule])
+    (warning,) = [m for m in check_settings() if m.id == "xsm.W006"]
+    assert isinstance(warning, Warning)
+    assert warning.msg == (
+        f"XSM['MACHINES']['ticket'] PERMISSIONS['BUMP']: {rule!r} names no permission an "
+        "installed model declares, so only superusers pass it"
+    )
+    assert warning.hint.startswith(hint) and "'orders.perms.owns_order'" in warning.hint
+
+
+def test_w006_knows_default_and_declared_permissions_without_the_database(xsm: Any):
+    """Meta.permissions, the default add/change/delete/view of any model
+    (auth's own, an unmanaged one) and a check (a callable) pass; no
+    database is asked (the test has no django_db mark: a query would fail)."""
+    guard_bump(
+        xsm,
+        [
+            "orders.ship_order",
+            "orders.change_order",
+            "auth.view_user",
+            "django_xsm.redrive_outbox",
+            "django_xsm.view_instance",
+            "tests.fieldapp.permissions.small_orders",
+        ],
+    )
+    assert ids(check_settings()) == ["xsm.W004"]
+    guard_bump(xsm, "django_xsm.add_instance")  # Instance declares "view" only
+    assert ids(check_settings()) == ["xsm.W004", "xsm.W006"]

@@ -139,6 +139,23 @@ def test_read_only_staff_browse_without_action_controls(
     shot("read-only-instance")
 
 
+def test_an_unreadable_record_is_a_plain_page_not_a_server_error(
+    backend: Any, live_admin: str, page: Any, shot: Any
+) -> None:
+    from django_xsm.backend import get_store
+
+    make_user("rita", "view_instance")
+    seed_ticket("bad:1")
+    store = get_store()
+    store.client.hset(store.layout.snapshot("bad:1"), "d", b"{not json")
+    log_in(page, live_admin, "rita")
+    answer = page.goto(f"{live_admin}/admin/django_xsm/instance/m/ticket/instance/?key=bad:1")
+    assert answer is not None and answer.status == 200
+    expect(page.locator(".errornote")).to_contain_text("The instance bad:1 cannot be read")
+    expect(page.get_by_role("link", name="Back to the list")).to_be_visible()
+    shot("unreadable-instance")
+
+
 def test_hostile_context_is_inert_in_the_browser(
     backend: Any, live_admin: str, page: Any, shot: Any
 ) -> None:

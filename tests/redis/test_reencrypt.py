@@ -11,9 +11,9 @@ from cryptography.fernet import Fernet
 from django_xsm.persistence import FernetCodec
 from django_xsm.persistence.outbox import Emitted
 from django_xsm.persistence.sealing import SEALED
-from django_xsm.redis import RedisOutbox, Reencryptor
+from django_xsm.redis import RedisOutbox, RedisStore, Reencryptor
 from django_xsm.redis.calls import Call
-from tests.support import Backends, snap, unit
+from tests.support import Backends, entry, snap, unit
 
 
 def _emit(b: Backends, key: str, n: int) -> None:
@@ -29,6 +29,10 @@ def _emit(b: Backends, key: str, n: int) -> None:
 
 def _sealed_tokens(client: Any, name: str) -> list[bytes]:
     return [v for _, f in client.xrange(name) for v in f.values() if v.startswith(SEALED.encode())]
+
+
+def dump(client: Any, prefix: str) -> dict[bytes, Any]:
+    return {n: client.dump(n) for n in client.scan_iter(match="{" + prefix + "*")}
 
 
 def test_undelivered_entries_move_in_order_and_held_ones_wait(make: Any) -> None:
@@ -84,3 +88,31 @@ def test_a_value_that_changed_since_it_was_read_is_not_overwritten(make: Any) ->
     assert [int(x) for x in reply] == [1, 0, 0]
     ((_, moved),) = b.client.xrange(stream)
     assert moved[b"e"] == b"new" and moved[b"id"] == fields[b"id"]
+
+
+def test_values_in_clear_are_counted_and_left_alone(make: Any) -> None:
+    """Data written before a codec was on: nothing to rewrite, and every
+    value in clear counted from the same reads (a snapshot, two outbox
+    events, a log record's payload and actor; its empty reason is not)."""
+    b = make(buckets=1)
+    b.store.commit(
+        unit(
+            "o:1",
+            0,
+            snap(),
+            log_entries=(entry(),),
+            emitted=tuple(Emitted(f"d-{i}", {"type": "e", "n": i}) for i in range(2)),
+        )
+    )
+    codec = FernetCodec([Fernet.generate_key()])
+    walker = Reencryptor(b.client, prefix=b.store.prefix, codec=codec)
+    steps = list(walker.run(dry_run=True))
+    assert (sum(s.values for s in steps), sum(s.clear for s in steps)) == (0, 5)
+    before = dump(b.client, b.store.prefix)
+    steps = list(walker.run())
+    assert (sum(s.values for s in steps), sum(s.clear for s in steps)) == (0, 5)
+    assert dump(b.client, b.store.prefix) == before  # nothing encrypted
+    # written under the codec from then on: sealed, not counted
+    sealing = RedisStore(b.client, prefix=b.store.prefix, buckets=1, codec=codec)
+    sealing.commit(unit("o:2", 0, snap(), log_entries=(entry(),)))
+    assert sum(s.clear for s in walker.run(dry_run=True)) == 5

@@ -2,16 +2,43 @@
 
 from __future__ import annotations
 
+import argparse
+import datetime as _dt
 import time
 from typing import Any
+
+from django.utils import timezone
 
 from django_xsm import operations
 from django_xsm.management import XsmCommand, command_errors, duration_type
 from django_xsm.management.durations import format_duration
 
 
+def moment(text: str) -> _dt.datetime:
+    """An argparse ``type`` for ``--before``: an ISO 8601 date or date and
+    time, in the current time zone when it names no offset, not in the
+    future."""
+    try:
+        value = _dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid --before {text!r}: give an ISO 8601 date or time, "
+            "e.g. 2026-03-01 or 2026-03-01T12:00:00Z"
+        ) from None
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value)
+    if value > timezone.now():
+        raise argparse.ArgumentTypeError(
+            f"Invalid --before {text!r}: it is in the future (every record would go; "
+            "give the moment to keep the records from)"
+        )
+    return value
+
+
 class Command(XsmCommand):
-    help = """Remove transition-log records older than --older-than.
+    help = """Remove transition-log records older than --older-than, or written
+before --before (an ISO 8601 date or time; without an offset, in the
+current time zone).
 
 Only streams holding such records are visited, page by page; on a terminal
 a counter shows the progress. --dry-run counts what would go.
@@ -20,15 +47,23 @@ examples:
   manage.py xsm_purge_logs --older-than 30d
   manage.py xsm_purge_logs --older-than 12h --machine order --dry-run
   manage.py xsm_purge_logs --older-than 1d12h -v 2
+  manage.py xsm_purge_logs --before 2026-03-01T12:00:00Z
 """
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument(
+        when = parser.add_mutually_exclusive_group(required=True)
+        when.add_argument(
             "--older-than",
-            required=True,
             type=duration_type("--older-than"),
             metavar="DURATION",
             help="Age of the records to remove: 30d, 12h, 15m, 90s or combined (1d12h).",
+        )
+        when.add_argument(
+            "--before",
+            type=moment,
+            metavar="DATETIME",
+            help="Remove the records written before this moment: ISO 8601, e.g. "
+            "2026-03-01T12:00:00Z (no offset: the current time zone).",
         )
         parser.add_argument(
             "--machine",
@@ -55,7 +90,7 @@ examples:
         try:
             with command_errors():
                 report = operations.purge_logs(
-                    options["older_than"],
+                    options["before"] or options["older_than"],
                     machine=options["machine"],
                     dry_run=options["dry_run"],
                     progress=self.progress,
@@ -63,8 +98,10 @@ examples:
         finally:
             if self.live and self.visited:
                 self.stdout.write("\r\033[K", ending="")
-        age = format_duration(options["older_than"].total_seconds() * 1000)
-        when = f"older than {age}, before {operations.iso(int(report.cutoff.timestamp() * 1000))}"
+        when = f"before {operations.iso(int(report.cutoff.timestamp() * 1000))}"
+        if options["older_than"] is not None:
+            age = format_duration(options["older_than"].total_seconds() * 1000)
+            when = f"older than {age}, {when}"
         if report.dry_run:
             self.say(
                 f"Would remove {report.records} transition record(s) from {report.streams} "

@@ -15,7 +15,9 @@ class Command(XsmCommand):
     help = """Re-encrypt every encrypted value of XSM['PREFIX'] with the newest key of
 XSM['CODEC_KEYS']: snapshots, stored responses and receipts, outbox entries
 (waiting, retrying, dead letters) and transition-log payloads. Values the
-newest key wrote and values in clear are left alone.
+newest key wrote and values in clear are left alone; the report counts the
+values in clear (written before the codec was turned on: this command does
+not encrypt them, see docs/security.md).
 
 Key rotation: put the new key first (CODEC_KEYS = [new, old]) and deploy
 everywhere; run this command; then drop the old key. A value is rewritten
@@ -54,7 +56,7 @@ examples:
     def handle(self, *args: Any, **options: Any) -> None:
         dry_run = options["dry_run"]
         verb = "to rewrite" if dry_run else "rewritten"
-        keys = values = busy = 0
+        keys = values = busy = clear = 0
         cursor = options["cursor"]
         with command_errors():
             found = backend.get_backend()
@@ -63,12 +65,19 @@ examples:
             walker = Reencryptor(found.client, prefix=s.prefix, codec=found.store.codec)
             for step in walker.run(cursor=cursor, batch=options["batch"], dry_run=dry_run):
                 keys, values, busy = keys + step.keys, values + step.values, busy + step.busy
+                clear += step.clear
                 self.say(
                     f"cursor {step.cursor}: {keys} keys scanned, {values} values {verb}, "
-                    f"{busy} busy"
+                    f"{busy} busy, {clear} values in clear"
                 )
+        notes = ["run again to finish the busy ones"] if busy else []
+        if clear:
+            notes.append(
+                "the command does not encrypt values in clear; see 'Turning a codec on' "
+                "in docs/security.md"
+            )
         self.say(
-            f"done: {keys} keys scanned, {values} values {verb}, {busy} busy"
-            + (" (run again to finish the busy ones)" if busy else ""),
+            f"done: {keys} keys scanned, {values} values {verb}, {busy} busy, "
+            f"{clear} values in clear" + (f" ({'; '.join(notes)})" if notes else ""),
             style=self.style.SUCCESS,
         )

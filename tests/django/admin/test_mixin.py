@@ -6,6 +6,7 @@ CSRF-checked POST), permissions, the admin history and bad input."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any
 
@@ -314,6 +315,29 @@ def test_a_store_outage_is_shown_not_raised(backend: Any, root: Client, xsm: Any
     )
     assert response.status_code == 302
     assert "unavailable" in root.get(response["Location"]).content.decode()
+
+
+def test_a_damaged_record_is_a_panel_problem_and_a_warning(
+    backend: Any, root: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same answer as the XSM browser's instance page: 200, the record
+    cannot be read, one WARNING without traceback."""
+    from django_xsm.backend import get_store
+
+    order = order_in("paid")
+    store = get_store()
+    store.client.hset(store.layout.snapshot(order.status.key), "d", b"{not json")
+    with caplog.at_level(logging.INFO):
+        response = root.get(change_url(order))
+    assert response.status_code == 200
+    assert "The statechart cannot be read: " in response.content.decode()
+    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert (warning.name, warning.levelno, warning.exc_info) == (
+        "django_xsm.admin",
+        logging.WARNING,
+        None,
+    )
+    assert f"{order.status.key!r}" in warning.getMessage()
 
 
 # --- permissions, CSRF, bad input --------------------------------------------------------

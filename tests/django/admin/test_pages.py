@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -236,7 +237,11 @@ def test_breadcrumbs_lead_back_through_machine_and_instance(backend: Any, client
     assert "Send an event" in crumbs
 
 
-def test_a_damaged_record_is_shown_plainly_never_as_a_traceback(reader: Any) -> None:
+def test_a_damaged_record_is_shown_plainly_never_as_a_traceback(
+    reader: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A known condition of the data, not a server error: 200, the page
+    says so, and one WARNING without traceback (as the change page's panel)."""
     from django_xsm.backend import get_store
 
     seed_ticket("t:bad")
@@ -246,10 +251,20 @@ def test_a_damaged_record_is_shown_plainly_never_as_a_traceback(reader: Any) -> 
     listing = reader.get(LIST)  # the row says so; the others still show
     assert listing.status_code == 200 and listed_keys(listing) == ["t:bad", "t:good"]
     assert "not valid JSON" in listing.content.decode()
-    found = reader.get(f"{ADMIN}find/", {"key": "t:bad"})
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        found = reader.get(f"{ADMIN}find/", {"key": "t:bad"}, follow=True)
     html = found.content.decode()
-    assert found.status_code == 500 and "cannot be read" in html and "t:bad" in html
+    assert found.status_code == 200 and "cannot be read" in html and "t:bad" in html
+    assert "<title>Unreadable instance" in html
     assert "Traceback" not in html
+    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert (warning.name, warning.levelno, warning.exc_info) == (
+        "django_xsm.admin",
+        logging.WARNING,
+        None,
+    )
+    assert "'t:bad'" in warning.getMessage() and "not valid JSON" in warning.getMessage()
 
 
 # --- a new user's first hour ---------------------------------------------------------

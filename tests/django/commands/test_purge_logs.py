@@ -6,12 +6,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.management.base import CommandError
 
 from django_xsm import backend as stores
 from django_xsm import operations
+from django_xsm.exceptions import InvalidConfigError
 from django_xsm.registry import machines
 from tests.django.commands.conftest import at_time, run
 
@@ -85,6 +87,24 @@ def test_logs_of_deleted_instances_go_without_machine(logs: None):
     assert history("ticket:2") == []
 
 
+def test_before_a_moment(logs: None, settings: Any):
+    moment = dt.datetime.now(dt.UTC) - dt.timedelta(days=35)
+    stamp = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    out = run("xsm_purge_logs", "--before", stamp, "--dry-run").out
+    assert out == (
+        f"Would remove 5 transition record(s) from 2 log(s) (before {stamp}; "
+        "dry run: nothing removed)\n"
+    ), out
+    # without an offset: the current time zone
+    settings.TIME_ZONE = "America/New_York"
+    local = moment.astimezone(ZoneInfo("America/New_York")).replace(tzinfo=None)
+    out = run("xsm_purge_logs", "--before", local.isoformat(timespec="milliseconds")).out
+    assert out == f"Removed 5 transition record(s) from 2 log(s) (before {stamp})\n", out
+    assert history("ticket:1") == [4, 5] and history("ticket:2") == [1]
+    with pytest.raises(InvalidConfigError, match="naive datetime"):
+        operations.purge_logs(dt.datetime(2026, 1, 1))
+
+
 def test_pages_through_a_long_log(backend: Any):
     bump("ticket:long", 1234, days_ago=60)
     bump("ticket:long", 3)
@@ -116,7 +136,10 @@ def test_verbosity(logs: None):
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ([], "the following arguments are required: --older-than"),
+        ([], "one of the arguments --older-than --before is required"),
+        (["--older-than", "30d", "--before", "2026-01-01"], "not allowed with argument"),
+        (["--before", "yesterday"], "Invalid --before 'yesterday': give an ISO 8601 date"),
+        (["--before", "2999-01-01T00:00Z"], "it is in the future"),
         (["--older-than", "30"], "Invalid --older-than '30': use a whole number with a unit"),
         (["--older-than", "30x"], "use a whole number with a unit: 30d, 12h, 15m, 90s, or"),
         (["--older-than", "1.5d"], "Invalid --older-than '1.5d'"),

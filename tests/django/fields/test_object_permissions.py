@@ -99,6 +99,16 @@ def test_every_rule_must_grant_and_a_check_gets_user_target_and_event(xsm: Any) 
 
 
 @pytest.mark.django_db
+def test_a_superuser_holds_every_permission_but_a_check_still_decides(xsm: Any) -> None:
+    """docs/admin.md and security.md: a refusal of the check stands."""
+    shop_rules(xsm, {"REFUND": ["fieldapp.refund_order", SMALL]})
+    root = User.objects.create_superuser("root")
+    assert may_send(machines["shop"], "REFUND", root, Order(total=5))
+    assert not may_send(machines["shop"], "REFUND", root, Order(total=500))
+    assert [(name, event) for name, _, event in permissions.CALLS] == [("root", "REFUND")] * 2
+
+
+@pytest.mark.django_db
 def test_without_a_target_a_check_refuses_unasked(xsm: Any) -> None:
     shop_rules(xsm, {"REFUND": SMALL})
     assert not may_send(machines["shop"], "REFUND", user("boss"))

@@ -167,6 +167,33 @@ def test_rotation_then_reencrypt_then_the_old_key_is_dropped(
     assert again.json() == {"echo": SECRET} and again["Idempotent-Replayed"] == "true"
 
 
+@pytest.mark.urls(__name__)
+def test_reencrypt_counts_the_values_a_codec_turned_on_later_left_in_clear(
+    backend: Any, xsm: Any, client: Any
+) -> None:
+    prefix = backend.store.prefix
+    use_keys(xsm, None, prefix)
+    write_everything(client, "1")
+    use_keys(xsm, [Fernet.generate_key().decode()], prefix)
+    reports = []
+    for args in (["--dry-run"], []):
+        out = io.StringIO()
+        call_command("xsm_reencrypt", *args, stdout=out)
+        reports.append(out.getvalue().strip().splitlines()[-1])
+    clear = int(reports[0].split(", ")[3].split()[0])
+    assert clear > 0
+    assert reports[0].endswith(
+        f"0 values to rewrite, 0 busy, {clear} values in clear (the command does not "
+        "encrypt values in clear; see 'Turning a codec on' in docs/security.md)"
+    ), reports[0]
+    assert f"0 values rewritten, 0 busy, {clear} values in clear (" in reports[1], reports[1]
+    # what is written under the codec is sealed, not counted
+    machines["shipment"].objects.send("shipment:2", "NOTE", create=True, text=SECRET)
+    out = io.StringIO()
+    call_command("xsm_reencrypt", "--dry-run", stdout=out)
+    assert f", {clear} values in clear (" in out.getvalue()
+
+
 @pytest.mark.parametrize("later", ["no keys", "another key"])
 def test_encrypted_data_without_its_key_asks_for_the_keys_never_to_erase(
     backend: Any, xsm: Any, later: str
