@@ -10,12 +10,14 @@ Both hand the same block generators
 store's driver, which runs each in one loop: blocking in ``persisted()``,
 awaited on an asyncio store in ``apersisted()``. The inbox and the log
 commit in the store's own atomic step (the same Redis and prefix); any
-other is refused when the block is built (``InvalidConfigError``). Round trips: one to open (lock +
-claims known at open + load) and one to commit (fences + snapshot +
-deadlines + marks + log + unlock). A ``send()`` whose idempotency key was not known at open adds one
-claim round trip. A block that changed nothing writes nothing (a held lock
-is released, unfinished claims are dropped). An exception in the body
-writes nothing and releases claims and the lock.
+other is refused when the block is built (``InvalidConfigError``).
+
+Round trips: one to open (lock + claims known at open + load) and one to
+commit (fences + snapshot + deadlines + marks + log + unlock); a ``send()``
+whose idempotency key was not known at open adds one claim round trip. A
+block that changed nothing writes nothing (a held lock is released,
+unfinished claims are dropped). An exception in the body writes nothing
+and releases claims and the lock.
 """
 
 from __future__ import annotations
