@@ -172,6 +172,13 @@ class SentinelSet(Topology):
         """Why the set is not settled yet ("" once it is): a reason for timeouts."""
         primary, replica = self.primary, self.replica
         repl = self.server_info(replica, "replication")
+        if repl.get("role") == "master" and self._follows(primary, replica):
+            # The sentinels failed the primary over while the set was starting
+            # (a loaded machine kept it from answering within down_after_ms):
+            # the set settles on their choice, with the two nodes' roles swapped.
+            self._primary, self._replica = replica, primary
+            primary, replica = replica, primary
+            repl = self.server_info(replica, "replication")
         if repl.get("master_link_status") != "up" or int(repl["master_port"]) != primary.port:
             link = {k: repl.get(k) for k in ("role", "master_port", "master_link_status")}
             return f"replica :{replica.port} not linked up to :{primary.port}: {link}"
@@ -198,6 +205,14 @@ class SentinelSet(Topology):
             if len(peers) != self.n_sentinels - 1:
                 return f"sentinel :{s.port} sees {len(peers)} live peers"
         return ""
+
+    def _follows(self, node: RedisServer, master: RedisServer) -> bool:
+        """``node`` answers, as a replica of ``master``."""
+        try:
+            info = self.server_info(node, "replication")
+        except redis.RedisError:  # stopped by the test, or restarting
+            return False
+        return info.get("role") == "slave" and int(info.get("master_port") or 0) == master.port
 
     def wait_settled(self, timeout: float = 60.0) -> None:
         """Until the replica's link is up and every sentinel knows master, replica, peers."""
