@@ -265,14 +265,19 @@ class SentinelSet(Topology):
     def kill_primary(self, *, restart: bool = True, timeout: float = 60.0) -> tuple[str, int]:
         """SIGKILL the primary; the sentinels must see it down (quorum) and promote the
         replica themselves. ``restart`` brings the dead one back as the new replica
-        (else call :meth:`revive_replica` before the set can settle again)."""
+        (else call :meth:`revive_replica` before the set can settle again).
+
+        Returns the master the sentinels named at the switch. After the restart a
+        loaded machine can make them fail over once more (the set then settles on
+        their choice), so the address is taken before it."""
         old_primary, old_replica = self.primary, self.replica
         old_primary.kill9()
         self._primary, self._replica = old_replica, old_primary
         wait_until(self._switched, timeout=timeout, what="the sentinels to promote the replica")
+        promoted = self.master_address()
         if restart:
             self.revive_replica(timeout)
-        return self.master_address()
+        return promoted
 
     def revive_replica(self, timeout: float = 60.0) -> None:
         """(Re)start the replica process replicating from the current primary, as the
