@@ -134,15 +134,16 @@ def test_prune_expired_removes_every_trace_from_the_indexes(make: Any) -> None:
 
 
 def test_a_renewed_instance_survives_and_stays_indexed(make: Any) -> None:
-    b = make(ttl_s=TTL_S)
+    ttl_s = TTL_S * 2  # a commit every ttl/10: a loaded machine may stall ~1.8 s
+    b = make(ttl_s=ttl_s)
     populate(b)
-    deadline = time.monotonic() + TTL_S * 3
+    deadline = time.monotonic() + ttl_s * 2
     version = 1
-    while time.monotonic() < deadline:  # keep KEYS[0] busy past several TTLs
+    while time.monotonic() < deadline:  # keep KEYS[0] busy past two TTLs
         version = b.store.commit(
             unit(KEYS[0], version, snap(items=version), next_due_ms=5, state_ids=("order",))
         ).version
-        time.sleep(TTL_S / 6)
+        time.sleep(ttl_s / 10)
     wait_expired(b, KEYS[1:])
     b.store.prune_expired()
     assert b.store.due_keys(10) == [(KEYS[0], 5)]
