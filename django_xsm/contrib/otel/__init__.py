@@ -33,7 +33,8 @@ except ImportError as exc:
         exc, "otel", extra="otel", module="opentelemetry.trace", distribution="opentelemetry-api"
     )
 
-from . import bridge
+from django_xsm.persistence.block import add_process_plugin, remove_process_plugin
+
 from . import outbox as _outbox
 from . import timers as _timers
 from .outbox import instrument_outbox
@@ -80,7 +81,7 @@ def instrument(
                 meter_provider=meter_provider,
                 machine_name=machine_name or _registry_name,
             )
-            bridge.adopt(plugin)
+            add_process_plugin(plugin)
             _timers.instrument_class(plugin)
             _outbox.instrument_class(plugin)
             _installed = plugin
@@ -98,7 +99,7 @@ def uninstrument() -> None:
     global _installed
     with _lock:
         if _installed is not None:
-            bridge.release(_installed)
+            remove_process_plugin(_installed)
         _timers.uninstrument_class()
         _outbox.uninstrument_class()
         _installed = None

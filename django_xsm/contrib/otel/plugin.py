@@ -23,8 +23,9 @@ client or of the chart's actions nest under them:
   ``nothing``: the block changed nothing and wrote nothing).
 
 An exception that ends a phase is recorded on its span (status ERROR,
-``error.type``). State values are compact JSON strings. The timing and
-error hooks come from :mod:`.bridge` until the block core calls them.
+``error.type``). State values are compact JSON strings. The spans come from
+the block's ``phase`` and ``on_replay`` hooks (see
+:class:`~django_xsm.persistence.block.Plugin`).
 """
 
 from __future__ import annotations
@@ -41,10 +42,9 @@ from opentelemetry import context, metrics, trace
 from opentelemetry.trace import Span, SpanKind
 
 from django_xsm.exceptions import ConflictError, EventNotAcceptedError, LockTimeoutError
-from django_xsm.persistence.block import PersistedInstance, Plugin
+from django_xsm.persistence.block import PersistedInstance, Plugin, process_plugins
 from django_xsm.persistence.records import CommitResult, StoredRecord
 
-from . import bridge
 from . import telemetry as t
 
 __all__ = ["OtelPlugin", "default_plugin"]
@@ -82,7 +82,6 @@ class OtelPlugin(Plugin):
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
-        bridge.install()
 
     # --- per-block state -----------------------------------------------------------
 
@@ -103,7 +102,7 @@ class OtelPlugin(Plugin):
         machine = block.machine
         return self.telemetry.machine(str(machine.id)) if machine is not None else ""
 
-    # --- the phases (hooks of .bridge) ---------------------------------------------
+    # --- the phases ---------------------------------------------------------------
 
     @contextlib.contextmanager
     def phase(self, block: PersistedInstance, name: str, event_type: str = "") -> Iterator[None]:
@@ -238,7 +237,7 @@ class OtelPlugin(Plugin):
 def default_plugin() -> OtelPlugin:
     """The plugin every block was given (``instrument()``), else a new one
     on the global providers."""
-    for plugin in bridge.adopted():
+    for plugin in process_plugins():
         if isinstance(plugin, OtelPlugin):
             return plugin
     return OtelPlugin()

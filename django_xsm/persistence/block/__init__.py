@@ -5,9 +5,11 @@
 - :mod:`.state`: what a block knows and its pure steps (open result ->
   engine instance, one event, the commit unit);
 - :mod:`.claims`: its idempotency claims;
-- :mod:`.instance`: :class:`PersistedInstance` and :class:`Plugin`; the
-  open / send / commit / release logic as generators of I/O requests
-  (:mod:`.requests`);
+- :mod:`.instance`: :class:`PersistedInstance`, :class:`Plugin` and the
+  plugins every block of the process gets (:func:`add_process_plugin`);
+  the open / send / commit / release logic as generators of I/O requests;
+- :mod:`.phases`: how the block runs the observer hooks ``phase`` and
+  ``on_replay``;
 - :mod:`.drivers`: ``persisted()`` (blocking) and ``apersisted()``
   (asyncio), which run those requests on the store, inbox and log.
 """
@@ -15,7 +17,23 @@
 from __future__ import annotations
 
 from .drivers import apersisted, persisted
-from .instance import PersistedInstance, Plugin
+from .instance import (
+    PersistedInstance,
+    Plugin,
+    add_process_plugin,
+    process_plugins,
+    remove_process_plugin,
+)
 from .options import BlockOptions, SendOptions
 
-__all__ = ["BlockOptions", "PersistedInstance", "Plugin", "SendOptions", "apersisted", "persisted"]
+__all__ = [
+    "BlockOptions",
+    "PersistedInstance",
+    "Plugin",
+    "SendOptions",
+    "add_process_plugin",
+    "apersisted",
+    "persisted",
+    "process_plugins",
+    "remove_process_plugin",
+]

@@ -67,6 +67,12 @@ class ClaimBook:
             )
         return self.plugin
 
+    @property
+    def inbox(self) -> Any:
+        """The inbox the claims go to (a block has claims and releases only
+        with an IdempotencyPlugin)."""
+        return self._plugin("A claim").inbox
+
     def claim_block(self, key: str, fingerprint: str, principal: str) -> None:
         """The claim for a key given when the block opens."""
         self._plugin("An idempotency_key")

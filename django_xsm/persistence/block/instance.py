@@ -1,5 +1,6 @@
 """PersistedInstance: what ``with persisted(...) as order`` hands the body,
-and :class:`Plugin`, the base of the hooks it calls.
+:class:`Plugin`, the base of the hooks it calls, and the plugins every
+block of the process gets (:func:`add_process_plugin`).
 
 The block's logic is written here once, as generators composed of the
 store's own operations (``yield from store.open_op(...)``, see
@@ -19,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from django_xsm.engine import to_event
@@ -34,10 +37,7 @@ from django_xsm.exceptions import (
 )
 from django_xsm.persistence.audit import AuditPlugin
 from django_xsm.persistence.base import StoreOp, retry_after_seconds
-from django_xsm.persistence.idempotency import (
-    IdempotencyPlugin,
-    ReplayedReceipt,
-)
+from django_xsm.persistence.idempotency import IdempotencyPlugin, ReplayedReceipt
 from django_xsm.persistence.locks import queue_for_lock
 from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import (
@@ -53,11 +53,19 @@ from django_xsm.persistence.records import (
 
 from .claims import SendClaim
 from .options import BlockOptions, SendOptions
+from .phases import NO_PHASE, notify_replay, phase_of
 from .state import BlockState
 
 logger = logging.getLogger("django_xsm.persistence")
 
-__all__ = ["PersistedInstance", "Plugin", "sort_plugins"]
+__all__ = [
+    "PersistedInstance",
+    "Plugin",
+    "add_process_plugin",
+    "process_plugins",
+    "remove_process_plugin",
+    "sort_plugins",
+]
 
 _SEND_OPTIONS = tuple(f.name for f in dataclasses.fields(SendOptions))
 
@@ -74,6 +82,14 @@ class Plugin:
     block's changes are durable, and in ``apersisted()`` the coroutine
     ``aafter_commit`` is awaited after it. ``on_lock_busy`` observes a
     pessimistic open's wait; its errors are logged, never raised.
+
+    Two observer hooks time the block (tracing): ``phase`` returns a
+    context manager entered before the phase ``"open"``, each ``"send"``
+    and ``"commit"`` starts and exited with the exception that ended it;
+    ``on_replay`` sees each send answered from the idempotency inbox. Their
+    errors are logged, never raised, and a ``phase`` cannot suppress the
+    block's exception. A block calls them only on plugins that override
+    them, decided when the block is built.
     """
 
     def on_load(self, block: PersistedInstance, record: StoredRecord | None) -> None:
@@ -102,27 +118,58 @@ class Plugin:
         event loop: the place for work that must not block it (async
         receivers, async I/O). Errors are logged, never raised."""
 
+    def phase(
+        self, block: PersistedInstance, name: str, event_type: str
+    ) -> AbstractContextManager[None]:
+        """Around phase ``name``: ``"open"`` (claims known at open, lock,
+        load, ``on_load``), ``"send"`` (one per ``send()`` / ``asend()`` /
+        ``send_reserved()`` / ``asend_reserved()``: its claim,
+        ``before_send``, the engine, ``after_send``; ``event_type`` is the
+        event's type, else ``""``) and ``"commit"`` (the exit of a block
+        whose body did not raise: the commit, or the release of a block that
+        changed nothing, and ``after_commit``). The context manager is exited
+        with the exception that ended the phase."""
+        return NO_PHASE
 
-def _split_options(kwargs: dict[str, Any]) -> tuple[dict[str, Any], SendOptions]:
-    """``send()``'s keyword arguments: (the payload, the send's options)."""
-    options = {name: kwargs.pop(name) for name in _SEND_OPTIONS if name in kwargs}
-    return kwargs, SendOptions(**options)
+    def on_replay(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
+        """Called when a send returns a
+        :class:`~django_xsm.persistence.idempotency.ReplayedReceipt` (its
+        key was processed before), inside that send's phase."""
 
 
-def _require_reserved(event: object, event_type: str) -> None:
-    if not reserved_namespace(event_type):
-        raise InvalidEventError(
-            f"send_reserved() sends only the reserved xstate.* and xsm.* events, not "
-            f"{brief(event_type)}",
-            event=event,
-            hint="send the chart's own events with send()",
-        )
+_process_lock = threading.Lock()
+_process: tuple[Plugin, ...] = ()
+
+
+def add_process_plugin(plugin: Plugin) -> None:
+    """Give every block built from now on ``plugin`` (a block given a plugin
+    of the same class keeps its own). Tracing (``django_xsm.contrib.otel``)
+    uses it; idempotent."""
+    global _process
+    if not isinstance(plugin, Plugin):
+        raise TypeError(f"{type(plugin).__name__} is not a Plugin")
+    with _process_lock:
+        if plugin not in _process:
+            _process = (*_process, plugin)
+
+
+def remove_process_plugin(plugin: Plugin) -> None:
+    """Stop giving new blocks ``plugin``."""
+    global _process
+    with _process_lock:
+        _process = tuple(p for p in _process if p is not plugin)
+
+
+def process_plugins() -> tuple[Plugin, ...]:
+    """The plugins every new block gets."""
+    return _process
 
 
 def sort_plugins(
     plugins: tuple[Any, ...],
 ) -> tuple[IdempotencyPlugin | None, AuditPlugin | None, list[Plugin]]:
-    """``(idempotency, audit, hooks)``: at most one of the first two."""
+    """``(idempotency, audit, hooks)``: at most one of the first two; the
+    hooks end with the process's plugins of a class the block has none of."""
     idempotency: IdempotencyPlugin | None = None
     audit: AuditPlugin | None = None
     hooks: list[Plugin] = []
@@ -143,7 +190,32 @@ def sort_plugins(
                 path="plugins",
                 hint="use IdempotencyPlugin, AuditPlugin or a Plugin subclass",
             )
+    for shared in _process:
+        if not any(isinstance(hook, type(shared)) for hook in hooks):
+            hooks.append(shared)
     return idempotency, audit, hooks
+
+
+def overriding(hooks: Sequence[Plugin], name: str) -> tuple[Plugin, ...]:
+    """The hooks whose class overrides :class:`Plugin`'s method ``name``."""
+    base = getattr(Plugin, name)
+    return tuple(hook for hook in hooks if getattr(type(hook), name) is not base)
+
+
+def _split_options(kwargs: dict[str, Any]) -> tuple[dict[str, Any], SendOptions]:
+    """``send()``'s keyword arguments: (the payload, the send's options)."""
+    options = {name: kwargs.pop(name) for name in _SEND_OPTIONS if name in kwargs}
+    return kwargs, SendOptions(**options)
+
+
+def _require_reserved(event: object, event_type: str) -> None:
+    if not reserved_namespace(event_type):
+        raise InvalidEventError(
+            f"send_reserved() sends only the reserved xstate.* and xsm.* events, not "
+            f"{brief(event_type)}",
+            event=event,
+            hint="send the chart's own events with send()",
+        )
 
 
 class PersistedInstance(BlockState):
@@ -160,6 +232,9 @@ class PersistedInstance(BlockState):
     def __init__(self, store: Any, key: str, machine: Any, options: BlockOptions) -> None:
         idempotency, audit, self.hooks = sort_plugins(options.plugins)
         super().__init__(store, key, machine, options, idempotency=idempotency, audit=audit)
+        # decided once: the hooks that observe phases and replays
+        self._phase_hooks = overriding(self.hooks, "phase")
+        self._replay_hooks = overriding(self.hooks, "on_replay")
         #: the inbox and log the block's operations write (they commit with the store)
         self.inbox = idempotency.inbox if idempotency is not None else None
         self.log = audit.log if audit is not None else None
@@ -192,15 +267,17 @@ class PersistedInstance(BlockState):
         IdempotencyPlugin). ``actor``/``reason``/``correlation_id`` go to
         the transition log. ``strict`` overrides the block's strictness.
         """
-        self._opened("use it inside 'with persisted(...)'")
-        opts = SendOptions(idempotency_key, actor, reason, correlation_id, strict)
-        return self._run(self._send_op(event, payload, opts))
+        with phase_of(self._phase_hooks, self, "send", event):
+            self._opened("use it inside 'with persisted(...)'")
+            opts = SendOptions(idempotency_key, actor, reason, correlation_id, strict)
+            return self._run(self._send_op(event, payload, opts))
 
     async def asend(self, event: object, /, **kwargs: Any) -> Any:
         """Awaitable :meth:`send` (same arguments); needed inside
         ``apersisted()`` for a key that was not known at open."""
-        self._opened("use it inside 'async with apersisted(...)'")
-        return await self._arun(self._send_op(event, *_split_options(kwargs)))
+        with phase_of(self._phase_hooks, self, "send", event):
+            self._opened("use it inside 'async with apersisted(...)'")
+            return await self._arun(self._send_op(event, *_split_options(kwargs)))
 
     def send_reserved(self, event: object, /, **kwargs: Any) -> Any:
         """Send an event of a reserved namespace (``xstate.*``, ``xsm.*``),
@@ -212,13 +289,15 @@ class PersistedInstance(BlockState):
         calls it, and a ``@stateful_view`` does not offer it. An event type
         outside the reserved namespaces is an ``InvalidEventError``: send
         it with :meth:`send`."""
-        self._opened("use it inside 'with persisted(...)'")
-        return self._run(self._send_op(event, *_split_options(kwargs), reserved=True))
+        with phase_of(self._phase_hooks, self, "send", event):
+            self._opened("use it inside 'with persisted(...)'")
+            return self._run(self._send_op(event, *_split_options(kwargs), reserved=True))
 
     async def asend_reserved(self, event: object, /, **kwargs: Any) -> Any:
         """Awaitable :meth:`send_reserved`."""
-        self._opened("use it inside 'async with apersisted(...)'")
-        return await self._arun(self._send_op(event, *_split_options(kwargs), reserved=True))
+        with phase_of(self._phase_hooks, self, "send", event):
+            self._opened("use it inside 'async with apersisted(...)'")
+            return await self._arun(self._send_op(event, *_split_options(kwargs), reserved=True))
 
     def _opened(self, hint: str) -> None:
         if self._driver is None:
@@ -268,16 +347,16 @@ class PersistedInstance(BlockState):
         if self.duplicate:
             replayed = self.claims.replay(etype, len(self.receipts))
             self.receipts.append(replayed)
-            return replayed
+            return self._replayed(etype, replayed)
         claim: SendClaim | None = None
         if opts.idempotency_key is not None:
             step = self.claims.prepare(etype, data, opts.idempotency_key)
             if isinstance(step, ReplayedReceipt):
-                return step
+                return self._replayed(etype, step)
             if step is not None:
                 got = self.claims.on_send((yield from self._claim_op(step)))
                 if isinstance(got, ReplayedReceipt):
-                    return got
+                    return self._replayed(etype, got)
                 claim = got
         self._check_not_poisoned()
         for hook in self.hooks:
@@ -287,10 +366,14 @@ class PersistedInstance(BlockState):
             hook.after_send(self, etype, receipt)
         return receipt
 
+    def _replayed(self, etype: str, receipt: ReplayedReceipt) -> ReplayedReceipt:
+        if self._replay_hooks:
+            notify_replay(self._replay_hooks, self, etype, receipt)
+        return receipt
+
     def _claim_op(self, request: ClaimRequest) -> StoreOp[ClaimOutcome]:
-        assert self.inbox is not None  # a claim needs the IdempotencyPlugin
         try:
-            outcome: ClaimOutcome = yield from self.inbox.claim_op(request)
+            outcome: ClaimOutcome = yield from self.claims.inbox.claim_op(request)
         except GeneratorExit:
             raise  # closed before the claim was sent: nothing to release
         except BaseException:
@@ -306,27 +389,32 @@ class PersistedInstance(BlockState):
         pessimistic lock is polled until its timeout) and turn the record
         into a live instance whose sends run on ``driver``, the store's
         (awaited when ``is_async``)."""
-        try:
-            result = yield from self._open_polling()
-            self._apply_open(result)
-            if result.lock_held_ms and self.options.lock.yields_to_holder and not self.duplicate:
-                # our commit would lose to the holder: give up before the body runs
-                raise ConflictError(
-                    self.key,
-                    expected=self.version,
-                    actual=self.version,
-                    reason="lock",
-                    held_lock=False,
-                    retry_after_s=retry_after_seconds(result.lock_held_ms),
-                )
-            for hook in self.hooks:
-                hook.on_load(self, self.record)
-        except BaseException:
-            # Whatever failed (a lost reply included), nothing of ours may
-            # outlive the failed open: drop the claim and the lock we may hold.
-            yield from self._abort_op()
-            raise
-        self._driver, self._async = driver, is_async
+        with phase_of(self._phase_hooks, self, "open"):
+            try:
+                result = yield from self._open_polling()
+                self._apply_open(result)
+                if (
+                    result.lock_held_ms
+                    and self.options.lock.yields_to_holder
+                    and not self.duplicate
+                ):
+                    # our commit would lose to the holder: give up before the body runs
+                    raise ConflictError(
+                        self.key,
+                        expected=self.version,
+                        actual=self.version,
+                        reason="lock",
+                        held_lock=False,
+                        retry_after_s=retry_after_seconds(result.lock_held_ms),
+                    )
+                for hook in self.hooks:
+                    hook.on_load(self, self.record)
+            except BaseException:
+                # Whatever failed (a lost reply included), nothing of ours may
+                # outlive the failed open: drop the claim and the lock we may hold.
+                yield from self._abort_op()
+                raise
+            self._driver, self._async = driver, is_async
 
     def _open_polling(self) -> StoreOp[OpenResult]:
         lock = self.options.lock
@@ -361,21 +449,21 @@ class PersistedInstance(BlockState):
         if failed:
             yield from self._abort_op()
             return
-        try:
-            unit = self._commit_unit()
-            result = yield from self._commit_op(unit)
-        except BaseException:
-            yield from self._abort_op()
-            raise
-        if result is not None:
-            self._on_committed(result)
+        with phase_of(self._phase_hooks, self, "commit"):
+            try:
+                unit = self._commit_unit()
+                result = yield from self._commit_op(unit)
+            except BaseException:
+                yield from self._abort_op()
+                raise
+            if result is not None:
+                self._on_committed(result)
 
     def _commit_op(self, unit: CommitUnit) -> StoreOp[CommitResult | None]:
         if _saves_nothing(unit):
             # Nothing to save: drop unconsumed claims and the lock.
             for release in unit.releases:
-                assert self.inbox is not None  # only a block with claims has releases
-                yield from self.inbox.release_op(release)
+                yield from self.claims.inbox.release_op(release)
             if unit.release_lock:
                 yield from self.store.release_lock_op(self.key, unit.lock_token)
             return None
@@ -404,9 +492,8 @@ class PersistedInstance(BlockState):
                 yield from self.store.release_lock_op(self.key, self.token)
 
     def _release_quietly(self, release: InboxRelease) -> StoreOp[None]:
-        assert self.inbox is not None  # only a block with claims releases one
         with contextlib.suppress(Exception):
-            yield from self.inbox.release_op(release)
+            yield from self.claims.inbox.release_op(release)
 
     def __repr__(self) -> str:
         state = self.instance.value if self.instance is not None else "<not open>"

@@ -3,7 +3,7 @@ memory, an SDK meter provider read in memory (``telemetry``).
 
 The providers are passed to the plugins (never set globally), so every test
 sees only its own spans and points. Every test ends with ``instrument()``
-and the bridge undone.
+undone.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 
 from django_xsm.contrib import otel
-from django_xsm.contrib.otel import bridge
 from tests.django.otel.support import Telemetry
 
 
@@ -38,6 +37,5 @@ def telemetry() -> Iterator[Telemetry]:
         yield Telemetry(tracer_provider, exporter, meter_provider, reader)
     finally:
         otel.uninstrument()
-        bridge.uninstall()
         meter_provider.shutdown()
         tracer_provider.shutdown()

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.request_path import probe
 from django_xsm import backend as stores
 from django_xsm.contrib import otel
-from django_xsm.contrib.otel import bridge
 from django_xsm.persistence import DueTimerScanner, persisted
+from django_xsm.persistence.block import process_plugins
 from django_xsm.redis import RedisOutbox
 from django_xsm.registry import machines
 from tests.django.otel.support import Telemetry, children_of
 from tests.django.otel.test_timers_outbox import ORDER
+from tests.django.test_request_path import MAX_FRAMES
 
 
 def _instrument(telemetry: Telemetry) -> otel.OtelPlugin:
@@ -102,7 +104,7 @@ def test_uninstrument_stops_tracing_new_blocks(
 ) -> None:
     _instrument(telemetry)
     otel.uninstrument()
-    assert otel.instrumented() is None and bridge.adopted() == ()
+    assert otel.instrumented() is None and process_plugins() == ()
     with machines["ticket"].objects.open("ticket:u1") as block:
         block.send("BUMP")
         assert not any(isinstance(h, otel.OtelPlugin) for h in block.hooks)
@@ -111,3 +113,16 @@ def test_uninstrument_stops_tracing_new_blocks(
     assert outbox.take("w1") == []
     assert telemetry.spans() == []
     assert telemetry.points("xsm.outbox.lag") == telemetry.points("xsm.commits") == []
+
+
+def test_tracing_adds_no_frame_at_commit(
+    client: Any, backend: stores.Backend, telemetry: Telemetry
+) -> None:
+    """The block enters the phases with plain context managers: a traced
+    request is as deep at ``COMMIT`` as an untraced one
+    (tests/django/test_request_path.py)."""
+    _instrument(telemetry)
+    path = probe("key", lambda: client.post("/t/f1/bump", HTTP_IDEMPOTENCY_KEY="f1"))
+    assert path.loops == 1 and path.count <= MAX_FRAMES["key"], path.frames
+    commit = telemetry.span("xsm.commit").attributes or {}
+    assert commit["xsm.commit.outcome"] == "committed"

@@ -1,6 +1,6 @@
-"""The bridge calls phase / on_lock_busy / on_replay around the block's own
-steps, changes nothing for blocks whose plugins do not define them, and
-never lets a hook's error change what a block does."""
+"""The block calls the observer hooks phase / on_lock_busy / on_replay
+around its own steps, only on plugins that override them, and never lets a
+hook's error change what a block does."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from django_xsm.contrib.otel import bridge
+from django_xsm.engine import MachineLogic, create_machine
 from django_xsm.exceptions import LockTimeoutError, StoreUnavailableError
 from django_xsm.persistence import (
     IdempotencyPlugin,
@@ -20,9 +20,37 @@ from django_xsm.persistence import (
     PersistedInstance,
     PessimisticLock,
     Plugin,
+    apersisted,
     persisted,
 )
-from tests.django.otel.test_spans import MACHINE
+from django_xsm.persistence.block import (
+    add_process_plugin,
+    process_plugins,
+    remove_process_plugin,
+)
+from django_xsm.persistence.block.instance import overriding
+from django_xsm.redis import AsyncRedisInbox, AsyncRedisStore
+
+fakeredis = pytest.importorskip("fakeredis")
+
+
+def _add(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+    ctx["items"] += 1
+
+
+def _boom(instance: Any, ctx: dict[str, Any], event: Any, action: Any) -> None:
+    raise RuntimeError("boom")
+
+
+MACHINE = create_machine(
+    {
+        "id": "order",
+        "initial": "cart",
+        "context": {"items": 0},
+        "states": {"cart": {"on": {"ADD": {"actions": "add"}, "BOOM": {"actions": "boom"}}}},
+    },
+    logic=MachineLogic(actions={"add": _add, "boom": _boom}),
+)
 
 
 class Recorder(Plugin):
@@ -58,13 +86,6 @@ class Recorder(Plugin):
 
     def on_replay(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
         self.calls.append(f"on_replay {event_type}")
-
-
-@pytest.fixture(autouse=True)
-def _bridge() -> Iterator[None]:
-    bridge.install()
-    yield
-    bridge.uninstall()
 
 
 def test_the_phases_wrap_the_block_hooks_in_order() -> None:
@@ -123,23 +144,65 @@ def test_busy_locks_and_replays_reach_their_hooks() -> None:
     assert rec.calls.count("after_send ADD") == 1  # the replay ran nothing
 
 
-def test_blocks_without_bridged_hooks_run_the_original_generators() -> None:
-    with persisted(MemoryStore(), "order:1", MACHINE) as order:
-        op = order.close_op(failed=True)
-        assert op.__name__ == "close_op"  # not a phase wrapper
-        op.close()
-        order.closed = False
+def test_only_plugins_that_override_a_hook_are_asked() -> None:
+    class Loader(Plugin):
+        def on_load(self, block: PersistedInstance, record: Any) -> None:
+            pass
+
+    rec, loader = Recorder(), Loader()
+    assert overriding([loader, rec], "phase") == (rec,)
+    assert overriding([loader, rec], "on_replay") == (rec,)
+    with persisted(MemoryStore(), "order:1", MACHINE, plugins=[loader]) as order:
+        assert Plugin().phase(order, "send", "ADD").__enter__() is None  # the null default
+        order.send("ADD")
     rec = Recorder()
     with persisted(MemoryStore(), "order:1", MACHINE, plugins=[rec]) as order:
         op = order.close_op(failed=False)
-        assert op.__name__ == "_phased"  # around the commit phase
-        op.close()  # abandoned before it started: nothing ran
+        op.close()  # abandoned before it started: no phase entered
         assert "enter commit" not in rec.calls
         order.closed = False
 
 
+async def test_an_async_block_runs_the_same_phases() -> None:
+    client = fakeredis.FakeAsyncRedis()
+    store = AsyncRedisStore(client, prefix="hooks")
+    inbox = AsyncRedisInbox(client, prefix="hooks")
+    rec = Recorder()
+    plugins = [IdempotencyPlugin(inbox), rec]
+    for _ in range(2):
+        async with apersisted(store, "order:1", MACHINE, plugins=plugins) as order:
+            await order.asend("ADD", idempotency_key="e1")
+    assert rec.calls[:10] == [
+        "enter open",
+        "on_load",
+        "exit open",
+        "enter send ADD",
+        "before_send ADD",
+        "after_send ADD",
+        "exit send",
+        "enter commit",
+        "after_commit v1",
+        "exit commit",
+    ]
+    assert rec.calls[10:] == [
+        "enter open",
+        "on_load",
+        "exit open",
+        "enter send ADD",
+        "on_replay ADD",
+        "exit send",
+        "enter commit",
+        "exit commit",
+    ]
+    rec.calls.clear()
+    with pytest.raises(RuntimeError, match="boom"):
+        async with apersisted(store, "order:1", MACHINE, plugins=plugins) as order:
+            order.send("BOOM")
+    assert rec.calls[-1] == "exit send RuntimeError" and "enter commit" not in rec.calls
+
+
 class Broken(Plugin):
-    """Every bridged hook raises; the phase also tries to swallow errors."""
+    """Every observer hook raises; the phase also tries to swallow errors."""
 
     def __init__(self, where: str) -> None:
         self.where = where
@@ -164,31 +227,36 @@ def test_hook_errors_are_logged_never_raised(where: str, caplog: pytest.LogCaptu
     store = MemoryStore()
     inbox = MemoryInbox(store)
     plugins = [IdempotencyPlugin(inbox), Broken(where)]
-    with caplog.at_level(logging.ERROR, logger="django_xsm.contrib.otel"):
+    with caplog.at_level(logging.ERROR, logger="django_xsm.persistence"):
         for _ in range(2):
             with persisted(store, "order:1", MACHINE, plugins=plugins) as order:
                 order.send("ADD", idempotency_key="e1")
     assert store.load("order:1").snapshot["context"]["items"] == 1
-    assert any("phase hook" in r.getMessage() for r in caplog.records)
-    assert any("on_replay hook" in r.getMessage() for r in caplog.records)
+    failures = [r.getMessage().split(" hook ")[0] for r in caplog.records]
+    assert failures.count("phase") == 6  # each of 3 phases of 2 blocks, once
+    assert failures.count("on_replay") == 1
     with pytest.raises(RuntimeError, match="boom"):  # not swallowed by the phase
         with persisted(store, "order:1", MACHINE, plugins=plugins) as order:
             order.send("BOOM")
 
 
-def test_adopted_plugins_join_every_block_once_and_uninstall_restores() -> None:
+def test_process_plugins_join_every_block_once() -> None:
     rec = Recorder()
-    bridge.adopt(rec)
-    bridge.adopt(rec)
-    assert bridge.adopted() == (rec,)
-    own = Recorder()
-    with persisted(MemoryStore(), "order:1", MACHINE, plugins=[own]) as order:
-        assert [h for h in order.hooks if isinstance(h, Recorder)] == [own]
+    add_process_plugin(rec)
+    try:
+        add_process_plugin(rec)
+        assert process_plugins() == (rec,)
+        own = Recorder()
+        with persisted(MemoryStore(), "order:1", MACHINE, plugins=[own]) as order:
+            assert [h for h in order.hooks if isinstance(h, Recorder)] == [own]
+        with persisted(MemoryStore(), "order:1", MACHINE) as order:
+            assert order.hooks == [rec]
+            order.send("ADD")
+        assert rec.calls[-1] == "exit commit"  # its phases run too
+        with pytest.raises(TypeError):
+            add_process_plugin(object())  # type: ignore[arg-type]
+    finally:
+        remove_process_plugin(rec)
+    assert process_plugins() == ()
     with persisted(MemoryStore(), "order:1", MACHINE) as order:
-        assert order.hooks == [rec]
-    with pytest.raises(TypeError):
-        bridge.adopt(object())  # type: ignore[arg-type]
-    bridge.uninstall()
-    assert not bridge.installed() and bridge.adopted() == ()
-    assert PersistedInstance.send.__name__ == "send"
-    assert "__wrapped__" not in PersistedInstance.__dict__["open_op"].__dict__
+        assert order.hooks == []
