@@ -382,4 +382,6 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
 
 def _listed(words: list[str], conjunction: str) -> str:
     """``"a, b and c"``."""
-    return f" {conjunction} ".join([", ".join(words[:-1]), words[-1]] if words[1:] else words)
+    if len(words) < 2:
+        return "".join(words)
+    return f"{', '.join(words[:-1])} {conjunction} {words[-1]}"
