@@ -165,6 +165,34 @@ def test_state_shape_errors(patch: dict[str, Any], path: str, needle: str) -> No
     assert needle in str(err)
 
 
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            "xstate.emit",
+            "states.paid.entry: 'xstate.emit' needs an event "
+            '({"type": "xstate.emit", "event": {"type": "E"}})',
+        ),
+        (
+            {"type": "xstate.assign"},
+            "states.paid.entry: Built-in action 'xstate.assign' is not supported "
+            "(only 'xstate.raise' and 'xstate.emit' are)",
+        ),
+        (
+            5,
+            'states.paid.entry: An action must be a name, {"type": name, "params": {...}}, '
+            "an xstate.raise or an xstate.emit",
+        ),
+    ],
+)
+def test_built_in_action_problems_name_the_registered_actions(entry: Any, problem: str) -> None:
+    """The built-in actions a problem lists come from their registry
+    (``django_xsm.engine.actions``); the string form names no event."""
+    config = base()
+    config["states"]["paid"] = {"entry": entry}
+    assert error_for(config).problems == (problem,)
+
+
 def test_conflicting_multiple_targets() -> None:
     config = base()
     config["states"]["cart"]["on"]["PAY"] = {"target": ["paid", "shipped"]}

@@ -14,11 +14,11 @@ from types import MappingProxyType
 from typing import Any
 
 from django_xsm.brief import brief
+from django_xsm.engine.actions import BUILTIN_ACTIONS
 from django_xsm.engine.events import after_event_type, done_event_type, is_wildcard
 from django_xsm.exceptions import InvalidConfigError
 
 from .compiled import Chart
-from .config_transitions import EMIT, RAISE
 from .cycles import check_history_cycles
 from .logic import MachineLogic
 from .model import (
@@ -304,14 +304,10 @@ class _Binder:
         self.missing: Problems = []
 
     def action(self, spec: ActionSpec) -> Action:
+        builtin = BUILTIN_ACTIONS.get(spec.type)
+        if builtin is not None:
+            return builtin.compile(spec)
         params = MappingProxyType(spec.params) if spec.params is not None else None
-        if spec.type in (RAISE, EMIT):
-            return Action(
-                spec.type,
-                None,
-                spec.path,
-                builtin_event=MappingProxyType(dict(spec.builtin_event or {})),
-            )
         fn = self.actions.get(spec.type)
         if fn is None:
             self._missing("action", spec.type, spec.path, self.actions)

@@ -8,9 +8,9 @@ Accepted shapes (XState v5 JSON):
   a list of those tried in order;
 * ``after``: ``{"1000": transition-like, "TIMEOUT": ...}`` or the v4 list
   form ``[{"delay": 1000, "target": ...}, ...]``;
-* actions: ``"name"``, ``{"type": "name", "params": {...}}``,
-  ``{"type": "xstate.raise" | "xstate.emit", "event": "E" | {"type": "E", ...}}``
-  or a list;
+* actions: ``"name"``, ``{"type": "name", "params": {...}}``, a built-in
+  action (``{"type": "xstate.raise", "event": ...}``: each parses its own
+  form, :mod:`django_xsm.engine.actions`) or a list;
 * guards: ``"name"`` or ``{"type": "name", "params": {...}}``.
 """
 
@@ -21,16 +21,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from django_xsm.brief import brief
+from django_xsm.engine.actions import BUILTIN_ACTIONS, builtin_action
 from django_xsm.engine.events import is_valid_descriptor
 
 from .logic import MAX_DELAY_MS
 from .problems import check_json_depth, path_join, suggest
 from .specs import ActionSpec, GuardSpec, Problems, StateSpec, TransitionSpec
 
-__all__ = ["EMIT", "RAISE", "parse_actions", "parse_initial", "parse_transitions"]
+__all__ = ["parse_actions", "parse_initial", "parse_transitions"]
 
-RAISE = "xstate.raise"
-EMIT = "xstate.emit"
 TRANSITION_KEYS = frozenset(
     {"target", "actions", "guard", "cond", "reenter", "description", "meta"}
 )
@@ -348,21 +347,13 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
                 continue
             out += parse_actions(item, path_join(path, i), problems)
         return out
+    builtin = builtin_action(value)
+    if builtin is not None:
+        spec = builtin.parse(value, path, problems)
+        return [] if spec is None else [spec]
     if isinstance(value, str) and value:
-        if value in (RAISE, EMIT):
-            problems.append(
-                (
-                    f"{brief(value)} needs an event",
-                    path,
-                    f'{{"type": "{value}", "event": {{"type": "E"}}}}',
-                )
-            )
-            return []
         return [ActionSpec(value, None, path)]
     if isinstance(value, Mapping):
-        name = value.get("type")
-        if name in (RAISE, EMIT):
-            return _builtin_action(name, value, path, problems)
         ref = _reference(value)
         if ref is not None:
             name, params = ref
@@ -371,7 +362,7 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
                     (
                         f"Built-in action {brief(name)} is not supported",
                         path,
-                        f"only {RAISE!r} and {EMIT!r} are",
+                        f"only {_listed([repr(n) for n in BUILTIN_ACTIONS], 'and')} are",
                     )
                 )
                 return []
@@ -380,8 +371,8 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
             return [ActionSpec(name, params, path)]
     problems.append(
         (
-            'An action must be a name, {"type": name, "params": {...}}, an xstate.raise '
-            "or an xstate.emit",
+            'An action must be a name, {"type": name, "params": {...}}, '
+            + _listed([f"an {n}" for n in BUILTIN_ACTIONS], "or"),
             path,
             "",
         )
@@ -389,28 +380,8 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
     return []
 
 
-def _builtin_action(
-    name: str, value: Mapping[str, Any], path: str, problems: Problems
-) -> list[ActionSpec]:
-    """``xstate.raise`` (queue an internal event) or ``xstate.emit`` (hand
-    an event to the outbox): both carry one event, a type or a dict."""
-    extra = [k for k in value if k not in ("type", "event")]
-    event = value.get("event")
-    epath = path_join(path, "event")
-    if extra:
-        problems.append(
-            (
-                f"Unsupported key {brief(extra[0])} in {name}",
-                path_join(path, extra[0]),
-                "only 'event' is supported (no delays)",
-            )
-        )
-        return []
-    if isinstance(event, str) and event:
-        return [ActionSpec(name, None, path, {"type": event})]
-    if isinstance(event, Mapping) and isinstance(event.get("type"), str) and event["type"]:
-        if not check_json_depth(event, epath, problems):
-            return []
-        return [ActionSpec(name, None, path, dict(event))]
-    problems.append((f'{name} needs an event: a type string or {{"type": ..., ...}}', epath, ""))
-    return []
+def _listed(words: list[str], conjunction: str) -> str:
+    """``"a, b and c"``."""
+    if len(words) < 2:
+        return "".join(words)
+    return f"{', '.join(words[:-1])} {conjunction} {words[-1]}"

@@ -7,7 +7,8 @@
 * ``configuration``: interned sets of active states and their XState values;
 * ``selection``: which transitions an event enables;
 * ``microstep``: one microstep computed as a plan; ``macrostep``: plans run
-  to completion; ``runner``: one ``send()`` (cached selections, rollback);
+  to completion (a built-in action runs through its module of
+  :mod:`django_xsm.engine.actions`); ``runner``: one ``send()`` (cached selections, rollback);
 * ``deadlines``, ``context``, ``snapshot``, ``results``: armed delayed
   transitions, context copies, the snapshot dict, the receipts and pure
   results handed back.

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django_xsm.brief import brief
+from django_xsm.engine.actions import BUILTIN_ACTIONS
 from django_xsm.engine.chart.logic import MAX_DELAY_MS
 from django_xsm.engine.chart.model import Action, Guard, StateNode, Transition
 from django_xsm.engine.events import AFTER_PREFIX, Event, to_event
@@ -26,7 +27,7 @@ from django_xsm.exceptions import InvalidConfigError, MicrostepLimitError
 from . import observe
 from .context import MappingView, ReadOnlyError, copy_data
 from .deadlines import delay_ms
-from .microstep import OP_ARM, OP_CALL, OP_EMIT, OP_RAISE, MicroPlan, compute_plan
+from .microstep import OP_ARM, OP_BUILTIN, OP_CALL, MicroPlan, compute_plan
 from .program import Program
 from .results import ActionCall
 from .selection import select_eventless, select_transitions
@@ -50,6 +51,24 @@ class Marker:
 
 
 UNCHANGED: Any = Marker("UNCHANGED")  # no context copy taken: nothing to compare
+
+
+class _Effects:
+    """What the built-in actions of one macrostep do (:class:`Effects` of
+    :mod:`django_xsm.engine.actions`): raised events join its queue, emitted
+    ones (copied) the step's list."""
+
+    __slots__ = ("emitted", "queue")
+
+    def __init__(self, emitted: list[dict[str, Any]]) -> None:
+        self.queue: deque[Event] = deque()
+        self.emitted = emitted
+
+    def raise_event(self, event: Event) -> None:
+        self.queue.append(event)
+
+    def emit_event(self, event: dict[str, Any]) -> None:
+        self.emitted.append(copy_data(event))
 
 
 class Stepper:
@@ -196,7 +215,7 @@ class Stepper:
                 cfg.plans[key] = plan
         return plan
 
-    def _run_plan(self, plan: MicroPlan, event: Event, queue: deque[Event]) -> None:
+    def _run_plan(self, plan: MicroPlan, event: Event, effects: _Effects) -> None:
         state = self._state
         if plan.history_updates:
             state.record_history(plan.history_updates)
@@ -205,15 +224,12 @@ class Stepper:
         for kind, item in plan.ops:
             if kind == OP_CALL:
                 self._call(item, event)
-            elif kind == OP_RAISE:
-                data = dict(item.builtin_event)
-                queue.append(Event(data.pop("type"), data))
-            elif kind == OP_EMIT:
-                self._emitted.append(copy_data(dict(item.builtin_event)))
+            elif kind == OP_BUILTIN:
+                BUILTIN_ACTIONS[item.type].execute(item, effects)
             elif kind == OP_ARM:
                 self._arm(item, event)
             else:
-                queue.append(Event(item))
+                effects.queue.append(Event(item))
         state.move_to(plan.new_cfg)
         if plan.done:
             state.finish()
@@ -229,11 +245,12 @@ class Stepper:
         state = self._state
         root = self._program.chart.root
         limit = self._program.max_microsteps
-        queue: deque[Event] = deque()
+        effects = _Effects(self._emitted)
+        queue = effects.queue
         taken: list[Transition] = []
         steps = 0
         if first is not None:
-            self._run_plan(first, event, queue)
+            self._run_plan(first, event, effects)
             taken += first.transitions
             steps = 1
         select_eventless_now = True
@@ -245,7 +262,7 @@ class Stepper:
                 if enabled:
                     plan = self._plan_for(enabled)
                     before = self._context_marker(plan)
-                    self._run_plan(plan, event, queue)
+                    self._run_plan(plan, event, effects)
                     # eventless transitions are selected again after one that
                     # changed the configuration, the history or the context
                     # (whatever else it did: raised, armed, emitted); XState
@@ -266,7 +283,7 @@ class Stepper:
                 if not found:
                     continue
                 plan = self._plan_for(found)
-                self._run_plan(plan, event, queue)
+                self._run_plan(plan, event, effects)
             steps += 1
             if steps > limit:
                 raise MicrostepLimitError(limit, state_ids=state.cfg.state_ids)

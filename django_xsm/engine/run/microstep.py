@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_xsm.engine.chart.config_transitions import EMIT
+from django_xsm.engine.actions import BUILTIN_ACTIONS
 from django_xsm.engine.chart.model import (
     COMPOUND,
     FINAL,
@@ -37,9 +37,10 @@ from .selection import (
     uses_history,
 )
 
-__all__ = ["OP_ARM", "OP_CALL", "OP_DONE", "OP_EMIT", "OP_RAISE", "MicroPlan", "compute_plan"]
+__all__ = ["OP_ARM", "OP_BUILTIN", "OP_CALL", "OP_DONE", "MicroPlan", "compute_plan"]
 
-OP_CALL, OP_RAISE, OP_ARM, OP_DONE, OP_EMIT = 0, 1, 2, 3, 4
+# OP_CALL: a named action; OP_BUILTIN: a built-in action (engine.actions)
+OP_CALL, OP_BUILTIN, OP_ARM, OP_DONE = 0, 1, 2, 3
 Op = tuple[int, Any]
 
 
@@ -99,10 +100,7 @@ class MicroPlan:
 
 
 def _action_ops(actions: tuple[Action, ...]) -> list[Op]:
-    return [
-        (OP_CALL if a.builtin_event is None else OP_EMIT if a.type == EMIT else OP_RAISE, a)
-        for a in actions
-    ]
+    return [(OP_BUILTIN if a.type in BUILTIN_ACTIONS else OP_CALL, a) for a in actions]
 
 
 class _EntrySet:
