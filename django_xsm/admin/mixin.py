@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import django
 from django.apps import apps
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -65,7 +64,7 @@ from .actions import PayloadForm, preview_effect
 from .diagram import render_svg, short_id
 from .filters import StatechartStateFilter
 from .pages import deadline_rows, log_page
-from .support import actor_of, display_json, display_value
+from .support import actor_of, display_json, display_value, page_context
 
 __all__ = ["StatechartAdminMixin"]
 
@@ -168,17 +167,11 @@ class StatechartAdminMixin(_ModelAdmin):
                              problem=f"No {self.opts.verbose_name} with ID “{pk}” exists now.")
                 for pk in posted if pk not in found
             ]  # fmt: skip
-        opts = self.opts
         title = f"Send {event} to {len(rows)} {noun}"
         step = "apply" if request.POST.get("step") == "apply" else "preview"
         token = request.POST.get("token", "") if step == "apply" else bulk.new_token()
         context = {
-            **self.admin_site.each_context(request),
-            "title": title,
-            "opts": opts,
-            "app_label": opts.app_label,
-            "xsm_crumbs": self._crumbs(None, "Bulk send"),
-            "xsm_crumbs_ol": django.VERSION >= (6, 0),
+            **page_context(self, request, title, self._crumbs(None, "Bulk send")),
             "rows": rows,
             "event": event,
             "noun": noun,
@@ -402,15 +395,11 @@ class StatechartAdminMixin(_ModelAdmin):
                 # it is accepted (an event that needs no data); a refusal or
                 # an error waits for the user's own payload and preview.
                 effect, error = {}, ""
-        opts, obj = self.opts, target.obj
+        obj = target.obj
         send_url = self.statechart_url("send", obj, target.field.name)
+        here = f"Send {event}"
         context = {
-            **self.admin_site.each_context(request),
-            "title": f"Send {event} to {obj}",
-            "xsm_crumbs": self._crumbs(obj, f"Send {event}"),
-            "xsm_crumbs_ol": django.VERSION >= (6, 0),
-            "opts": opts,
-            "app_label": opts.app_label,
+            **page_context(self, request, f"{here} to {obj}", self._crumbs(obj, here)),
             "original": obj,
             "field_label": capfirst(target.field.verbose_name),
             "key": key,
