@@ -6,24 +6,13 @@
     class OrderAdmin(StatechartAdminMixin, admin.ModelAdmin):
         list_display = ["id", "total", "status"]
 
-For every ``StatechartField`` of the model, the mixin adds the state column
-to ``list_display`` and a :class:`~.filters.StatechartStateFilter` to
-``list_filter`` (when they do not name it already), and a panel to the
-change page: current state, the chart with its active states, context
-(redacted), deadlines, the events the user may send as buttons and the
-transition log. A button opens
-``<object_id>/statechart/<field>/send/?event=E``: the preview of the XSM
-browser's send page, then a CSRF-checked POST sends the event as the admin
-user (``reason="admin"``), recorded in the transition log and in the admin
-history (``LogEntry``). It needs the ModelAdmin's change permission and
-what the machine's ``PERMISSIONS`` asks for the event, about the row
-(``may_send``).
-
-The changelist gets an action per field and event the user may send
-("Send PAY to the selected orders (status)"): a preview of every selected
-row (how many will accept, how many refuse and why), then a confirmation
-that sends to each row once (:mod:`.bulk`), records a ``LogEntry`` per row
-changed and lists each row's outcome.
+For every ``StatechartField`` of the model the mixin adds the state column
+and its :class:`~.filters.StatechartStateFilter`, a panel on the change
+page whose buttons open ``<object_id>/statechart/<field>/send/?event=E``
+(a preview, then a CSRF-checked POST sent as the admin user with
+``reason="admin"``; it needs the change permission and what the machine's
+``PERMISSIONS`` asks, about the row), and a changelist action per field
+and event (:mod:`.bulk`). What each page shows: docs/admin.md.
 """
 
 from __future__ import annotations
