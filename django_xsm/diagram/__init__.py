@@ -7,7 +7,7 @@ and every chart string in it is escaped: the admin inlines it. Used by
 the admin (the XSM pages and ``StatechartAdminMixin``) and by
 ``manage.py xsm_graph``; it sits below both in the layers so each may
 import it. ``XSM['DIAGRAM']['RENDERER']`` picks the SVG renderer
-(:class:`~django_xsm.conf.Diagram`).
+(:class:`~django_xsm.conf.values.Diagram`).
 """
 
 from __future__ import annotations
