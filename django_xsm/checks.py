@@ -1,45 +1,9 @@
 """System checks (``manage.py check``; ``--deploy`` adds the deploy ones).
 
-Errors (E002-E006, E008 and E009 are the connection problems of
-:mod:`django_xsm.backend.readiness`, which the backend refuses to build on)
-  ``xsm.E001`` the XSM setting is invalid (unknown key, wrong type or value,
-  or values that do not fit together, e.g. ``DURABILITY['TIMEOUT_MS']``
-  above half the socket timeout)
-  ``xsm.E002`` ``PREFIX`` missing or not 1-64 of ``A-Z a-z 0-9 _ . - : /``
-  ``xsm.E003`` both ``REDIS_URL`` and ``CACHE_ALIAS`` are set
-  ``xsm.E004`` ``REDIS_URL`` is not a ``redis://``, ``rediss://`` or ``unix://`` URL
-  ``xsm.E005`` ``CACHE_ALIAS`` names no cache in ``CACHES``
-  ``xsm.E006`` ``CACHE_ALIAS`` is not an unsharded django-redis cache
-  ``xsm.E007`` a machine of ``MACHINES`` cannot be loaded
-  ``xsm.E008`` no Redis configured and ``DEBUG`` is off (no embedded default)
-  ``xsm.E009`` the embedded default needs fakeredis and lupa
-  ``xsm.E010`` ``ACTOR``, ``IDEMPOTENCY.PRINCIPAL`` or ``CODEC`` cannot be imported
-  ``xsm.E013`` a chart emits an event type no ``OUTBOX.HANDLERS`` pattern takes
-  ``xsm.E014`` an ``OUTBOX.HANDLERS`` handler cannot be imported or is not a handler
-
-Warnings
-  ``xsm.W001`` ``LOCK_TTL_MS`` is shorter than the request timeout
-  ``xsm.W002`` ``IDEMPOTENCY.LEASE_S`` is shorter than the request timeout
-  ``xsm.W003`` ``MACHINES`` is empty
-  ``xsm.W004`` ``EMBEDDED`` is forced on while ``DEBUG`` is off
-  ``xsm.W005`` the ``CACHE_ALIAS`` client has no socket timeouts
-  ``xsm.W006`` a machine's ``PERMISSIONS`` names an ``"app_label.codename"``
-  permission no installed model declares (a typo, or a module path such as
-  ``"orders.perms"`` taken for a permission); asks no database
-
-Deploy (``--deploy``)
-  ``xsm.W010`` ``REDIS_URL`` is plaintext ``redis://`` to a non-local host
-  ``xsm.W011`` the store is the in-process embedded fakeredis
-  ``xsm.W012`` (``--deploy``) the Redis server keeps nothing on disk
-  ``xsm.E011`` (``--deploy``) the Redis server refuses the credentials or ACL
-  ``xsm.E012`` (``--deploy``) a plain client talks to a Redis Cluster node,
-  or a cluster client to a server without cluster mode
-  ``xsm.W013`` (``--deploy``) the namespace has fewer than 8 buckets per
-  cluster master
-  ``xsm.E015`` (``--deploy``) stored instances of a machine cannot be loaded
-  by this code: its chart changed without a version bump, or no migration
-  leads from their version (a sample of ``CHANGE_SAMPLE`` instances per
-  machine)
+Every check, with what it means and how to fix it, is listed in
+docs/settings.md (System checks). E002-E006, E008 and E009 are the
+connection problems of :mod:`django_xsm.backend.readiness`, which the
+backend refuses to build on.
 
 The ``--deploy`` questions to the server (W012, E011, E012, W013, E015) are asked
 only when it answers, each bounded by the client's socket timeout; an

@@ -7,39 +7,11 @@
         instance.send("PAY", amount=request.POST["amount"])
         return JsonResponse({"state": instance.value})
 
-What a decorated view may rely on:
-
-* The instance is opened before the view runs and committed after it
-  returns: lock, idempotency claim and load in one Redis round trip, the
-  snapshot, deadlines, idempotency mark, transition log and unlock in one
-  more (docs/redis.md#round-trips). A view that raises writes nothing.
-* ``Idempotency-Key`` (methods in ``idempotent``, default
-  ``XSM['IDEMPOTENCY']['REQUIRED']``; optional but honoured on other unsafe
-  methods) is claimed at open, scoped to the request's principal and
-  fingerprinted by method, path, content type and body. The response
-  (status, content type, Location, body up to ``MAX_RESPONSE_BYTES``) is
-  stored with the commit and replayed to a retry with
-  ``Idempotent-Replayed: true``; a view that committed nothing releases the
-  key, so a retry runs again.
-* Sends are strict by default (``strict=True``): an event the current
-  state does not take is a 409 and nothing is written.
-* An event the machine's ``PERMISSIONS`` guard is sent only when they
-  grant it to ``request.user`` (``may_send``, asked about the row with
-  ``model=``, else about the instance key), as the admin and DRF do: a
-  refused ``send()`` raises ``EventPermissionError`` before any I/O of the
-  send, a 403 ``forbidden`` problem that writes nothing.
-* With the optimistic lock, a version conflict at commit **runs the view
-  again** on a fresh load, up to ``retries`` times (default
-  ``CONFLICT_RETRIES``), then answers 409 + ``Retry-After``. Keep side
-  effects out of the view body (send them from ``post_transition``, which
-  fires only after a durable commit) or make them idempotent.
-* Errors become the responses of :mod:`django_xsm.http`, and so does a
-  request body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413 problem, not
-  Django's HTML 400) when the fingerprint or the view reads it.
-* Bound to a model (``model=``), a sync view's attempt runs inside
-  ``transaction.atomic()`` on the row's database: rows the view writes
-  there commit after the Redis commit and roll back with a failed block
-  or a conflict re-run, so an error answer (a 503 included) leaves none.
+The instance is opened (lock, idempotency claim, load: one round trip)
+before the view runs and committed (one more) after it returns; a view
+that raises writes nothing. What else a decorated view may rely on
+(idempotency replays, strict sends, ``PERMISSIONS``, conflict re-runs,
+the row's ``transaction.atomic()``) is listed in docs/django.md.
 
 Sync views run on the process's sync client, ``async def`` views on the
 event loop's asyncio client; both behave the same.

@@ -1,36 +1,5 @@
-"""Every HTTP status django-xsm answers with, in one place.
-
-=========================================  ======  ===========================
-situation                                  status  headers / problem type
-=========================================  ======  ===========================
-Idempotency-Key missing (required) / bad   400     ``idempotency-key``
-instance key from the URL is invalid       400     ``invalid-key``
-event without a usable type (``{}``...)    400     ``invalid-event``
-request body over DATA_UPLOAD_MAX_MEMORY   413     ``payload-too-large``
-event payload over MAX_PAYLOAD_BYTES       413     ``payload-too-large``
-finished duplicate                         stored  ``Idempotent-Replayed: true``
-duplicate still in flight                  409     ``Retry-After``, ``in-flight``
-same key, different request                422     ``idempotency-mismatch``
-event not accepted / guard refused         409     ``event-not-accepted``
-event type no state of the chart takes     422     ``unknown-event``
-reserved event type (xstate.*, xsm.*)      403     ``reserved-event``
-version conflict after retries             409     ``Retry-After``, ``conflict``
-pessimistic lock busy                      409     ``Retry-After``, ``locked``
-finished duplicate with nothing stored      409     ``replay-unavailable``
-instance required but absent               404     ``not-found``
-store unavailable                          503     ``Retry-After``, ``unavailable``
-a value the store cannot keep exactly      422     ``unstorable-value``
-(nested too deep, a lone surrogate...)
-new snapshot over MAX_SNAPSHOT_BYTES       422     ``snapshot-too-large``
-store refused the credentials / ACL        500     ``store-misconfigured``
-stored instance this chart cannot load     500     ``machine-changed``
-any other XsmError (DEBUG=False)           500     ``internal``
-stream Last-Event-ID, history ?cursor= bad 400     ``invalid-cursor``
-machine's PERMISSIONS refused the event    403     ``forbidden``
-(@stateful_view); live stream: refused
-live stream, history: no transition log    404     ``audit-disabled``
-live stream: too many open in the process  503     ``Retry-After``, ``too-many-streams``
-=========================================  ======  ===========================
+"""Every HTTP status django-xsm answers with, in one place; the table of
+situations, statuses and problem types is docs/http.md.
 
 Bodies are RFC 9457 ``application/problem+json`` (``type``, ``title``,
 ``status``, ``detail`` plus extension members such as ``retry_after``) for

@@ -2,18 +2,10 @@
 
 Instances live in Redis, never in a table (``managed = False``: no
 migration creates or touches a table). The model exists so the admin index
-lists an "XSM" section and so Django creates these permissions (codenames
-in the ``django_xsm`` app label)::
-
-    django_xsm.view_instance     browse machines, instances, logs, diagrams
-    django_xsm.send_event        send an event to an instance
-    django_xsm.fire_timers       fire an instance's armed timers now
-    django_xsm.forget_instance   erase an instance and its transition log
-    django_xsm.redrive_outbox    put dead-lettered outbox entries back for delivery
-
-Grant them like any model permission (a group, or ``user.user_permissions``).
-Every write permission is checked on its own; each also needs
-``view_instance`` to reach its page. See ``docs/admin.md``.
+lists an "XSM" section and so Django creates its permissions
+(``view_instance``, ``send_event``, ``fire_timers``, ``forget_instance``,
+``redrive_outbox``; what each allows: docs/admin.md). Every write
+permission is checked on its own; each also needs ``view_instance``.
 """
 
 from __future__ import annotations

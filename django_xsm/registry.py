@@ -8,23 +8,11 @@
     machines["order"].objects.get("order:42")   # see django_xsm.managers
     machines.names(), machines.by_machine_id()
 
-``XSM['MACHINES']`` maps a name to one of:
-
-* a dotted path to a compiled ``Machine``, to a config dict, or to a
-  zero-argument factory returning either;
-* a path to a ``.json`` file holding the config (relative paths are taken
-  from ``settings.BASE_DIR``);
-* a dict ``{"CONFIG": <either of the above>, "LOGIC": "<dotted path to a
-  MachineLogic or a factory>", "VERSION": "<machine version>",
-  "PERMISSIONS": {"REFUND": "orders.refund_order"}}``; ``PERMISSIONS``
-  maps event types to what a user needs to send them (one rule or a list
-  of rules, all of which must grant): a Django permission
-  ``"app_label.codename"``, or an object-level check
-  ``fn(user, target, event_type) -> bool`` given as a callable or as the
-  dotted path of one (at least two dots: ``"orders.perms.owns_order"``).
-  The key :data:`VIEW` (``"xsm.view"``) holds the rules for following an
-  instance (the live stream's default permission). They are applied by
-  ``django_xsm.fields.events.may_send``, the one rule every caller uses.
+``XSM['MACHINES']`` maps a name to a dotted path, a ``.json`` file or a
+``{"CONFIG", "LOGIC", "VERSION", "PERMISSIONS"}`` dict (docs/settings.md,
+Machines). ``PERMISSIONS`` (:data:`VIEW` holds the rules for following an
+instance) is applied by ``django_xsm.fields.events.may_send``, the one
+rule every caller uses.
 
 Machines compile once, in ``AppConfig.ready`` (and again only when the
 settings change). A machine that fails to load does not stop start-up: the

@@ -10,26 +10,8 @@ its state filter (:mod:`.filters`).
 
 Registered on ``admin.site`` automatically (``django.contrib.admin``'s
 autodiscovery); for another ``AdminSite`` call
-``site.register(Instance, InstanceAdmin)``. Pages (under
-``<admin>/django_xsm/instance/``):
-
-=======================================  ===================================
-``""``                                    machines, load problems, dead letters
-``find/?key=K``                           the instance page of whoever owns K
-``m/<machine>/?q=&state=&after=``         instances, cursor-paginated
-``m/<machine>/instance/?key=K``           one instance: state, context,
-                                          deadlines, diagram, timeline
-``m/<machine>/send/?key=K``               send an event (form, preview, apply)
-``m/<machine>/fire/?key=K``               fire its timers now (POST)
-``m/<machine>/forget/?key=K``             forget it (confirmation, POST)
-``bulk/``                                 send one event to the instances
-                                          checked on a list page (POST:
-                                          choose, preview, confirm)
-``outbox/?after=``                        outbox counts, dead letters (paged),
-                                          retries waiting, entries pending
-``outbox/redrive/?at=C``                  redrive one dead letter (confirm, POST)
-``outbox/redrive-all/``                   redrive every dead letter (confirm, POST)
-=======================================  ===================================
+``site.register(Instance, InstanceAdmin)``. The pages, under
+``<admin>/django_xsm/instance/``, are listed in docs/admin.md.
 
 ``admin_view`` only checks ``is_staff``; every page checks the permissions
 of :mod:`django_xsm.models` itself and answers 403 without them.

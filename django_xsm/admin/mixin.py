@@ -6,24 +6,13 @@
     class OrderAdmin(StatechartAdminMixin, admin.ModelAdmin):
         list_display = ["id", "total", "status"]
 
-For every ``StatechartField`` of the model, the mixin adds the state column
-to ``list_display`` and a :class:`~.filters.StatechartStateFilter` to
-``list_filter`` (when they do not name it already), and a panel to the
-change page: current state, the chart with its active states, context
-(redacted), deadlines, the events the user may send as buttons and the
-transition log. A button opens
-``<object_id>/statechart/<field>/send/?event=E``: the preview of the XSM
-browser's send page, then a CSRF-checked POST sends the event as the admin
-user (``reason="admin"``), recorded in the transition log and in the admin
-history (``LogEntry``). It needs the ModelAdmin's change permission and
-what the machine's ``PERMISSIONS`` asks for the event, about the row
-(``may_send``).
-
-The changelist gets an action per field and event the user may send
-("Send PAY to the selected orders (status)"): a preview of every selected
-row (how many will accept, how many refuse and why), then a confirmation
-that sends to each row once (:mod:`.bulk`), records a ``LogEntry`` per row
-changed and lists each row's outcome.
+For every ``StatechartField`` of the model the mixin adds the state column
+and its :class:`~.filters.StatechartStateFilter`, a panel on the change
+page whose buttons open ``<object_id>/statechart/<field>/send/?event=E``
+(a preview, then a CSRF-checked POST sent as the admin user with
+``reason="admin"``; it needs the change permission and what the machine's
+``PERMISSIONS`` asks, about the row), and a changelist action per field
+and event (:mod:`.bulk`). What each page shows: docs/admin.md.
 """
 
 from __future__ import annotations
@@ -35,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import django
 from django.apps import apps
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -65,7 +53,7 @@ from .actions import PayloadForm, preview_effect
 from .diagram import render_svg, short_id
 from .filters import StatechartStateFilter
 from .pages import deadline_rows, log_page
-from .support import actor_of, display_json, display_value
+from .support import actor_of, display_json, display_value, page_context
 
 __all__ = ["StatechartAdminMixin"]
 
@@ -168,17 +156,11 @@ class StatechartAdminMixin(_ModelAdmin):
                              problem=f"No {self.opts.verbose_name} with ID “{pk}” exists now.")
                 for pk in posted if pk not in found
             ]  # fmt: skip
-        opts = self.opts
         title = f"Send {event} to {len(rows)} {noun}"
         step = "apply" if request.POST.get("step") == "apply" else "preview"
         token = request.POST.get("token", "") if step == "apply" else bulk.new_token()
         context = {
-            **self.admin_site.each_context(request),
-            "title": title,
-            "opts": opts,
-            "app_label": opts.app_label,
-            "xsm_crumbs": self._crumbs(None, "Bulk send"),
-            "xsm_crumbs_ol": django.VERSION >= (6, 0),
+            **page_context(self, request, title, self._crumbs(None, "Bulk send")),
             "rows": rows,
             "event": event,
             "noun": noun,
@@ -402,15 +384,11 @@ class StatechartAdminMixin(_ModelAdmin):
                 # it is accepted (an event that needs no data); a refusal or
                 # an error waits for the user's own payload and preview.
                 effect, error = {}, ""
-        opts, obj = self.opts, target.obj
+        obj = target.obj
         send_url = self.statechart_url("send", obj, target.field.name)
+        here = f"Send {event}"
         context = {
-            **self.admin_site.each_context(request),
-            "title": f"Send {event} to {obj}",
-            "xsm_crumbs": self._crumbs(obj, f"Send {event}"),
-            "xsm_crumbs_ol": django.VERSION >= (6, 0),
-            "opts": opts,
-            "app_label": opts.app_label,
+            **page_context(self, request, f"{here} to {obj}", self._crumbs(obj, here)),
             "original": obj,
             "field_label": capfirst(target.field.verbose_name),
             "key": key,

@@ -135,6 +135,19 @@ def display_json(value: Any) -> str:
     return json.dumps(redacted(value), indent=2, ensure_ascii=False, default=str)
 
 
+def page_context(model_admin: Any, request: HttpRequest, title: str, crumbs: Any) -> dict[str, Any]:
+    """What every XSM admin page's template gets, whichever admin draws it."""
+    opts = model_admin.opts
+    return {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "opts": opts,
+        "app_label": opts.app_label,
+        "xsm_crumbs": crumbs,
+        "xsm_crumbs_ol": django.VERSION >= (6, 0),
+    }
+
+
 class PageMixin:
     """Rendering and URL helpers of :class:`django_xsm.admin.InstanceAdmin`."""
 
@@ -156,19 +169,14 @@ class PageMixin:
         status: int = 200,
         **context: Any,
     ) -> TemplateResponse:
-        opts = self.model._meta
+        crumbs = self.crumbs(
+            context.get("machine"),
+            context.get("key", ""),
+            context.get("crumb", ""),
+            context.get("crumb_parent"),
+        )
         data = {
-            **self.admin_site.each_context(request),
-            "xsm_crumbs": self.crumbs(
-                context.get("machine"),
-                context.get("key", ""),
-                context.get("crumb", ""),
-                context.get("crumb_parent"),
-            ),
-            "xsm_crumbs_ol": django.VERSION >= (6, 0),
-            "title": title,
-            "opts": opts,
-            "app_label": opts.app_label,
+            **page_context(self, request, title, crumbs),
             "index_url": self.url("instance_changelist"),
             "can_view": request.user.has_perm(PERM_VIEW),
             **context,

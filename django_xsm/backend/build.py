@@ -6,22 +6,12 @@
     backend = get_backend()        # .store, .inbox, .log, .plugins, .client
     backend.store.health()
 
-Where the Redis connection comes from, in order:
-
-* ``REDIS_URL`` (``redis://``, ``rediss://`` for TLS, ``unix://``), with
-  ``SOCKET_TIMEOUT_S`` for socket and connect timeouts and ``REDIS_OPTIONS``
-  passed to ``from_url``; with ``REDIS_CLUSTER`` a Redis Cluster client
-  seeded with that node;
-* ``CACHE_ALIAS``: the write client of a django-redis cache
-  (``get_redis_connection``), so the app shares that pool (a cluster or
-  Sentinel client when the cache has one);
-* ``SENTINEL``: the primary its sentinels name (redis-py follows a
-  failover to the new primary);
-* otherwise the embedded default: an in-process fakeredis (Lua through
-  lupa), when ``EMBEDDED`` is True or unset with ``DEBUG=True``. It is logged
-  once per process; every other case is ``ImproperlyConfigured`` (the same
-  problems ``manage.py check`` reports, see :mod:`.readiness`), so a
-  production process never silently keeps its state in memory.
+The Redis connection comes from ``REDIS_URL``, ``CACHE_ALIAS`` or
+``SENTINEL``, else the embedded fakeredis when ``EMBEDDED`` allows it
+(docs/settings.md, Connection); every other case is
+``ImproperlyConfigured`` (the problems ``manage.py check`` reports, see
+:mod:`.readiness`), so a production process never silently keeps its
+state in memory.
 
 Guarantees: one sync client per process, shared by the store, the inbox
 and the log with one prefix, so a block opens in one round trip and

@@ -2,18 +2,8 @@
 
 The backend refuses to build on the first of these problems
 (``ImproperlyConfigured``) and ``manage.py check`` reports all of them as
-errors under their ids, with the same words:
-
-=============  ===================================================================
-``xsm.E002``   ``PREFIX`` missing or not 1-64 of ``A-Z a-z 0-9 _ . - : /``
-``xsm.E003``   more than one of ``REDIS_URL``, ``CACHE_ALIAS``, ``SENTINEL`` is set
-``xsm.E004``   ``REDIS_URL`` is not a ``redis://``, ``rediss://`` or ``unix://`` URL
-               (with ``REDIS_CLUSTER``: not ``redis://`` / ``rediss://`` on db 0)
-``xsm.E005``   ``CACHE_ALIAS`` names no cache in ``CACHES``
-``xsm.E006``   ``CACHE_ALIAS`` is not an unsharded django-redis cache
-``xsm.E008``   no Redis configured and the embedded default is off
-``xsm.E009``   the embedded default needs fakeredis and lupa
-=============  ===================================================================
+errors under their ids (E002-E006, E008, E009; docs/settings.md, System
+checks), with the same words.
 
 None of that touches the network, and no message echoes any part of the
 URL (it may carry a password).

@@ -93,8 +93,6 @@ DEFAULTS: dict[str, Any] = {
     },
 }
 
-#: What a ``SENTINEL`` dict is merged with; HOSTS and SERVICE are required
-#: (``SENTINEL`` itself defaults to None: no Sentinel).
 #: Settings that no longer exist, with what to do instead: setting one is a
 #: settings error (``xsm.E001``) saying so, never silently ignored.
 REMOVED: dict[str, str] = {
@@ -102,6 +100,8 @@ REMOVED: dict[str, str] = {
     "now opens with a read; delete this setting",
 }
 
+#: What a ``SENTINEL`` dict is merged with; HOSTS and SERVICE are required
+#: (``SENTINEL`` itself defaults to None: no Sentinel).
 SENTINEL_DEFAULTS: dict[str, Any] = {
     "HOSTS": None,
     "SERVICE": None,

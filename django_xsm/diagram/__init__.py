@@ -6,12 +6,8 @@ same states and arrows. The SVG is self-contained (nothing is fetched)
 and every chart string in it is escaped: the admin inlines it. Used by
 the admin (the XSM pages and ``StatechartAdminMixin``) and by
 ``manage.py xsm_graph``; it sits below both in the layers so each may
-import it.
-
-Which SVG renderer draws is ``XSM['DIAGRAM']['RENDERER']``: ``"auto"``
-(Graphviz's ``dot`` when it is on PATH, else the built-in layout),
-``"graphviz"`` (``dot`` is expected: without it, or when it fails, the
-built-in layout draws and a warning is logged) or ``"builtin"``.
+import it. ``XSM['DIAGRAM']['RENDERER']`` picks the SVG renderer
+(:class:`~django_xsm.conf.values.Diagram`).
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ class _Drawer:
         self.lay = found
         self.out: list[str] = []
 
-    def node(self, node: Node, in_parallel: bool) -> None:
+    def node(self, node: Node) -> None:
         box = self.lay.boxes[node.id]
         lit = node.active and node.parent is not None
         colors = ACTIVE if lit else PLAIN
@@ -155,7 +155,7 @@ class _Drawer:
                     f'stroke-width="1.3"/>{_arrowhead(end, points[-2], "#333333", 7)}</g>'
                 )
         for child in node.children:
-            self.node(self.g.nodes[child], node.kind == "parallel")
+            self.node(self.g.nodes[child])
         self.out.append("</g>")
 
     def edge(self, route: Route) -> None:
@@ -173,10 +173,10 @@ class _Drawer:
         )
         self.out.append(_arrowhead(route.points[-1], route.points[-2], color))
         if route.label is not None:
-            self.label(e, route, color)
+            self.label(e, route)
         self.out.append("</g>")
 
-    def label(self, e: Edge, route: Route, color: str) -> None:
+    def label(self, e: Edge, route: Route) -> None:
         spot = route.label
         assert spot is not None
         _, badge_w = label_size(e)
@@ -207,7 +207,7 @@ def render_builtin(graph: Graph) -> str:
     """The SVG markup of ``graph`` in the built-in layout."""
     found = layout(graph)
     drawer = _Drawer(graph, found)
-    drawer.node(graph.nodes[graph.root], False)
+    drawer.node(graph.nodes[graph.root])
     drawer.out.append('<g class="xsm-edges">')
     # taken arrows last: on top of the others
     for route in sorted(found.routes, key=lambda r: bool(r.edge.steps)):

@@ -13,26 +13,11 @@ unreachable), or the row was written raw (fixtures, ``loaddata``, a data
 migration, SQL). That is :meth:`BoundStatechart.create`, the creation the
 INSERT's commit runs, fenced the same way.
 
-It also reports what it cannot repair:
-
-- *missing* rows: the row saw a version but Redis has no instance (Redis
-  lost it, or it was forgotten); creating it anew would restart a row
-  that had moved on, so it is only reported;
-- rows *ahead* of Redis: the row's version is higher than the instance's
-  (a row copied or created with a version, a Redis restored from an older
-  backup); a forward-only move cannot bring them back;
-- *unkeyed* rows: the key template gives no usable key for the row (an
-  empty placeholder value, control characters);
-- *failed* rows: the Redis load or the row's ``UPDATE`` raised (each
-  ``UPDATE`` runs in a savepoint, so one failure spoils nothing else);
-- *orphans*: Redis instances of the field's key template whose row no
-  longer exists.
-
-Orphans are found by listing the candidate keys *first* and walking the
-rows after, so a row created during the pass is seen by the walk. Before
-``forget_orphans`` erases one, its version is read, the database is asked
-again whether a row now claims the key, and it is erased only when its
-version is still the one read (see :func:`_forget_orphans`).
+It also reports what it cannot repair (*missing*, *ahead*, *unkeyed*,
+*failed* rows and *orphans*: docs/commands.md, xsm_sync_models). Orphans
+are found by listing the candidate keys *first* and walking the rows after,
+so a row created during the pass is seen by the walk; an erase is fenced
+(see :func:`_forget_orphans`).
 """
 
 from __future__ import annotations

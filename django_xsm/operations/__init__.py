@@ -12,15 +12,6 @@ it returns; everything runs on the process backend built from
 own errors: ``StoreUnavailableError`` when Redis cannot be reached,
 ``UnknownMachineError`` for a machine name that is not configured,
 ``InstanceNotFoundError`` for an absent key.
-
-::
-
-    from django_xsm import operations
-    operations.scan_timers(limit=1000)              # ScanResult
-    operations.purge_logs(timedelta(days=30))       # PurgeReport
-    operations.purge_inbox()                        # rows removed
-    operations.inspect_instance("order:42", log=5)  # JSON-ready dict
-    operations.forget_instance("order:42")          # counts per kind
 """
 
 from .instances import forget_instance, forget_preview, inspect_instance, iso, redacted

@@ -17,15 +17,6 @@ from there (docs/outbox.md):
 * :mod:`.static` — emitted types no pattern takes (check ``xsm.E013``);
 * :mod:`.celery` — handlers that forward to Celery (imported only when
   named; Celery is an optional extra).
-
-::
-
-    from django_xsm.outbox import Delivery, outbox_health
-
-    def send_receipt(event: dict, *, delivery: Delivery) -> None:
-        mailer.send(event["email"], idempotency_key=delivery.delivery_id)
-
-    outbox_health()   # {"ok": True, "pending": 0, "retrying": 0, "dead": 0, ...}
 """
 
 from django_xsm.persistence.outbox import Delivery, OutboxEntry

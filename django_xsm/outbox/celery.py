@@ -13,14 +13,9 @@
     }}}
 
 Each handler calls ``app.send_task(name, args=[event], kwargs={"delivery":
-{...}}, task_id=delivery.delivery_id)``: the task gets the event and the
-delivery as plain JSON values, and its ``self.request.id`` is the stable
-delivery id — the key a task uses to do its work once, since the outbox
-delivers at least once (a worker that dies after ``send_task`` and before
-its ack sends the task again with the same id; Celery itself does not
-deduplicate task ids). The handler returns once the broker accepted the
-message, so set ``broker_transport_options = {"confirm_publish": True}``
-(py-amqp) to make that mean "stored by the broker".
+{...}}, task_id=delivery.delivery_id)``: the stable delivery id is the key a
+task uses to do its work once (delivery is at least once; see docs/outbox.md,
+Celery).
 
 Celery is imported on the first call (or when a forwarder is built), never
 by importing this module or :mod:`django_xsm.outbox`.

@@ -325,10 +325,6 @@ class CommitUnit:
         return max(self.expected_version, self.floor) + 1
 
     @property
-    def writes_snapshot(self) -> bool:
-        return self.snapshot is not None
-
-    @property
     def is_empty(self) -> bool:
         """Nothing to write except, maybe, a lock release."""
         return (

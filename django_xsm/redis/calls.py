@@ -378,9 +378,7 @@ def commit_call(
     return Call("COMMIT", keys, args)
 
 
-def parse_commit(
-    unit: records.CommitUnit, reply: Sequence[Any], codec: Codec | None = None
-) -> records.CommitResult:
+def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.CommitResult:
     status = b2s(reply[0])
     if status == "ok":
         return records.CommitResult(

@@ -127,9 +127,9 @@ class StoreCore(StoreQueries):
             layout, unit, data, ttl_ms=self.ttl_ms, log_maxlen=log_maxlen, codec=self.codec
         )
         if not self.durability:
-            return calls.parse_commit(unit, (yield call), self.codec)
+            return calls.parse_commit(unit, (yield call))
         reply, acked = yield self.durability.around(call)
-        result = calls.parse_commit(unit, reply, self.codec)  # a refused commit wrote nothing
+        result = calls.parse_commit(unit, reply)  # a refused commit wrote nothing
         if result.replayed:
             # A retried commit wrote nothing now: WAIT on this connection
             # proves nothing about the first attempt's write.

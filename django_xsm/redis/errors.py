@@ -60,19 +60,15 @@ UNAVAILABLE_REPLIES = (
 )
 
 # redis-py turns some replies into their own classes and strips the code.
-_UNAVAILABLE_CLASSES: tuple[type[BaseException], ...] = tuple(
-    cls
-    for cls in (
-        getattr(rex, "BusyLoadingError", None),
-        getattr(rex, "ReadOnlyError", None),
-        getattr(rex, "OutOfMemoryError", None),
-        getattr(rex, "ClusterDownError", None),
-        getattr(rex, "TryAgainError", None),
-        getattr(rex, "MasterDownError", None),
-        getattr(rex, "ClusterError", None),  # redirections exhausted
-        getattr(rex, "SlotNotCoveredError", None),
-    )
-    if isinstance(cls, type)
+_UNAVAILABLE_CLASSES: tuple[type[BaseException], ...] = (
+    rex.BusyLoadingError,
+    rex.ReadOnlyError,
+    rex.OutOfMemoryError,
+    rex.ClusterDownError,
+    rex.TryAgainError,
+    rex.MasterDownError,
+    rex.ClusterError,  # redirections exhausted
+    rex.SlotNotCoveredError,
 )
 
 
@@ -103,9 +99,8 @@ def auth_reason(exc: BaseException) -> str | None:
     head = _reply_code(exc)
     if isinstance(exc, rex.ResponseError | rex.ConnectionError) and head in AUTH_REPLIES:
         return head
-    for cls in (rex.AuthenticationError, getattr(rex, "NoPermissionError", None)):
-        if isinstance(cls, type) and isinstance(exc, cls):
-            return type(exc).__name__
+    if isinstance(exc, rex.AuthenticationError | rex.NoPermissionError):
+        return type(exc).__name__
     return None
 
 

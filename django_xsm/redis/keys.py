@@ -1,54 +1,12 @@
 """The whole Redis key layout of a namespace, in one place.
 
 Every key of an instance lives under the hash tag of its bucket,
-``{<prefix>:<bucket>}``, so each script touches one Redis Cluster slot:
-
-=========================  ======  ==============================================
-key                        type    holds
-=========================  ======  ==============================================
-``{p:b}:s:<key>``          hash    snapshot ``d``, version ``v``, machine ``m``,
-                                   machine version ``mv``, updated ``u`` (ms),
-                                   recent commit ids ``cid``, timer failures ``tf``;
-                                   ``d``/``cid`` of 65-1536 bytes in 64-byte parts
-                                   ``d1..dn`` / ``cid1..cidn`` (count ``dn``/``cidn``)
-``{p:b}:l:<key>``          string  the lock token (``SET NX PX``)
-``{p:b}:lq:<key>``         string  "someone waits for the lock": set by a busy
-                                   OPEN or ACQUIRE_LOCK, expires in 2 s
-``{p:b}:lw:<key>``         list    the wake-up a lock release pushes when
-                                   ``lq`` exists (one element, expires in 2 s);
-                                   waiters ``BLPOP`` it
-``{p:b}:log:<key>``        stream  transition log, entry id ``<seq>-0``
-``{p:b}:ver``              hash    key -> highest version ever (no ABA), for
-                                   keys written under ttl_s or deleted/forgotten
-``{p:b}:ix``               hash    key -> ``machine \\0 state id \\0 ...`` (index
-                                   bookkeeping, so pruning finds every member)
-``{p:b}:idx``              zset    keys (score 0, lexicographic listing)
-``{p:b}:midx``             zset    ``machine \\0 key``
-``{p:b}:sidx``             zset    ``state id \\0 key`` per active state (not a
-                                   root state named like the machine: midx has it)
-``{p:b}:due``              zset    key scored by its next due time (ms)
-``{p:b}:dead``             zset    keys with dead-lettered timers (parked ms)
-``{p:b}:exp``              zset    key scored by its idle expiry (``ttl_s``)
-``{p:b}:lidx``             zset    key scored by its oldest log record (ms);
-                                   pruned with the key once its stream is gone
-``{p:b}:in:<scope>``       hash    idempotency rows ``<key> \\0 <idem key>``
-``{p:b}:inx``              zset    ``<inbox hash key> \\0 <field>`` by expiry
-``{p:b}:ob``               stream  the outbox: emitted events (COMMIT appends
-                                   ``id k m v e a t``; consumer group ``xsm``)
-``{p:b}:obr``              zset    delivery id -> next attempt due (ms)
-``{p:b}:obw``              hash    delivery id -> entry waiting for its retry
-``{p:b}:obd``              stream  outbox dead letters
-``{p}:schema``             hash    ``layout``, ``buckets``, ``id``: the schema marker
-``{p}:health``             string  written by ``health()`` (expires in 10 s)
-``{p:b}:health``           string  the same per bucket: ``health()`` on a
-                                   cluster (every slot owner must take a
-                                   write), and the write a replayed commit
-                                   waits on with ``DURABILITY``
-=========================  ======  ==============================================
-
-An idempotency row lives in the bucket of the instance it was used with.
-The bucket of a key is ``crc32(utf-8 key) % buckets``; the bucket count is
-fixed when the namespace is created and read back from the schema marker.
+``{<prefix>:<bucket>}``, so each script touches one Redis Cluster slot; the
+table of keys, their types and what they hold is docs/redis.md (Key
+layout). An idempotency row lives in the bucket of the instance it was
+used with. The bucket of a key is ``crc32(utf-8 key) % buckets``; the
+bucket count is fixed when the namespace is created and read back from the
+schema marker.
 """
 
 from __future__ import annotations
