@@ -135,12 +135,14 @@ class StoreOps(Protocol):
     def open_op(
         self, request: records.OpenRequest, *, inbox: Any = None
     ) -> StoreOp[records.OpenResult]:
-        """:meth:`StateStore.open`, as an operation."""
+        """:meth:`StateStore.open`, as an operation. It does not check
+        ``inbox`` again: the block checked it once, when it was built."""
 
     def commit_op(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> StoreOp[records.CommitResult]:
-        """:meth:`StateStore.commit`, as an operation."""
+        """:meth:`StateStore.commit`, as an operation (``inbox`` and ``log``
+        checked by the block when it was built, as for :meth:`open_op`)."""
 
     def acquire_lock_op(self, key: str, token: str, ttl_ms: int) -> StoreOp[int]:
         """:meth:`StateStore.acquire_lock`, as an operation."""

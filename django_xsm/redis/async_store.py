@@ -14,6 +14,7 @@ from typing import Any
 
 from django_xsm.persistence import records
 from django_xsm.persistence.arguments import StoreKeywords
+from django_xsm.persistence.base import require_shared_commit
 from django_xsm.persistence.locks import AsyncStoreLock
 
 from .client import AsyncSide
@@ -38,11 +39,13 @@ class AsyncRedisStore(
     async def open(
         self, request: records.OpenRequest, *, inbox: object = None
     ) -> records.OpenResult:
+        self._check_open_inbox(request, inbox)
         return await self.driver.run(self.open_op(request, inbox=inbox), request.key)
 
     async def commit(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> records.CommitResult:
+        require_shared_commit(self, inbox=inbox, log=log)
         return await self.driver.run(self.commit_op(unit, inbox=inbox, log=log), unit.key)
 
     async def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:

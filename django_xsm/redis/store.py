@@ -163,21 +163,25 @@ class _StoreBase(RedisSide):
             and same_server(other.client, self.client)
         )
 
+    def _check_open_inbox(self, request: records.OpenRequest, inbox: object) -> None:
+        """What the public ``open()`` checks before any I/O (a block checked
+        its inbox once, when it was built): claims need an inbox that
+        commits with this store."""
+        if request.claims:
+            if inbox is None:
+                raise InvalidConfigError("open() got claims without an inbox", path="inbox")
+            require_shared_commit(self, inbox=inbox)
+
     # --- the operations a persisted block composes (StoreOps) -------------
 
     def open_op(
         self, request: records.OpenRequest, *, inbox: object = None
     ) -> Op[records.OpenResult]:
-        if request.claims:
-            if inbox is None:
-                raise InvalidConfigError("open() got claims without an inbox", path="inbox")
-            require_shared_commit(self, inbox=inbox)
         return self.composed(self.core.open(request), request.key)
 
     def commit_op(
         self, unit: records.CommitUnit, *, inbox: object = None, log: object = None
     ) -> Op[records.CommitResult]:
-        require_shared_commit(self, inbox=inbox, log=log)
         return self.composed(self.core.commit(unit, log=log), unit.key)
 
     def acquire_lock_op(self, key: str, token: str, ttl_ms: int) -> Op[int]:
@@ -200,11 +204,13 @@ class RedisStore(
         return self.driver.run(self.core.load(key), key)
 
     def open(self, request: records.OpenRequest, *, inbox: object = None) -> records.OpenResult:
+        self._check_open_inbox(request, inbox)
         return self.driver.run(self.open_op(request, inbox=inbox), request.key)
 
     def commit(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> records.CommitResult:
+        require_shared_commit(self, inbox=inbox, log=log)
         return self.driver.run(self.commit_op(unit, inbox=inbox, log=log), unit.key)
 
     def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:

@@ -33,8 +33,9 @@ from django_xsm.persistence import (
     apersisted,
     aretry_on_conflict,
 )
+from django_xsm.persistence.records import ClaimRequest, OpenRequest
 from django_xsm.redis import AsyncRedisInbox, AsyncRedisLog, AsyncRedisStore
-from tests.support import LIVE_URL, delete_namespace, order_machine, unique_prefix
+from tests.support import LIVE_URL, delete_namespace, order_machine, snap, unique_prefix, unit
 
 fakeredis = pytest.importorskip("fakeredis")
 
@@ -222,6 +223,20 @@ async def test_sync_backends_are_refused_before_any_io(ab: AsyncBackends) -> Non
     # a log is written by the store's own commit: one that is not its own is refused
     with pytest.raises(InvalidConfigError, match="does not commit with the store"):
         apersisted(ab.store, "o:1", m, plugins=[AuditPlugin(MemoryLog())])
+    assert await ab.store.load("o:1") is None
+
+
+async def test_the_async_stores_open_and_commit_refuse_what_does_not_share_the_commit(
+    ab: AsyncBackends,
+) -> None:
+    claims = (ClaimRequest("acct", "o:1", "idem", "fp", "w", 5_000),)
+    with pytest.raises(InvalidConfigError, match="claims without an inbox"):
+        await ab.store.open(OpenRequest("o:1", claims=claims))
+    with pytest.raises(InvalidConfigError, match="does not commit with the store"):
+        await ab.store.open(OpenRequest("o:1", claims=claims), inbox=MemoryInbox())
+    for other in ({"inbox": MemoryInbox()}, {"log": MemoryLog()}):
+        with pytest.raises(InvalidConfigError, match="does not commit with the store"):
+            await ab.store.commit(unit("o:1", 0, snap(items=1)), **other)
     assert await ab.store.load("o:1") is None
 
 

@@ -24,6 +24,7 @@ from django_xsm.persistence import (
     ReplayedReceipt,
     persisted,
 )
+from django_xsm.persistence.records import ClaimRequest, OpenRequest
 from tests.persistence.conftest import block_clock
 from tests.support import Backends, order_machine, snap, timer_machine, unit
 
@@ -267,6 +268,12 @@ def test_an_inbox_or_log_that_does_not_share_the_commit_is_refused_before_any_io
     assert "put the inbox and the log on the store's own Redis" in str(err.value)
     with pytest.raises(InvalidConfigError, match="does not commit with the store"):
         b.store.commit(unit("o:1", 0, snap(items=1)), **{what: foreign})
+    if what == "inbox":  # the store's own open checks its claims' inbox the same way
+        claims = (ClaimRequest("acct", "o:1", "idem", "fp", "w", 5_000),)
+        with pytest.raises(InvalidConfigError, match="does not commit with the store"):
+            b.store.open(OpenRequest("o:1", claims=claims), inbox=foreign)
+        with pytest.raises(InvalidConfigError, match="claims without an inbox"):
+            b.store.open(OpenRequest("o:1", claims=claims))
     assert b.store.load("o:1") is None
     assert elsewhere.dbsize() == 0
 
