@@ -40,6 +40,7 @@ from .backoff import Backoff
 from .block import persisted
 from .locks import LockStrategy
 from .records import StoredRecord, TimerFailure
+from .timer_observers import ScanObserver, observed, observers_of
 from .timer_state import INSTANCE_FAILURE, failure_key, next_due_ms
 
 __all__ = ["DueTimerScanner", "ScanResult"]
@@ -101,7 +102,10 @@ class DueTimerScanner:
     :mod:`~django_xsm.persistence.backoff`; ``jitter=False`` waits the
     ceiling; ``rng`` seeds the randomness). ``key_prefix``: only keys starting
     with it (compared literally: glob characters are plain) are scanned and
-    fired; ``""`` (the default) is every key.
+    fired; ``""`` (the default) is every key. ``observers``:
+    :class:`~django_xsm.persistence.timer_observers.ScanObserver` s that
+    see each scan and fire (tracing), besides the process's
+    (``add_process_observer``); their errors are logged, never raised.
 
     A due key whose record cannot be read at all (corrupt, or over the
     store's ``max_snapshot_bytes``) is parked with the reason
@@ -125,6 +129,7 @@ class DueTimerScanner:
         key_prefix: str = "",
         jitter: bool = True,
         rng: random.Random | None = None,
+        observers: tuple[ScanObserver, ...] = (),
     ) -> None:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidConfigError("max_attempts must be an int >= 1", path="max_attempts")
@@ -137,6 +142,7 @@ class DueTimerScanner:
         self.max_attempts = max_attempts
         self.backoff = Backoff(backoff_s, max_backoff_s, jitter, rng or random.Random())
         self.actor = actor
+        self.observers = tuple(observers)
 
     def _machine_for(self, record: StoredRecord | None) -> Any:
         machine_id = record.owner if record is not None else ""
@@ -155,11 +161,12 @@ class DueTimerScanner:
 
     def scan(self, now: int | None = None, *, limit: int = 100) -> ScanResult:
         """One pass over up to ``limit`` due keys; ``now`` in epoch ms."""
-        now_ms = self.clock() if now is None else now
         result = ScanResult()
-        for key, _due in self._due_keys(now_ms, limit):
-            result.scanned += 1
-            result.merge(self.fire(key, now=now_ms))
+        with observed(observers_of(self.observers), lambda o: o.scan(self, result), "scan"):
+            now_ms = self.clock() if now is None else now
+            for key, _due in self._due_keys(now_ms, limit):
+                result.scanned += 1
+                result.merge(self.fire(key, now=now_ms))
         return result
 
     def fire(
@@ -174,6 +181,14 @@ class DueTimerScanner:
         armed deadline, dead-lettered and not-yet-due ones included (the
         operator's "fire now"); ``actor`` replaces the scanner's actor in
         the transition log (the operator's name)."""
+        result = ScanResult()
+        with observed(observers_of(self.observers), lambda o: o.fire(self, key, result), key):
+            self._fire(key, now, force, actor, result)
+        return result
+
+    def _fire(
+        self, key: str, now: int | None, force: bool, actor: str | None, result: ScanResult
+    ) -> None:
         if not key.startswith(self.key_prefix):
             raise InvalidConfigError(
                 f"{key!r} is outside this scanner's key_prefix {self.key_prefix!r}",
@@ -181,7 +196,6 @@ class DueTimerScanner:
                 hint="fire it with a scanner for its prefix",
             )
         now_ms = self.clock() if now is None else now
-        result = ScanResult()
         version = 0
         failures: dict[str, TimerFailure] = {}
         firing: Any = None
@@ -207,7 +221,7 @@ class DueTimerScanner:
                 )
                 if not due:
                     result.stale += 1
-                    return result
+                    return
                 fired, lag = 0, 0
                 for deadline in due:
                     firing = deadline
@@ -237,7 +251,6 @@ class DueTimerScanner:
             else:
                 fk = failure_key(firing)
                 self._record_failure(key, version, failures, deadlines, fk, exc, now_ms, result)
-        return result
 
     @staticmethod
     def _ready(deadline: Any, failures: Mapping[str, TimerFailure], now_ms: int) -> bool:
