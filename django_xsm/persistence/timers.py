@@ -102,10 +102,11 @@ class DueTimerScanner:
     :mod:`~django_xsm.persistence.backoff`; ``jitter=False`` waits the
     ceiling; ``rng`` seeds the randomness). ``key_prefix``: only keys starting
     with it (compared literally: glob characters are plain) are scanned and
-    fired; ``""`` (the default) is every key. ``observers``:
-    :class:`~django_xsm.persistence.timer_observers.ScanObserver` s that
-    see each scan and fire (tracing), besides the process's
-    (``add_process_observer``); their errors are logged, never raised.
+    fired; ``""`` (the default) is every key. ``observers``: what sees
+    each scan and fire (tracing; see
+    :class:`~django_xsm.persistence.timer_observers.ScanObserver`), besides
+    the process's (``add_process_observer``); their errors are logged,
+    never raised.
 
     A due key whose record cannot be read at all (corrupt, or over the
     store's ``max_snapshot_bytes``) is parked with the reason

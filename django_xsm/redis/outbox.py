@@ -336,10 +336,11 @@ class RedisOutbox(SyncSide):
     (construction does no I/O; the schema marker is read on first use);
     ``group`` names the consumer group every worker of this outbox joins;
     ``codec``: the store's codec (opens sealed entries, seals the errors
-    ``fail()`` stores); ``observers``:
-    :class:`~django_xsm.persistence.outbox_observers.OutboxObserver` s that
-    see each lease taken and how it ended (metrics), besides the process's
-    (``add_process_observer``); their errors are logged, never raised.
+    ``fail()`` stores); ``observers``: what sees each lease taken and how
+    it ended (metrics; see
+    :class:`~django_xsm.persistence.outbox_observers.OutboxObserver`),
+    besides the process's (``add_process_observer``); their errors are
+    logged, never raised.
     """
 
     def __init__(
