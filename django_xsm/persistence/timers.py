@@ -22,6 +22,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,15 +40,79 @@ from .arguments import validate_text
 from .backoff import Backoff
 from .block import persisted
 from .locks import LockStrategy
+from .observers import NO_OBSERVATION, Registry
+from .observers import observed as _observed
 from .records import StoredRecord, TimerFailure
-from .timer_observers import ScanObserver, observed, observers_of
 from .timer_state import INSTANCE_FAILURE, failure_key, next_due_ms
 
-__all__ = ["DueTimerScanner", "ScanResult"]
+__all__ = [
+    "DueTimerScanner",
+    "ScanObserver",
+    "ScanResult",
+    "add_process_observer",
+    "process_observers",
+    "remove_process_observer",
+]
 
 logger = logging.getLogger("django_xsm.timers")
 
 TIMER_ACTOR = "xsm:timer"
+
+
+class ScanObserver:
+    """Base for observers of a due-timer scanner: synchronous, no I/O
+    expected. Each hook returns a context manager the scanner enters
+    before the work and exits with the exception that ended it; ``result``
+    is the :class:`~django_xsm.persistence.ScanResult` the work fills,
+    final when the context exits without an exception."""
+
+    def scan(self, scanner: DueTimerScanner, result: ScanResult) -> AbstractContextManager[None]:
+        """Around one ``scan()``: the due keys' query and a ``fire`` per
+        due key."""
+        return NO_OBSERVATION
+
+    def fire(
+        self, scanner: DueTimerScanner, key: str, result: ScanResult
+    ) -> AbstractContextManager[None]:
+        """Around the fire of ``key`` (inside the scan's context when the
+        scan fires it): its block and the bookkeeping of a failure."""
+        return NO_OBSERVATION
+
+
+_PROCESS: Registry[ScanObserver] = Registry(ScanObserver)
+
+
+def add_process_observer(observer: ScanObserver) -> None:
+    """Give every scanner, already built or not, ``observer`` (a scanner
+    given an observer of the same class keeps its own). Tracing
+    (``django_xsm.contrib.otel``) uses it; idempotent."""
+    _PROCESS.add(observer)
+
+
+def remove_process_observer(observer: ScanObserver) -> None:
+    """Stop giving scanners ``observer``."""
+    _PROCESS.remove(observer)
+
+
+def process_observers() -> tuple[ScanObserver, ...]:
+    """The observers every scanner gets."""
+    return _PROCESS.items
+
+
+def observers_of(own: tuple[ScanObserver, ...]) -> tuple[ScanObserver, ...]:
+    """``own`` and the process's observers of a class ``own`` has none of."""
+    return _PROCESS.joined(own)
+
+
+def observed(
+    observers: tuple[ScanObserver, ...],
+    hook: Callable[[ScanObserver], AbstractContextManager[None]],
+    what: str,
+) -> AbstractContextManager[None]:
+    """What a scanner enters around ``what`` (``"scan"``, or the key fired;
+    ``hook``: the observer's method to call): a shared null context when
+    there is no observer."""
+    return _observed(observers, hook, logger, "scan observer", what)
 
 
 @dataclass(slots=True)
@@ -104,7 +169,7 @@ class DueTimerScanner:
     with it (compared literally: glob characters are plain) are scanned and
     fired; ``""`` (the default) is every key. ``observers``: what sees
     each scan and fire (tracing; see
-    :class:`~django_xsm.persistence.timer_observers.ScanObserver`), besides
+    :class:`ScanObserver`), besides
     the process's (``add_process_observer``); their errors are logged,
     never raised.
 

@@ -37,8 +37,8 @@ from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.arguments import validate_key, validate_limit, validate_text
 from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import JsonCodec
-from django_xsm.persistence.outbox import OutboxEntry
-from django_xsm.persistence.outbox_observers import (
+from django_xsm.persistence.outbox import (
+    OutboxEntry,
     OutboxObserver,
     notify_ended,
     notify_taken,
@@ -338,7 +338,7 @@ class RedisOutbox(SyncSide):
     ``codec``: the store's codec (opens sealed entries, seals the errors
     ``fail()`` stores); ``observers``: what sees each lease taken and how
     it ended (metrics; see
-    :class:`~django_xsm.persistence.outbox_observers.OutboxObserver`),
+    :class:`~django_xsm.persistence.outbox.OutboxObserver`),
     besides the process's (``add_process_observer``); their errors are
     logged, never raised.
     """

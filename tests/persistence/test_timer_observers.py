@@ -14,7 +14,7 @@ import pytest
 
 from django_xsm.exceptions import StoreUnavailableError
 from django_xsm.persistence import DueTimerScanner, MemoryStore, ScanResult, persisted
-from django_xsm.persistence.timer_observers import (
+from django_xsm.persistence.timers import (
     NO_OBSERVATION,
     ScanObserver,
     add_process_observer,

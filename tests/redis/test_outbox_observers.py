@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from django_xsm.persistence.outbox import OutboxLease
-from django_xsm.persistence.outbox_observers import (
+from django_xsm.persistence.outbox import (
+    OutboxLease,
     OutboxObserver,
     add_process_observer,
     process_observers,

@@ -3,7 +3,7 @@
 Every worker, whatever its loop, takes leases with ``take()`` and ends each
 with ``ack()`` / ``ack_many()`` or ``fail()``; the reader tells its
 observers (``RedisOutbox(observers=...)``). :func:`instrument_outbox` gives
-one reader an :class:`OutboxMetrics` observer, :func:`instrument_class`
+one reader an :class:`OutboxMetrics` observer, ``instrument()``
 registers one for every reader of the process (``add_process_observer``;
 a worker may build its own reader):
 
@@ -19,25 +19,16 @@ a worker may build its own reader):
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from django_xsm.persistence.outbox import OutboxLease, OutboxReader
-from django_xsm.persistence.outbox_observers import (
-    OutboxObserver,
-    add_process_observer,
-    remove_process_observer,
-)
+from django_xsm.persistence.outbox import OutboxLease, OutboxObserver, OutboxReader, observers_of
 
 from . import telemetry as t
 from .plugin import OtelPlugin, default_plugin
 
-__all__ = ["OutboxMetrics", "instrument_class", "instrument_outbox", "uninstrument_class"]
-
-_lock = threading.Lock()
-_installed: OutboxMetrics | None = None
+__all__ = ["OutboxMetrics", "instrument_outbox"]
 
 
 class OutboxMetrics(OutboxObserver):
@@ -76,24 +67,6 @@ def instrument_outbox(outbox: OutboxReader, plugin: OtelPlugin | None = None) ->
     own: tuple[OutboxObserver, ...] | None = getattr(outbox, "observers", None)
     if own is None:
         raise TypeError(f"{type(outbox).__name__} takes no observers (RedisOutbox does)")
-    if not any(isinstance(o, OutboxMetrics) for o in own) and _installed is None:
+    if not any(isinstance(o, OutboxMetrics) for o in observers_of(own)):
         outbox.observers = (*own, OutboxMetrics(plugin or default_plugin()))  # type: ignore[attr-defined]
     return outbox
-
-
-def instrument_class(plugin: OtelPlugin) -> None:
-    """Measure every outbox reader of the process."""
-    global _installed
-    with _lock:
-        if _installed is None:
-            _installed = OutboxMetrics(plugin)
-            add_process_observer(_installed)
-
-
-def uninstrument_class() -> None:
-    """Undo :func:`instrument_class`."""
-    global _installed
-    with _lock:
-        if _installed is not None:
-            remove_process_observer(_installed)
-        _installed = None

@@ -3,7 +3,7 @@
 :func:`instrument_scanner` gives one scanner a :class:`TimerObserver`
 (the scanner's ``observers``: it sees each ``scan`` and each ``fire``, and
 ``scan`` fires through ``fire``, so every fire is seen once) and its blocks
-the plugin; :func:`instrument_class` registers one for every scanner of
+the plugin; ``instrument()`` registers one for every scanner of
 the process (``add_process_observer``; ``manage.py xsm_scan_timers``
 builds its own scanner).
 
@@ -21,25 +21,17 @@ builds its own scanner).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 
 from opentelemetry.trace import SpanKind
 
 from django_xsm.persistence import DueTimerScanner, ScanResult
-from django_xsm.persistence.timer_observers import (
-    ScanObserver,
-    add_process_observer,
-    remove_process_observer,
-)
+from django_xsm.persistence.timers import ScanObserver, observers_of
 
 from . import telemetry as t
 from .plugin import OtelPlugin, default_plugin
 
-__all__ = ["TimerObserver", "instrument_class", "instrument_scanner", "uninstrument_class"]
-
-_lock = threading.Lock()
-_installed: TimerObserver | None = None
+__all__ = ["TimerObserver", "instrument_scanner"]
 
 
 def _result_attributes(result: ScanResult) -> dict[str, int]:
@@ -107,27 +99,7 @@ def instrument_scanner(
     default the one :func:`~django_xsm.contrib.otel.instrument` installed,
     else a new one on the global providers."""
     plugin = plugin or default_plugin()
-    observed = any(isinstance(o, TimerObserver) for o in scanner.observers)
-    if not observed and _installed is None:  # else observed, here or by the class
-        scanner.observers = (*scanner.observers, TimerObserver(plugin))
+    if not any(isinstance(o, TimerObserver) for o in observers_of(scanner.observers)):
+        scanner.observers = (*scanner.observers, TimerObserver(plugin))  # else observed already
     _with_plugin(scanner, plugin)
     return scanner
-
-
-def instrument_class(plugin: OtelPlugin) -> None:
-    """Trace and measure every ``DueTimerScanner`` of the process (its
-    blocks get the plugin from :func:`~django_xsm.contrib.otel.instrument`)."""
-    global _installed
-    with _lock:
-        if _installed is None:
-            _installed = TimerObserver(plugin)
-            add_process_observer(_installed)
-
-
-def uninstrument_class() -> None:
-    """Undo :func:`instrument_class`."""
-    global _installed
-    with _lock:
-        if _installed is not None:
-            remove_process_observer(_installed)
-        _installed = None
