@@ -14,9 +14,12 @@ out of attempts becomes a :class:`DeadLetter`.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from .observers import Registry, notify
 
 __all__ = [
     "DeadLetter",
@@ -25,9 +28,18 @@ __all__ = [
     "FailOutcome",
     "OutboxEntry",
     "OutboxLease",
+    "OutboxObserver",
     "OutboxReader",
+    "add_process_observer",
     "delivery_id_for",
+    "notify_ended",
+    "notify_taken",
+    "observers_of",
+    "process_observers",
+    "remove_process_observer",
 ]
+
+logger = logging.getLogger("django_xsm.outbox")
 
 #: What ``fail()`` did: the entry waits for a retry, became a dead letter,
 #: or nothing changed because the lease was lost.
@@ -187,3 +199,62 @@ class OutboxReader(Protocol):
     def purge_dead(self, *, older_than_ms: int, dry_run: bool = False) -> int: ...
 
     def stats(self) -> dict[str, int]: ...
+
+
+class OutboxObserver:
+    """Base for observers of an outbox reader: synchronous, no I/O
+    expected."""
+
+    def taken(self, outbox: Any, leases: Sequence[OutboxLease]) -> None:
+        """``take()`` leased ``leases`` (possibly none)."""
+
+    def ended(self, outbox: Any, lease: OutboxLease, outcome: str) -> None:
+        """A lease ended: ``"delivered"`` (``ack()`` / ``ack_many()``
+        accepted), ``"lost"`` (reclaimed before its ack or fail),
+        ``"retry"`` or ``"dead"`` (``fail()``)."""
+
+
+_PROCESS: Registry[OutboxObserver] = Registry(OutboxObserver)
+
+
+def add_process_observer(observer: OutboxObserver) -> None:
+    """Give every outbox reader, already built or not, ``observer`` (a
+    reader given an observer of the same class keeps its own). Metrics
+    (``django_xsm.contrib.otel``) use it; idempotent."""
+    _PROCESS.add(observer)
+
+
+def remove_process_observer(observer: OutboxObserver) -> None:
+    """Stop giving readers ``observer``."""
+    _PROCESS.remove(observer)
+
+
+def process_observers() -> tuple[OutboxObserver, ...]:
+    """The observers every reader gets."""
+    return _PROCESS.items
+
+
+def observers_of(own: tuple[OutboxObserver, ...]) -> tuple[OutboxObserver, ...]:
+    """``own`` and the process's observers of a class ``own`` has none of."""
+    return _PROCESS.joined(own)
+
+
+def notify_taken(
+    observers: tuple[OutboxObserver, ...], outbox: Any, leases: Sequence[OutboxLease]
+) -> None:
+    notify(observers, lambda o: o.taken(outbox, leases), logger, "outbox observer", "take()")
+
+
+def notify_ended(
+    observers: tuple[OutboxObserver, ...],
+    outbox: Any,
+    ended: Sequence[tuple[OutboxLease, str]],
+) -> None:
+    for lease, outcome in ended:
+        notify(
+            observers,
+            lambda o: o.ended(outbox, lease, outcome),  # noqa: B023 (called at once)
+            logger,
+            "outbox observer",
+            f"{lease.entry.delivery_id} {outcome}",
+        )

@@ -22,6 +22,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,14 +40,79 @@ from .arguments import validate_text
 from .backoff import Backoff
 from .block import persisted
 from .locks import LockStrategy
+from .observers import NO_OBSERVATION, Registry
+from .observers import observed as _observed
 from .records import StoredRecord, TimerFailure
 from .timer_state import INSTANCE_FAILURE, failure_key, next_due_ms
 
-__all__ = ["DueTimerScanner", "ScanResult"]
+__all__ = [
+    "DueTimerScanner",
+    "ScanObserver",
+    "ScanResult",
+    "add_process_observer",
+    "process_observers",
+    "remove_process_observer",
+]
 
 logger = logging.getLogger("django_xsm.timers")
 
 TIMER_ACTOR = "xsm:timer"
+
+
+class ScanObserver:
+    """Base for observers of a due-timer scanner: synchronous, no I/O
+    expected. Each hook returns a context manager the scanner enters
+    before the work and exits with the exception that ended it; ``result``
+    is the :class:`~django_xsm.persistence.ScanResult` the work fills,
+    final when the context exits without an exception."""
+
+    def scan(self, scanner: DueTimerScanner, result: ScanResult) -> AbstractContextManager[None]:
+        """Around one ``scan()``: the due keys' query and a ``fire`` per
+        due key."""
+        return NO_OBSERVATION
+
+    def fire(
+        self, scanner: DueTimerScanner, key: str, result: ScanResult
+    ) -> AbstractContextManager[None]:
+        """Around the fire of ``key`` (inside the scan's context when the
+        scan fires it): its block and the bookkeeping of a failure."""
+        return NO_OBSERVATION
+
+
+_PROCESS: Registry[ScanObserver] = Registry(ScanObserver)
+
+
+def add_process_observer(observer: ScanObserver) -> None:
+    """Give every scanner, already built or not, ``observer`` (a scanner
+    given an observer of the same class keeps its own). Tracing
+    (``django_xsm.contrib.otel``) uses it; idempotent."""
+    _PROCESS.add(observer)
+
+
+def remove_process_observer(observer: ScanObserver) -> None:
+    """Stop giving scanners ``observer``."""
+    _PROCESS.remove(observer)
+
+
+def process_observers() -> tuple[ScanObserver, ...]:
+    """The observers every scanner gets."""
+    return _PROCESS.items
+
+
+def observers_of(own: tuple[ScanObserver, ...]) -> tuple[ScanObserver, ...]:
+    """``own`` and the process's observers of a class ``own`` has none of."""
+    return _PROCESS.joined(own)
+
+
+def observed(
+    observers: tuple[ScanObserver, ...],
+    hook: Callable[[ScanObserver], AbstractContextManager[None]],
+    what: str,
+) -> AbstractContextManager[None]:
+    """What a scanner enters around ``what`` (``"scan"``, or the key fired;
+    ``hook``: the observer's method to call): a shared null context when
+    there is no observer."""
+    return _observed(observers, hook, logger, "scan observer", what)
 
 
 @dataclass(slots=True)
@@ -101,7 +167,11 @@ class DueTimerScanner:
     :mod:`~django_xsm.persistence.backoff`; ``jitter=False`` waits the
     ceiling; ``rng`` seeds the randomness). ``key_prefix``: only keys starting
     with it (compared literally: glob characters are plain) are scanned and
-    fired; ``""`` (the default) is every key.
+    fired; ``""`` (the default) is every key. ``observers``: what sees
+    each scan and fire (tracing; see
+    :class:`ScanObserver`), besides
+    the process's (``add_process_observer``); their errors are logged,
+    never raised.
 
     A due key whose record cannot be read at all (corrupt, or over the
     store's ``max_snapshot_bytes``) is parked with the reason
@@ -125,6 +195,7 @@ class DueTimerScanner:
         key_prefix: str = "",
         jitter: bool = True,
         rng: random.Random | None = None,
+        observers: tuple[ScanObserver, ...] = (),
     ) -> None:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidConfigError("max_attempts must be an int >= 1", path="max_attempts")
@@ -137,6 +208,7 @@ class DueTimerScanner:
         self.max_attempts = max_attempts
         self.backoff = Backoff(backoff_s, max_backoff_s, jitter, rng or random.Random())
         self.actor = actor
+        self.observers = tuple(observers)
 
     def _machine_for(self, record: StoredRecord | None) -> Any:
         machine_id = record.owner if record is not None else ""
@@ -155,11 +227,12 @@ class DueTimerScanner:
 
     def scan(self, now: int | None = None, *, limit: int = 100) -> ScanResult:
         """One pass over up to ``limit`` due keys; ``now`` in epoch ms."""
-        now_ms = self.clock() if now is None else now
         result = ScanResult()
-        for key, _due in self._due_keys(now_ms, limit):
-            result.scanned += 1
-            result.merge(self.fire(key, now=now_ms))
+        with observed(observers_of(self.observers), lambda o: o.scan(self, result), "scan"):
+            now_ms = self.clock() if now is None else now
+            for key, _due in self._due_keys(now_ms, limit):
+                result.scanned += 1
+                result.merge(self.fire(key, now=now_ms))
         return result
 
     def fire(
@@ -174,6 +247,14 @@ class DueTimerScanner:
         armed deadline, dead-lettered and not-yet-due ones included (the
         operator's "fire now"); ``actor`` replaces the scanner's actor in
         the transition log (the operator's name)."""
+        result = ScanResult()
+        with observed(observers_of(self.observers), lambda o: o.fire(self, key, result), key):
+            self._fire(key, now, force, actor, result)
+        return result
+
+    def _fire(
+        self, key: str, now: int | None, force: bool, actor: str | None, result: ScanResult
+    ) -> None:
         if not key.startswith(self.key_prefix):
             raise InvalidConfigError(
                 f"{key!r} is outside this scanner's key_prefix {self.key_prefix!r}",
@@ -181,7 +262,6 @@ class DueTimerScanner:
                 hint="fire it with a scanner for its prefix",
             )
         now_ms = self.clock() if now is None else now
-        result = ScanResult()
         version = 0
         failures: dict[str, TimerFailure] = {}
         firing: Any = None
@@ -207,7 +287,7 @@ class DueTimerScanner:
                 )
                 if not due:
                     result.stale += 1
-                    return result
+                    return
                 fired, lag = 0, 0
                 for deadline in due:
                     firing = deadline
@@ -237,7 +317,6 @@ class DueTimerScanner:
             else:
                 fk = failure_key(firing)
                 self._record_failure(key, version, failures, deadlines, fk, exc, now_ms, result)
-        return result
 
     @staticmethod
     def _ready(deadline: Any, failures: Mapping[str, TimerFailure], now_ms: int) -> bool:

@@ -37,7 +37,13 @@ from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.arguments import validate_key, validate_limit, validate_text
 from django_xsm.persistence.base import Codec
 from django_xsm.persistence.codecs import JsonCodec
-from django_xsm.persistence.outbox import OutboxEntry
+from django_xsm.persistence.outbox import (
+    OutboxEntry,
+    OutboxObserver,
+    notify_ended,
+    notify_taken,
+    observers_of,
+)
 from django_xsm.persistence.sealing import seal
 
 from .calls import b2s, score_pairs
@@ -330,7 +336,11 @@ class RedisOutbox(SyncSide):
     (construction does no I/O; the schema marker is read on first use);
     ``group`` names the consumer group every worker of this outbox joins;
     ``codec``: the store's codec (opens sealed entries, seals the errors
-    ``fail()`` stores).
+    ``fail()`` stores); ``observers``: what sees each lease taken and how
+    it ended (metrics; see
+    :class:`~django_xsm.persistence.outbox.OutboxObserver`),
+    besides the process's (``add_process_observer``); their errors are
+    logged, never raised.
     """
 
     def __init__(
@@ -341,8 +351,10 @@ class RedisOutbox(SyncSide):
         buckets: int | None = None,
         group: str = "xsm",
         codec: Codec | None = None,
+        observers: tuple[OutboxObserver, ...] = (),
     ) -> None:
         self.core = OutboxCore(prefix, buckets, group, codec)
+        self.observers = tuple(observers)
         self._connect(client_or_url)
         self.prefix = prefix
         self.group = group
@@ -368,18 +380,34 @@ class RedisOutbox(SyncSide):
         ``now_ms`` (epoch ms): the time retries are due by, instead of the
         server's clock (a test that moves django-xsm's clock; leases still
         expire by the server's)."""
-        return self.driver.run(self.core.take(consumer, count, visibility_timeout_ms, now_ms))
+        leases = self.driver.run(self.core.take(consumer, count, visibility_timeout_ms, now_ms))
+        observers = observers_of(self.observers)
+        if observers:
+            notify_taken(observers, self, leases)
+        return leases
 
     def ack(self, lease: OutboxLease) -> bool:
         """The handler succeeded: remove the entry. ``False`` when the lease
         was lost (reclaimed after the visibility timeout): then another
         delivery of the same ``delivery_id`` is under way or done."""
-        return self.driver.run(self.core.ack(lease), key_of(lease))
+        acked = self.driver.run(self.core.ack(lease), key_of(lease))
+        observers = observers_of(self.observers)
+        if observers:
+            notify_ended(observers, self, [(lease, "delivered" if acked else "lost")])
+        return acked
 
     def ack_many(self, leases: Sequence[OutboxLease]) -> list[bool]:
         """:meth:`ack` for each of ``leases`` in one round trip (a worker
         acknowledges a batch after its handlers returned); one flag each."""
-        return self.driver.run(self.core.ack_many(leases))
+        acked = self.driver.run(self.core.ack_many(leases))
+        observers = observers_of(self.observers)
+        if observers:
+            ended = [
+                (lease, "delivered" if ok else "lost")
+                for lease, ok in zip(leases, acked, strict=True)
+            ]
+            notify_ended(observers, self, ended)
+        return acked
 
     def fail(self, lease: OutboxLease, error: str, *, retry_at_ms: int | None) -> FailOutcome:
         """The handler failed with ``error`` (stored redacted by the caller,
@@ -388,7 +416,11 @@ class RedisOutbox(SyncSide):
         retry with one more attempt: ``"retry"``; without, it becomes a dead
         letter: ``"dead"``. ``"lost"`` when the lease was lost (nothing
         changed)."""
-        return self.driver.run(self.core.fail(lease, error, retry_at_ms), key_of(lease))
+        outcome = self.driver.run(self.core.fail(lease, error, retry_at_ms), key_of(lease))
+        observers = observers_of(self.observers)
+        if observers:
+            notify_ended(observers, self, [(lease, outcome)])
+        return outcome
 
     def dead_letters(self, *, limit: int = 100, after: str = "") -> list[DeadLetter]:
         """Dead letters, oldest first across buckets; the next page starts

@@ -34,13 +34,15 @@ except ImportError as exc:
     )
 
 from django_xsm.persistence.block import add_process_plugin, remove_process_plugin
+from django_xsm.persistence.outbox import add_process_observer as add_outbox_observer
+from django_xsm.persistence.outbox import remove_process_observer as remove_outbox_observer
+from django_xsm.persistence.timers import add_process_observer as add_scan_observer
+from django_xsm.persistence.timers import remove_process_observer as remove_scan_observer
 
-from . import outbox as _outbox
-from . import timers as _timers
-from .outbox import instrument_outbox
+from .outbox import OutboxMetrics, instrument_outbox
 from .plugin import OtelPlugin
 from .telemetry import METER_NAME, TRACER_NAME
-from .timers import instrument_scanner
+from .timers import TimerObserver, instrument_scanner
 
 __all__ = [
     "METER_NAME",
@@ -55,6 +57,7 @@ __all__ = [
 
 _lock = threading.Lock()
 _installed: OtelPlugin | None = None
+_observers: tuple[TimerObserver, OutboxMetrics] | None = None
 
 
 def _registry_name(machine_id: str) -> str | None:
@@ -73,7 +76,7 @@ def instrument(
     process; returns the plugin (the same one on later calls, whose
     arguments are then ignored). ``machine_name``: machine id -> reported
     name, default the registry's name (``XSM['MACHINES']``)."""
-    global _installed
+    global _installed, _observers
     with _lock:
         if _installed is None:
             plugin = OtelPlugin(
@@ -81,9 +84,10 @@ def instrument(
                 meter_provider=meter_provider,
                 machine_name=machine_name or _registry_name,
             )
+            _observers = (TimerObserver(plugin), OutboxMetrics(plugin))
             add_process_plugin(plugin)
-            _timers.instrument_class(plugin)
-            _outbox.instrument_class(plugin)
+            add_scan_observer(_observers[0])
+            add_outbox_observer(_observers[1])
             _installed = plugin
         return _installed
 
@@ -96,10 +100,11 @@ def instrumented() -> OtelPlugin | None:
 def uninstrument() -> None:
     """Undo :func:`instrument`: new blocks, scanners and outboxes are no
     longer observed (plugins passed explicitly keep working)."""
-    global _installed
+    global _installed, _observers
     with _lock:
         if _installed is not None:
             remove_process_plugin(_installed)
-        _timers.uninstrument_class()
-        _outbox.uninstrument_class()
-        _installed = None
+        if _observers is not None:
+            remove_scan_observer(_observers[0])
+            remove_outbox_observer(_observers[1])
+        _installed = _observers = None

@@ -1,9 +1,11 @@
 """Spans and metrics of the due-timer scanner (``DueTimerScanner``).
 
-:func:`instrument_scanner` wraps one scanner's ``scan`` and ``fire``
-(``scan`` calls ``fire`` per due key, so every fire is seen once) and gives
-its blocks the plugin; :func:`instrument_class` does the same for every
-scanner of the process (``manage.py xsm_scan_timers`` builds its own).
+:func:`instrument_scanner` gives one scanner a :class:`TimerObserver`
+(the scanner's ``observers``: it sees each ``scan`` and each ``fire``, and
+``scan`` fires through ``fire``, so every fire is seen once) and its blocks
+the plugin; ``instrument()`` registers one for every scanner of
+the process (``add_process_observer``; ``manage.py xsm_scan_timers``
+builds its own scanner).
 
 - span ``xsm.timer.scan``: ``xsm.timer.scanned``, ``xsm.timer.fired``,
   ``xsm.timer.stale``, ``xsm.timer.locked``, ``xsm.timer.errors``,
@@ -18,23 +20,18 @@ scanner of the process (``manage.py xsm_scan_timers`` builds its own).
 
 from __future__ import annotations
 
-import functools
-import threading
-from collections.abc import Callable
-from typing import Any
+import contextlib
+from collections.abc import Iterator
 
 from opentelemetry.trace import SpanKind
 
 from django_xsm.persistence import DueTimerScanner, ScanResult
+from django_xsm.persistence.timers import ScanObserver, observers_of
 
 from . import telemetry as t
 from .plugin import OtelPlugin, default_plugin
 
-__all__ = ["instrument_class", "instrument_scanner", "uninstrument_class"]
-
-_lock = threading.Lock()
-_originals: dict[str, Any] = {}
-_MARK = "_xsm_otel_instrumented"
+__all__ = ["TimerObserver", "instrument_scanner"]
 
 
 def _result_attributes(result: ScanResult) -> dict[str, int]:
@@ -65,18 +62,29 @@ def _record(plugin: OtelPlugin, result: ScanResult) -> None:
         found.dead_letters.add(result.dead_lettered, {t.SOURCE: "timer"})
 
 
-def _observed(
-    plugin: OtelPlugin, name: str, call: Callable[[], ScanResult], key: str = ""
-) -> ScanResult:
-    attributes = {t.KEY: key} if key else {}
-    with plugin.telemetry.tracer.start_as_current_span(
-        name, kind=SpanKind.INTERNAL, attributes=attributes
-    ) as span:
-        result = call()  # an exception is recorded by the span (status ERROR)
-        span.set_attributes(_result_attributes(result))
-        if name == "xsm.timer.fire":
-            _record(plugin, result)
-        return result
+class TimerObserver(ScanObserver):
+    """The spans and metrics of a scanner's scans and fires, on
+    ``plugin``'s providers."""
+
+    def __init__(self, plugin: OtelPlugin) -> None:
+        self.plugin = plugin
+
+    @contextlib.contextmanager
+    def scan(self, scanner: DueTimerScanner, result: ScanResult) -> Iterator[None]:
+        with self.plugin.telemetry.tracer.start_as_current_span(
+            "xsm.timer.scan", kind=SpanKind.INTERNAL
+        ) as span:
+            yield  # an exception is recorded by the span (status ERROR)
+            span.set_attributes(_result_attributes(result))
+
+    @contextlib.contextmanager
+    def fire(self, scanner: DueTimerScanner, key: str, result: ScanResult) -> Iterator[None]:
+        with self.plugin.telemetry.tracer.start_as_current_span(
+            "xsm.timer.fire", kind=SpanKind.INTERNAL, attributes={t.KEY: key}
+        ) as span:
+            yield
+            span.set_attributes(_result_attributes(result))
+            _record(self.plugin, result)
 
 
 def _with_plugin(scanner: DueTimerScanner, plugin: OtelPlugin) -> None:
@@ -91,49 +99,7 @@ def instrument_scanner(
     default the one :func:`~django_xsm.contrib.otel.instrument` installed,
     else a new one on the global providers."""
     plugin = plugin or default_plugin()
-    if getattr(scanner, _MARK, False) or _originals:
-        _with_plugin(scanner, plugin)  # already observed, here or by the class
-        return scanner
-    fire, scan = scanner.fire, scanner.scan
-
-    @functools.wraps(fire)
-    def traced_fire(key: str, **kwargs: Any) -> ScanResult:
-        return _observed(plugin, "xsm.timer.fire", lambda: fire(key, **kwargs), key)
-
-    @functools.wraps(scan)
-    def traced_scan(*args: Any, **kwargs: Any) -> ScanResult:
-        return _observed(plugin, "xsm.timer.scan", lambda: scan(*args, **kwargs))
-
-    for name, method in (("fire", traced_fire), ("scan", traced_scan), (_MARK, True)):
-        setattr(scanner, name, method)
+    if not any(isinstance(o, TimerObserver) for o in observers_of(scanner.observers)):
+        scanner.observers = (*scanner.observers, TimerObserver(plugin))  # else observed already
     _with_plugin(scanner, plugin)
     return scanner
-
-
-def instrument_class(plugin: OtelPlugin) -> None:
-    """Trace and measure every ``DueTimerScanner`` of the process."""
-    with _lock:
-        if _originals:
-            return
-        fire, scan = DueTimerScanner.fire, DueTimerScanner.scan
-
-        @functools.wraps(fire)
-        def traced_fire(self: DueTimerScanner, key: str, **kwargs: Any) -> ScanResult:
-            # its blocks get the plugin from instrument()'s adoption
-            return _observed(plugin, "xsm.timer.fire", lambda: fire(self, key, **kwargs), key)
-
-        @functools.wraps(scan)
-        def traced_scan(self: DueTimerScanner, *args: Any, **kwargs: Any) -> ScanResult:
-            return _observed(plugin, "xsm.timer.scan", lambda: scan(self, *args, **kwargs))
-
-        _originals.update(fire=fire, scan=scan)
-        for name, method in (("fire", traced_fire), ("scan", traced_scan)):
-            setattr(DueTimerScanner, name, method)
-
-
-def uninstrument_class() -> None:
-    """Undo :func:`instrument_class`."""
-    with _lock:
-        for name, original in _originals.items():
-            setattr(DueTimerScanner, name, original)
-        _originals.clear()

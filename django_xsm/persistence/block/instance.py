@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -39,6 +38,7 @@ from django_xsm.persistence.audit import AuditPlugin
 from django_xsm.persistence.base import StoreOp, retry_after_seconds
 from django_xsm.persistence.idempotency import IdempotencyPlugin, ReplayedReceipt
 from django_xsm.persistence.locks import queue_for_lock
+from django_xsm.persistence.observers import Registry
 from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import (
     ClaimOutcome,
@@ -137,32 +137,24 @@ class Plugin:
         key was processed before), inside that send's phase."""
 
 
-_process_lock = threading.Lock()
-_process: tuple[Plugin, ...] = ()
+_PROCESS: Registry[Plugin] = Registry(Plugin)
 
 
 def add_process_plugin(plugin: Plugin) -> None:
     """Give every block built from now on ``plugin`` (a block given a plugin
     of the same class keeps its own). Tracing (``django_xsm.contrib.otel``)
     uses it; idempotent."""
-    global _process
-    if not isinstance(plugin, Plugin):
-        raise TypeError(f"{type(plugin).__name__} is not a Plugin")
-    with _process_lock:
-        if plugin not in _process:
-            _process = (*_process, plugin)
+    _PROCESS.add(plugin)
 
 
 def remove_process_plugin(plugin: Plugin) -> None:
     """Stop giving new blocks ``plugin``."""
-    global _process
-    with _process_lock:
-        _process = tuple(p for p in _process if p is not plugin)
+    _PROCESS.remove(plugin)
 
 
 def process_plugins() -> tuple[Plugin, ...]:
     """The plugins every new block gets."""
-    return _process
+    return _PROCESS.items
 
 
 def sort_plugins(
@@ -190,9 +182,8 @@ def sort_plugins(
                 path="plugins",
                 hint="use IdempotencyPlugin, AuditPlugin or a Plugin subclass",
             )
-    for shared in _process:
-        if not any(isinstance(hook, type(shared)) for hook in hooks):
-            hooks.append(shared)
+    if _PROCESS.items:
+        hooks = list(_PROCESS.joined(hooks))
     return idempotency, audit, hooks
 
 

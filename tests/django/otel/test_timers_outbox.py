@@ -135,3 +135,22 @@ def test_outbox_deliveries_lag_and_dead_letters(telemetry: Telemetry) -> None:
     assert telemetry.count("xsm.outbox.deliveries", xsm_outcome="lost") == 1
     assert telemetry.count("xsm.outbox.deliveries", xsm_event="order.paid") == 4
     assert telemetry.count("xsm.dead_letters", xsm_source="outbox") == 1
+
+
+def test_a_workers_batch_ack_counts_each_delivery(telemetry: Telemetry) -> None:
+    client = fakeredis_client()
+    store = RedisStore(client, prefix="otel-am", buckets=1)
+    for n in range(2):
+        with persisted(store, f"order:{n}", ORDER) as order:
+            order.send("PAY")
+    outbox = instrument_outbox(RedisOutbox(client, prefix="otel-am", buckets=1), telemetry.plugin())
+    leases = outbox.take("w1", count=2)
+    assert outbox.ack_many(leases) == [True, True]  # how OutboxWorker acknowledges
+    assert outbox.ack_many(leases[:1]) == [False]
+    assert telemetry.count("xsm.outbox.deliveries", xsm_outcome="delivered") == 2
+    assert telemetry.count("xsm.outbox.deliveries", xsm_outcome="lost") == 1
+
+
+def test_instrument_outbox_wants_a_reader_that_takes_observers() -> None:
+    with pytest.raises(TypeError, match="takes no observers"):
+        instrument_outbox(object(), OtelPlugin())  # type: ignore[arg-type]
