@@ -40,8 +40,8 @@ class Registry(Generic[ObserverT]):
         self.items: tuple[ObserverT, ...] = ()
 
     def add(self, observer: ObserverT) -> None:
-        """Register ``observer`` (idempotent); anything but a ``kind`` is a
-        ``TypeError``."""
+        """Give every watched object of the process ``observer``
+        (idempotent); anything but a ``kind`` is a ``TypeError``."""
         if not isinstance(observer, self.kind):
             raise TypeError(f"{type(observer).__name__} is not a {self.kind.__name__}")
         with self._lock:
@@ -49,10 +49,12 @@ class Registry(Generic[ObserverT]):
                 self.items = (*self.items, observer)
 
     def remove(self, observer: ObserverT) -> None:
+        """Stop giving watched objects ``observer``."""
         with self._lock:
             self.items = tuple(o for o in self.items if o is not observer)
 
     def registered(self) -> tuple[ObserverT, ...]:
+        """The observers every watched object gets."""
         return self.items
 
     def joined(self, own: Sequence[ObserverT]) -> tuple[ObserverT, ...]:

@@ -216,27 +216,13 @@ class OutboxObserver:
 
 _PROCESS: Registry[OutboxObserver] = Registry(OutboxObserver)
 
-
-def add_process_observer(observer: OutboxObserver) -> None:
-    """Give every outbox reader, already built or not, ``observer`` (a
-    reader given an observer of the same class keeps its own). Metrics
-    (``django_xsm.contrib.otel``) use it; idempotent."""
-    _PROCESS.add(observer)
-
-
-def remove_process_observer(observer: OutboxObserver) -> None:
-    """Stop giving readers ``observer``."""
-    _PROCESS.remove(observer)
-
-
-def process_observers() -> tuple[OutboxObserver, ...]:
-    """The observers every reader gets."""
-    return _PROCESS.items
-
-
-def observers_of(own: tuple[OutboxObserver, ...]) -> tuple[OutboxObserver, ...]:
-    """``own`` and the process's observers of a class ``own`` has none of."""
-    return _PROCESS.joined(own)
+# The observers every outbox reader, already built or not, gets (a reader given
+# an observer of the same class keeps its own); metrics (``django_xsm.contrib.otel``)
+# add one.
+add_process_observer = _PROCESS.add
+remove_process_observer = _PROCESS.remove
+process_observers = _PROCESS.registered
+observers_of = _PROCESS.joined
 
 
 def notify_taken(

@@ -81,27 +81,13 @@ class ScanObserver:
 
 _PROCESS: Registry[ScanObserver] = Registry(ScanObserver)
 
-
-def add_process_observer(observer: ScanObserver) -> None:
-    """Give every scanner, already built or not, ``observer`` (a scanner
-    given an observer of the same class keeps its own). Tracing
-    (``django_xsm.contrib.otel``) uses it; idempotent."""
-    _PROCESS.add(observer)
-
-
-def remove_process_observer(observer: ScanObserver) -> None:
-    """Stop giving scanners ``observer``."""
-    _PROCESS.remove(observer)
-
-
-def process_observers() -> tuple[ScanObserver, ...]:
-    """The observers every scanner gets."""
-    return _PROCESS.items
-
-
-def observers_of(own: tuple[ScanObserver, ...]) -> tuple[ScanObserver, ...]:
-    """``own`` and the process's observers of a class ``own`` has none of."""
-    return _PROCESS.joined(own)
+# The observers every scanner, already built or not, gets (a scanner given an
+# observer of the same class keeps its own); tracing (``django_xsm.contrib.otel``)
+# adds one.
+add_process_observer = _PROCESS.add
+remove_process_observer = _PROCESS.remove
+process_observers = _PROCESS.registered
+observers_of = _PROCESS.joined
 
 
 def observed(

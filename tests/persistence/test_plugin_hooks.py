@@ -88,22 +88,26 @@ class Recorder(Plugin):
         self.calls.append(f"on_replay {event_type}")
 
 
+#: What a Recorder sees of a block that sends ADD once and commits version 1.
+ONE_SEND = [
+    "enter open",
+    "on_load",
+    "exit open",
+    "enter send ADD",
+    "before_send ADD",
+    "after_send ADD",
+    "exit send",
+    "enter commit",
+    "after_commit v1",
+    "exit commit",
+]
+
+
 def test_the_phases_wrap_the_block_hooks_in_order() -> None:
     rec = Recorder()
     with persisted(MemoryStore(), "order:1", MACHINE, plugins=[rec]) as order:
         order.send("ADD")
-    assert rec.calls == [
-        "enter open",
-        "on_load",
-        "exit open",
-        "enter send ADD",
-        "before_send ADD",
-        "after_send ADD",
-        "exit send",
-        "enter commit",
-        "after_commit v1",
-        "exit commit",
-    ]
+    assert rec.calls == ONE_SEND
 
 
 def test_a_failed_body_has_no_commit_phase_and_errors_reach_the_phase() -> None:
@@ -172,18 +176,7 @@ async def test_an_async_block_runs_the_same_phases() -> None:
     for _ in range(2):
         async with apersisted(store, "order:1", MACHINE, plugins=plugins) as order:
             await order.asend("ADD", idempotency_key="e1")
-    assert rec.calls[:10] == [
-        "enter open",
-        "on_load",
-        "exit open",
-        "enter send ADD",
-        "before_send ADD",
-        "after_send ADD",
-        "exit send",
-        "enter commit",
-        "after_commit v1",
-        "exit commit",
-    ]
+    assert rec.calls[:10] == ONE_SEND
     assert rec.calls[10:] == [
         "enter open",
         "on_load",

@@ -139,22 +139,11 @@ class Plugin:
 
 _PROCESS: Registry[Plugin] = Registry(Plugin)
 
-
-def add_process_plugin(plugin: Plugin) -> None:
-    """Give every block built from now on ``plugin`` (a block given a plugin
-    of the same class keeps its own). Tracing (``django_xsm.contrib.otel``)
-    uses it; idempotent."""
-    _PROCESS.add(plugin)
-
-
-def remove_process_plugin(plugin: Plugin) -> None:
-    """Stop giving new blocks ``plugin``."""
-    _PROCESS.remove(plugin)
-
-
-def process_plugins() -> tuple[Plugin, ...]:
-    """The plugins every new block gets."""
-    return _PROCESS.items
+# The plugins every block built from now on gets (a block given a plugin of
+# the same class keeps its own); tracing (``django_xsm.contrib.otel``) adds one.
+add_process_plugin = _PROCESS.add
+remove_process_plugin = _PROCESS.remove
+process_plugins = _PROCESS.registered
 
 
 def sort_plugins(
