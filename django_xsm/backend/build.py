@@ -70,7 +70,6 @@ from django_xsm.redis import (
     AsyncRedisStore,
     RedisInbox,
     RedisLog,
-    RedisOutbox,
     RedisStore,
 )
 
@@ -138,11 +137,6 @@ _async_backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBacke
     weakref.WeakKeyDictionary()
 )
 _machines: MachineDirectory | None = None
-#: The outbox of the backend it was built on (rebuilt with a new backend).
-_outbox: tuple[Backend, OutboxReader] | None = None
-#: The class of the readers :func:`get_outbox` builds (the OTel bridge
-#: measures every instance of it).
-OUTBOX_CLASS: type[OutboxReader] = RedisOutbox
 #: The backend's classes as the protocols they implement: mypy checks here
 #: that they keep the storage contract (persistence/base.py).
 CONTRACT: tuple[type[StateStore], type[InboxStore], type[TransitionLogStore]] = (
@@ -305,8 +299,6 @@ def _codec(s: conf.XsmSettings) -> Codec | None:
 
 
 _Store = TypeVar("_Store", RedisStore, AsyncRedisStore)
-_Inbox = TypeVar("_Inbox", RedisInbox, AsyncRedisInbox)
-_Log = TypeVar("_Log", RedisLog, AsyncRedisLog)
 
 
 def _connect(*, is_async: bool) -> tuple[conf.XsmSettings, str, str, Any]:
@@ -319,42 +311,34 @@ def _connect(*, is_async: bool) -> tuple[conf.XsmSettings, str, str, Any]:
 
 
 def _members(
-    s: conf.XsmSettings,
-    client: Any,
-    kinds: tuple[type[_Store], type[_Inbox], type[_Log]],
-) -> tuple[_Store, _Inbox, _Log, tuple[BlockPlugin, ...]]:
-    """Store, inbox and log on one client and prefix, and the plugins every
+    s: conf.XsmSettings, client: Any, kind: type[_Store]
+) -> tuple[_Store, tuple[BlockPlugin, ...]]:
+    """The store (with its inbox, log and outbox) and the plugins every
     block gets (idempotency, audit when enabled, transition signals/logs)."""
-    store_kind, inbox_kind, log_kind = kinds
     assert s.prefix is not None  # require_usable refused a missing prefix
-    # DURABILITY: a commit (and a replayed idempotency claim) counts once
-    # that many replicas acknowledged it.
-    durability = {
-        "min_replicas": s.durability.min_replicas,
-        "replica_timeout_ms": s.durability.timeout_ms,
-    }
-    codec = _codec(s)  # one codec for everything holding user data
-    store = store_kind(
+    store = kind(
         client,
         prefix=s.prefix,
-        codec=codec,
+        codec=_codec(s),  # one codec for everything holding user data
         max_snapshot_bytes=s.max_snapshot_bytes,
         ttl_s=s.instance_ttl_s,
         lock_ttl_ms=s.lock_ttl_ms,
         buckets=s.buckets,
-        **durability,
+        # DURABILITY: a commit (and a replayed idempotency claim) counts
+        # once that many replicas acknowledged it.
+        min_replicas=s.durability.min_replicas,
+        replica_timeout_ms=s.durability.timeout_ms,
+        log_maxlen=s.audit.maxlen,
     )
-    inbox = inbox_kind(client, prefix=s.prefix, buckets=s.buckets, codec=codec, **durability)
     # blocks and the timer scanner read the store's clock: django-xsm's
     store.clock = now_ms
-    log = log_kind(client, prefix=s.prefix, maxlen=s.audit.maxlen, buckets=s.buckets, codec=codec)
     plugins: list[BlockPlugin] = [
-        IdempotencyPlugin(inbox, ttl_s=s.idempotency.ttl_s, lease_s=s.idempotency.lease_s)
+        IdempotencyPlugin(ttl_s=s.idempotency.ttl_s, lease_s=s.idempotency.lease_s)
     ]
     if s.audit.enabled:
-        plugins.append(AuditPlugin(log, redact=s.audit.redact))
+        plugins.append(AuditPlugin(redact=s.audit.redact))
     plugins.append(TransitionPlugin(_machine_name))
-    return store, inbox, log, tuple(plugins)
+    return store, tuple(plugins)
 
 
 # --- public accessors ----------------------------------------------------------------
@@ -374,8 +358,8 @@ def get_backend() -> Backend:
     with _lock:
         if _backend is None:
             s, source, description, client = _connect(is_async=False)
-            store, inbox, log, plugins = _members(s, client, (RedisStore, RedisInbox, RedisLog))
-            _backend = Backend(client, store, inbox, log, plugins, source, description)
+            store, plugins = _members(s, client, RedisStore)
+            _backend = Backend(client, store, store.inbox, store.log, plugins, source, description)
         return _backend
 
 
@@ -393,10 +377,11 @@ def get_async_backend() -> AsyncBackend:
         found = _async_backends.get(loop)
         if found is None:
             s, source, description, client = _connect(is_async=True)
-            kinds = (AsyncRedisStore, AsyncRedisInbox, AsyncRedisLog)
-            store, inbox, log, plugins = _members(s, client, kinds)
+            store, plugins = _members(s, client, AsyncRedisStore)
             closer = clients.tie_to_loop(client)
-            found = AsyncBackend(client, store, inbox, log, plugins, source, description, closer)
+            found = AsyncBackend(
+                client, store, store.inbox, store.log, plugins, source, description, closer
+            )
             _async_backends[loop] = found
         return found
 
@@ -426,25 +411,9 @@ def get_log() -> RedisLog:
 
 def get_outbox() -> OutboxReader:
     """The outbox's delivery side (``xsm_run_outbox``, ``xsm_outbox``, the
-    admin's Outbox page) on the backend's client and prefix, so workers
-    read the streams the commits of this process write; one per backend
-    (built without I/O)."""
-    global _outbox
-    found = get_backend()
-    cached = _outbox
-    if cached is not None and cached[0] is found:
-        return cached[1]
-    with _lock:
-        if _outbox is None or _outbox[0] is not found:
-            s = conf.get_settings()
-            assert s.prefix is not None  # get_backend() refused a missing prefix
-            _outbox = (
-                found,
-                RedisOutbox(
-                    found.client, prefix=s.prefix, buckets=s.buckets, codec=found.store.codec
-                ),
-            )
-        return _outbox[1]
+    admin's Outbox page): the backend's store's own (``store.outbox``), so
+    workers read the streams the commits of this process write."""
+    return get_backend().store.outbox
 
 
 def lock_strategy(lock: str | LockStrategy | None = None) -> LockStrategy:

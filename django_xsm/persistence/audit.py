@@ -88,7 +88,9 @@ def _redact(value: Any, frozen: frozenset[str], depth: int) -> Any:
 
 
 class AuditPlugin:
-    """Record every processed (accepted) event in ``log``.
+    """Record every processed (accepted) event in ``log`` (None: the
+    block's store's own, ``store.log``; a log given must share the store's
+    commit).
 
     ``redact``: extra field-name fragments to hide (added to
     :data:`DEFAULT_REDACT`), or a callable ``payload -> payload`` that
@@ -97,12 +99,10 @@ class AuditPlugin:
 
     def __init__(
         self,
-        log: Any,
+        log: Any = None,
         *,
         redact: Iterable[str] | Callable[[Mapping[str, Any]], Mapping[str, Any]] = (),
     ) -> None:
-        if log is None:
-            raise InvalidConfigError("AuditPlugin needs a log", path="log")
         self.log = log
         if callable(redact):
             self._redact: Callable[[Mapping[str, Any]], Any] = redact
@@ -110,6 +110,10 @@ class AuditPlugin:
             extra = [redact] if isinstance(redact, str) else list(redact)
             fragments = DEFAULT_REDACT | {_normalise(f) for f in extra}
             self._redact = lambda payload: _redact_with(payload, fragments)
+
+    def log_for(self, store: Any) -> Any:
+        """The log a block of ``store`` appends to: ours, else the store's."""
+        return self.log if self.log is not None else store.log
 
     def redact_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """The payload as it will be logged: redacted and JSON-ready."""

@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 from django_xsm.exceptions import InvalidConfigError
 
 from . import records
+from .outbox import OutboxReader
 
 __all__ = [
     "AsyncInboxStore",
@@ -185,11 +186,30 @@ class StateStore(StoreOps, Protocol):
     ``clock`` (epoch ms) is the clock blocks and timer scanners of this
     store arm deadlines and stamp log records with; ``driver`` runs the
     store's operations (:class:`StoreOps`).
+
+    A store is the whole backend: ``inbox``, ``log`` and ``outbox`` are its
+    parts (its idempotency rows, its transition log, the delivery side of
+    the events its commits emit), on its own data, so they share its
+    commit (:meth:`shares_commit` is true of each). A block with an
+    ``IdempotencyPlugin`` or ``AuditPlugin`` that names no inbox or log
+    uses them.
     """
 
     max_snapshot_bytes: int
     lock_ttl_ms: int
     clock: Callable[[], int]
+
+    @property
+    def inbox(self) -> InboxStore:
+        """The store's idempotency inbox."""
+
+    @property
+    def log(self) -> TransitionLogStore:
+        """The store's transition log."""
+
+    @property
+    def outbox(self) -> OutboxReader:
+        """The delivery side of the events the store's commits emit."""
 
     @property
     def driver(self) -> OpDriver:
@@ -303,11 +323,18 @@ class StateStore(StoreOps, Protocol):
 class AsyncStateStore(StoreOps, Protocol):
     """The asyncio twin of :class:`StateStore`: same guarantees, awaitable
     methods with the same names, the same operations run by an awaitable
-    ``driver``."""
+    ``driver``; its parts are the asyncio ``inbox`` and ``log`` (outbox
+    workers are synchronous and read ``StateStore.outbox``)."""
 
     max_snapshot_bytes: int
     lock_ttl_ms: int
     clock: Callable[[], int]
+
+    @property
+    def inbox(self) -> AsyncInboxStore: ...
+
+    @property
+    def log(self) -> AsyncTransitionLogStore: ...
 
     @property
     def driver(self) -> AsyncOpDriver:

@@ -150,7 +150,9 @@ _MAX_SECONDS = 10**9
 
 
 class IdempotencyPlugin:
-    """Deduplicate explicitly keyed events through ``inbox``.
+    """Deduplicate explicitly keyed events through ``inbox`` (None: the
+    block's store's own, ``store.inbox``; an inbox given must share the
+    store's commit).
 
     ``principal(event)`` names the scope of a per-send key (tenant, account;
     called with the engine ``Event``); a key given when the block opens uses
@@ -161,14 +163,12 @@ class IdempotencyPlugin:
 
     def __init__(
         self,
-        inbox: Any,
+        inbox: Any = None,
         *,
         principal: Callable[[Any], str] | None = None,
         ttl_s: float = 86_400,
         lease_s: float | None = None,
     ) -> None:
-        if inbox is None:
-            raise InvalidConfigError("IdempotencyPlugin needs an inbox", path="inbox")
         for name, value in (("ttl_s", ttl_s), ("lease_s", lease_s)):
             if value is not None and (
                 isinstance(value, bool)
@@ -186,6 +186,10 @@ class IdempotencyPlugin:
 
     def lease_for(self, store: Any) -> int:
         return self.lease_ms or int(store.lock_ttl_ms)
+
+    def inbox_for(self, store: Any) -> Any:
+        """The inbox a block of ``store`` claims in: ours, else the store's."""
+        return self.inbox if self.inbox is not None else store.inbox
 
     def scope_for(self, event: Any) -> str:
         scope = self.principal(event)

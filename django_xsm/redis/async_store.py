@@ -18,6 +18,8 @@ from django_xsm.persistence.base import require_shared_commit
 from django_xsm.persistence.locks import AsyncStoreLock
 
 from .client import AsyncSide
+from .inbox import AsyncRedisInbox
+from .log import AsyncRedisLog
 from .store import _StoreBase, health_failure, with_latency
 
 __all__ = ["AsyncRedisStore"]
@@ -31,7 +33,25 @@ class AsyncRedisStore(
     ],
 ):
     """Instances in Redis through ``redis.asyncio`` (a client or a URL);
-    arguments as for :class:`~django_xsm.redis.RedisStore`."""
+    arguments as for :class:`~django_xsm.redis.RedisStore`. Its parts are
+    the asyncio ``inbox`` and ``log``; the outbox's delivery side is
+    read by synchronous workers (``RedisStore.outbox``)."""
+
+    inbox: AsyncRedisInbox
+    log: AsyncRedisLog
+
+    def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
+        self.inbox = AsyncRedisInbox(
+            self.client,
+            prefix=self.prefix,
+            buckets=buckets,
+            codec=self.codec,
+            min_replicas=self.min_replicas,
+            replica_timeout_ms=self.replica_timeout_ms,
+        )
+        self.log = AsyncRedisLog(
+            self.client, prefix=self.prefix, buckets=buckets, codec=self.codec, maxlen=log_maxlen
+        )
 
     async def load(self, key: str) -> records.StoredRecord | None:
         return await self.driver.run(self.core.load(key), key)

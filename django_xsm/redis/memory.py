@@ -93,7 +93,8 @@ class MemoryStore(RedisStore):
 
     ``server``: a MemoryStore, MemoryInbox or MemoryLog whose server to
     share (None: a new one); ``log`` is the same for a MemoryLog (the
-    store's ``forget()`` erases its records). ``clock`` (epoch ms) is the
+    store's ``forget()`` erases its records). Its parts ``inbox``, ``log``
+    and ``outbox`` are on its server (``log_maxlen`` caps the log). ``clock`` (epoch ms) is the
     clock blocks arm deadlines and stamp log records with; leases, locks,
     idempotency receipts and ``ttl_s`` expire on the server's clock (wall
     time), as on Redis. Other arguments as for RedisStore.
@@ -109,6 +110,7 @@ class MemoryStore(RedisStore):
         lock_ttl_ms: int = 30_000,
         clock: Callable[[], int] | None = None,
         log: MemoryLog | None = None,
+        log_maxlen: int | None = None,
     ) -> None:
         if server is not None and log is not None and server.client is not log.client:
             raise InvalidConfigError(
@@ -121,6 +123,7 @@ class MemoryStore(RedisStore):
             max_snapshot_bytes=max_snapshot_bytes,
             ttl_s=ttl_s,
             lock_ttl_ms=lock_ttl_ms,
+            log_maxlen=log_maxlen,
         )
         if clock is not None:
             self.clock = clock

@@ -22,7 +22,10 @@ from django_xsm.persistence.locks import StoreLock
 
 from .client import AsyncSide, RedisSide, SyncSide, is_cluster, same_server, socket_timeout_of
 from .core import Op, StoreCore, ttl_ms_of
+from .inbox import RedisInbox
 from .keys import KeyLayout
+from .log import RedisLog
+from .outbox import RedisOutbox
 
 __all__ = ["RedisStore", "health_failure", "with_latency"]
 
@@ -57,7 +60,16 @@ class _StoreBase(RedisSide):
     commit is followed by ``WAIT min_replicas replica_timeout_ms`` on the
     same connection, in the same round trip, and a commit fewer replicas
     acknowledged raises ``NotDurableError`` instead of succeeding (so does
-    a replay of one, until the replicas have it).
+    a replay of one, until the replicas have it). ``log_maxlen``: the
+    approximate cap of each instance's stream in the store's own
+    :attr:`log` (None keeps every record).
+
+    The store is the whole backend: its ``inbox`` (idempotency claims),
+    ``log`` (the transition log) and, on the blocking twin, ``outbox`` (the
+    delivery side of emitted events) are parts of it on the same client,
+    prefix, buckets and codec, so a block's commit writes them in its one
+    script. ``IdempotencyPlugin()`` and ``AuditPlugin()`` with no inbox or
+    log use them.
 
     Construction does no I/O: the schema marker is read on first use, so a
     store can be built while Redis is down (the first operation then raises
@@ -80,6 +92,7 @@ class _StoreBase(RedisSide):
         buckets: int | None = None,
         min_replicas: int = 0,
         replica_timeout_ms: int = 100,
+        log_maxlen: int | None = None,
     ) -> None:
         self._connect(client_or_url)
         self.prefix = prefix
@@ -100,9 +113,17 @@ class _StoreBase(RedisSide):
         self.codec = self.core.codec
         self._ttl_s = ttl_s
         self.clock = system_clock_ms
+        if log_maxlen is not None:
+            validate_positive_int(log_maxlen, "log_maxlen")
+        self._attach_parts(buckets, log_maxlen)
 
     def _connect(self, client_or_url: Any) -> None:
         """Set ``client`` and ``driver`` (blocking or asyncio)."""
+        raise NotImplementedError
+
+    def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
+        """Build this twin's ``inbox`` and ``log`` (and ``outbox``) on the
+        store's client, prefix, codec and durability (no I/O)."""
         raise NotImplementedError
 
     @property
@@ -199,6 +220,26 @@ class RedisStore(
 ):
     """Instances in Redis (``redis.Redis`` or a URL); arguments as for the
     shared base above."""
+
+    inbox: RedisInbox
+    log: RedisLog
+    outbox: RedisOutbox
+
+    def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
+        self.inbox = RedisInbox(
+            self.client,
+            prefix=self.prefix,
+            buckets=buckets,
+            codec=self.codec,
+            min_replicas=self.min_replicas,
+            replica_timeout_ms=self.replica_timeout_ms,
+        )
+        self.log = RedisLog(
+            self.client, prefix=self.prefix, buckets=buckets, codec=self.codec, maxlen=log_maxlen
+        )
+        self.outbox = RedisOutbox(
+            self.client, prefix=self.prefix, buckets=buckets, codec=self.codec
+        )
 
     def load(self, key: str) -> records.StoredRecord | None:
         return self.driver.run(self.core.load(key), key)

@@ -54,6 +54,7 @@ class ClaimBook:
         self.instance_key = instance_key
         self.owner = owner
         self.lease_ms = plugin.lease_for(store) if plugin is not None else 0
+        self._inbox = plugin.inbox_for(store) if plugin is not None else None
         self.block: ClaimRequest | None = None
         self.duplicate = False  # the block's key finished earlier: replay only
         self.replayed_result: Any = None
@@ -71,7 +72,8 @@ class ClaimBook:
     def inbox(self) -> Any:
         """The inbox the claims go to (a block has claims and releases only
         with an IdempotencyPlugin)."""
-        return self._plugin("A claim").inbox
+        self._plugin("A claim")
+        return self._inbox
 
     def claim_block(self, key: str, fingerprint: str, principal: str) -> None:
         """The claim for a key given when the block opens."""

@@ -216,8 +216,8 @@ class PersistedInstance(BlockState):
         self._phase_hooks = overriding(self.hooks, "phase")
         self._replay_hooks = overriding(self.hooks, "on_replay")
         #: the inbox and log the block's operations write (they commit with the store)
-        self.inbox = idempotency.inbox if idempotency is not None else None
-        self.log = audit.log if audit is not None else None
+        self.inbox = idempotency.inbox_for(store) if idempotency is not None else None
+        self.log = audit.log_for(store) if audit is not None else None
         self._driver: Any = None  # the store's driver, once the block opened
         self._async = False
 
