@@ -53,13 +53,9 @@ from django_xsm.persistence import (
     Plugin,
 )
 from django_xsm.persistence.base import (
-    AsyncInboxStore,
     AsyncStateStore,
-    AsyncTransitionLogStore,
     Codec,
-    InboxStore,
     StateStore,
-    TransitionLogStore,
     system_clock_ms,
 )
 from django_xsm.persistence.locks import LockStrategy
@@ -137,16 +133,11 @@ _async_backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBacke
     weakref.WeakKeyDictionary()
 )
 _machines: MachineDirectory | None = None
-#: The backend's classes as the protocols they implement: mypy checks here
-#: that they keep the storage contract (persistence/base.py).
-CONTRACT: tuple[type[StateStore], type[InboxStore], type[TransitionLogStore]] = (
-    RedisStore,
-    RedisInbox,
-    RedisLog,
-)
-ASYNC_CONTRACT: tuple[
-    type[AsyncStateStore], type[AsyncInboxStore], type[AsyncTransitionLogStore]
-] = (AsyncRedisStore, AsyncRedisInbox, AsyncRedisLog)
+#: The backend's stores as the protocols they implement: mypy checks here
+#: that they keep the storage contract (persistence/base.py), their parts
+#: (inbox, log, outbox) included.
+CONTRACT: type[StateStore] = RedisStore
+ASYNC_CONTRACT: type[AsyncStateStore] = AsyncRedisStore
 
 
 # --- the clock ------------------------------------------------------------------------
