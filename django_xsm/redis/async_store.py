@@ -40,18 +40,7 @@ class AsyncRedisStore(
     inbox: AsyncRedisInbox
     log: AsyncRedisLog
 
-    def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
-        self.inbox = AsyncRedisInbox(
-            self.client,
-            prefix=self.prefix,
-            buckets=buckets,
-            codec=self.codec,
-            min_replicas=self.min_replicas,
-            replica_timeout_ms=self.replica_timeout_ms,
-        )
-        self.log = AsyncRedisLog(
-            self.client, prefix=self.prefix, buckets=buckets, codec=self.codec, maxlen=log_maxlen
-        )
+    _part_kinds = (AsyncRedisInbox, AsyncRedisLog)
 
     async def load(self, key: str) -> records.StoredRecord | None:
         return await self.driver.run(self.core.load(key), key)

@@ -79,6 +79,10 @@ class _StoreBase(RedisSide):
     """
 
     client: Any
+    inbox: Any
+    log: Any
+    #: the classes of this twin's ``inbox`` and ``log``
+    _part_kinds: tuple[type[Any], type[Any]]
 
     def __init__(
         self,
@@ -122,9 +126,20 @@ class _StoreBase(RedisSide):
         raise NotImplementedError
 
     def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
-        """Build this twin's ``inbox`` and ``log`` (and ``outbox``) on the
-        store's client, prefix, codec and durability (no I/O)."""
-        raise NotImplementedError
+        """Build this twin's ``inbox`` and ``log`` (its ``_part_kinds``) on
+        the store's client, prefix, codec and durability (no I/O)."""
+        inbox_kind, log_kind = self._part_kinds
+        self.inbox = inbox_kind(
+            self.client,
+            prefix=self.prefix,
+            buckets=buckets,
+            codec=self.codec,
+            min_replicas=self.min_replicas,
+            replica_timeout_ms=self.replica_timeout_ms,
+        )
+        self.log = log_kind(
+            self.client, prefix=self.prefix, buckets=buckets, codec=self.codec, maxlen=log_maxlen
+        )
 
     @property
     def max_snapshot_bytes(self) -> int:
@@ -225,18 +240,10 @@ class RedisStore(
     log: RedisLog
     outbox: RedisOutbox
 
+    _part_kinds = (RedisInbox, RedisLog)
+
     def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
-        self.inbox = RedisInbox(
-            self.client,
-            prefix=self.prefix,
-            buckets=buckets,
-            codec=self.codec,
-            min_replicas=self.min_replicas,
-            replica_timeout_ms=self.replica_timeout_ms,
-        )
-        self.log = RedisLog(
-            self.client, prefix=self.prefix, buckets=buckets, codec=self.codec, maxlen=log_maxlen
-        )
+        super()._attach_parts(buckets, log_maxlen)
         self.outbox = RedisOutbox(
             self.client, prefix=self.prefix, buckets=buckets, codec=self.codec
         )
