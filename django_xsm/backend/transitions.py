@@ -87,6 +87,8 @@ def _fields(
 
 
 def _log(fields: Mapping[str, Any]) -> None:
+    if not logger.isEnabledFor(logging.INFO):
+        return  # nothing to format
     if fields["accepted"]:
         logger.info(
             "%s %s: %s -> %s on %s (v%d)",
@@ -261,12 +263,14 @@ class TransitionPlugin(Plugin):
                 # driver awaits asend_robust() after the block (aafter_commit).
                 with self._lock:
                     self._deferred.setdefault(block, []).append(kwargs)
-            else:
+            elif post_transition.has_listeners(name):
                 # send_robust: the change is durable; a failing receiver is
                 # logged by Django (logger "django.dispatch") and must not
                 # turn a stored transition into an error response. Through
                 # on_commit: inside a database transaction that later rolls
                 # back, receivers must not have acted on a ghost state.
+                # With no receiver there is nothing to wait for (as Django's
+                # deletion collector, which asks has_listeners() too).
                 _when_committed(
                     functools.partial(post_transition.send_robust, fields["machine"], **kwargs),
                     self.database,
