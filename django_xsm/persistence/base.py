@@ -133,17 +133,16 @@ class StoreOps(Protocol):
     inbox's :class:`InboxOps` run on the store's driver too: an inbox the
     store :meth:`~StateStore.shares_commit` with reaches the same data."""
 
-    def open_op(
-        self, request: records.OpenRequest, *, inbox: Any = None
-    ) -> StoreOp[records.OpenResult]:
-        """:meth:`StateStore.open`, as an operation. It does not check
-        ``inbox`` again: the block checked it once, when it was built."""
+    def open_op(self, request: records.OpenRequest) -> StoreOp[records.OpenResult]:
+        """:meth:`StateStore.open`, as an operation: its claims go to the
+        store's inbox (a block checked the one it was given shares it)."""
 
     def commit_op(
-        self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
+        self, unit: records.CommitUnit, *, log: Any = None
     ) -> StoreOp[records.CommitResult]:
-        """:meth:`StateStore.commit`, as an operation (``inbox`` and ``log``
-        checked by the block when it was built, as for :meth:`open_op`)."""
+        """:meth:`StateStore.commit`, as an operation (``log``, checked by
+        the block when it was built: the log whose settings the entries are
+        written with; None: the store's)."""
 
     def acquire_lock_op(self, key: str, token: str, ttl_ms: int) -> StoreOp[int]:
         """:meth:`StateStore.acquire_lock`, as an operation."""
@@ -221,10 +220,10 @@ class StateStore(StoreOps, Protocol):
     def open(
         self, request: records.OpenRequest, *, inbox: InboxStore | None = None
     ) -> records.OpenResult:
-        """Take the lock, claim ``request.claims`` in ``inbox`` and load the
-        record in one step. Claims need an ``inbox`` that
-        :meth:`shares_commit` (see :func:`require_shared_commit`). A busy
-        lock returns ``lock_busy_ms > 0`` with no claim taken."""
+        """Take the lock, claim ``request.claims`` in ``inbox`` (None: the
+        store's own; one given must :meth:`shares_commit`, see
+        :func:`require_shared_commit`) and load the record in one step. A
+        busy lock returns ``lock_busy_ms > 0`` with no claim taken."""
 
     def commit(
         self,
@@ -234,10 +233,10 @@ class StateStore(StoreOps, Protocol):
         log: TransitionLogStore | None = None,
     ) -> records.CommitResult:
         """Apply ``unit``, its marks to ``inbox`` and its entries to
-        ``log``, in one atomic step: all of it lands or none of it. An
-        ``inbox`` or ``log`` this store does not :meth:`shares_commit` with
-        is an ``InvalidConfigError`` before any write
-        (:func:`require_shared_commit`)."""
+        ``log`` (None: the store's own), in one atomic step: all of it
+        lands or none of it. An ``inbox`` or ``log`` this store does not
+        :meth:`shares_commit` with is an ``InvalidConfigError`` before any
+        write (:func:`require_shared_commit`)."""
 
     def shares_commit(self, other: object) -> bool:
         """True when ``other`` (an inbox or log) commits atomically with us:

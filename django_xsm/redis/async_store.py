@@ -48,14 +48,14 @@ class AsyncRedisStore(
     async def open(
         self, request: records.OpenRequest, *, inbox: object = None
     ) -> records.OpenResult:
-        self._check_open_inbox(request, inbox)
-        return await self.driver.run(self.open_op(request, inbox=inbox), request.key)
+        require_shared_commit(self, inbox=inbox)
+        return await self.driver.run(self.open_op(request), request.key)
 
     async def commit(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> records.CommitResult:
         require_shared_commit(self, inbox=inbox, log=log)
-        return await self.driver.run(self.commit_op(unit, inbox=inbox, log=log), unit.key)
+        return await self.driver.run(self.commit_op(unit, log=log), unit.key)
 
     async def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
         op = self.core.save_unit(key, snapshot, expected_version)

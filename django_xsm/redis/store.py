@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from django_xsm.exceptions import InvalidConfigError, StoreAuthenticationError, XsmError
+from django_xsm.exceptions import StoreAuthenticationError, XsmError
 from django_xsm.persistence import records
 from django_xsm.persistence.arguments import StoreKeywords, validate_positive_int, validate_ttl_s
 from django_xsm.persistence.base import Codec, iter_pages, require_shared_commit, system_clock_ms
@@ -199,25 +199,15 @@ class _StoreBase(RedisSide):
             and same_server(other.client, self.client)
         )
 
-    def _check_open_inbox(self, request: records.OpenRequest, inbox: object) -> None:
-        """What the public ``open()`` checks before any I/O (a block checked
-        its inbox once, when it was built): claims need an inbox that
-        commits with this store."""
-        if request.claims:
-            if inbox is None:
-                raise InvalidConfigError("open() got claims without an inbox", path="inbox")
-            require_shared_commit(self, inbox=inbox)
-
     # --- the operations a persisted block composes (StoreOps) -------------
 
-    def open_op(
-        self, request: records.OpenRequest, *, inbox: object = None
-    ) -> Op[records.OpenResult]:
+    def open_op(self, request: records.OpenRequest) -> Op[records.OpenResult]:
         return self.composed(self.core.open(request), request.key)
 
     def commit_op(
-        self, unit: records.CommitUnit, *, inbox: object = None, log: object = None
+        self, unit: records.CommitUnit, *, log: object = None
     ) -> Op[records.CommitResult]:
+        log = self.log if log is None else log  # its maxlen trims the streams
         return self.composed(self.core.commit(unit, log=log), unit.key)
 
     def acquire_lock_op(self, key: str, token: str, ttl_ms: int) -> Op[int]:
@@ -252,14 +242,14 @@ class RedisStore(
         return self.driver.run(self.core.load(key), key)
 
     def open(self, request: records.OpenRequest, *, inbox: object = None) -> records.OpenResult:
-        self._check_open_inbox(request, inbox)
-        return self.driver.run(self.open_op(request, inbox=inbox), request.key)
+        require_shared_commit(self, inbox=inbox)
+        return self.driver.run(self.open_op(request), request.key)
 
     def commit(
         self, unit: records.CommitUnit, *, inbox: Any = None, log: Any = None
     ) -> records.CommitResult:
         require_shared_commit(self, inbox=inbox, log=log)
-        return self.driver.run(self.commit_op(unit, inbox=inbox, log=log), unit.key)
+        return self.driver.run(self.commit_op(unit, log=log), unit.key)
 
     def save(self, key: str, snapshot: Mapping[str, Any], *, expected_version: int) -> int:
         op = self.core.save_unit(key, snapshot, expected_version)

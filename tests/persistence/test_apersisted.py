@@ -230,8 +230,6 @@ async def test_the_async_stores_open_and_commit_refuse_what_does_not_share_the_c
     ab: AsyncBackends,
 ) -> None:
     claims = (ClaimRequest("acct", "o:1", "idem", "fp", "w", 5_000),)
-    with pytest.raises(InvalidConfigError, match="claims without an inbox"):
-        await ab.store.open(OpenRequest("o:1", claims=claims))
     with pytest.raises(InvalidConfigError, match="does not commit with the store"):
         await ab.store.open(OpenRequest("o:1", claims=claims), inbox=MemoryInbox())
     for other in ({"inbox": MemoryInbox()}, {"log": MemoryLog()}):

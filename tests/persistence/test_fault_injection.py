@@ -55,19 +55,20 @@ class FaultyStore:
         self.max_snapshot_bytes = inner.max_snapshot_bytes
         self.clock = inner.clock
         self.driver = inner.driver
+        self.inbox, self.log = inner.inbox, inner.log
 
     def shares_commit(self, other: object) -> bool:
         return bool(self.inner.shares_commit(_unwrapped(other)))
 
-    def open_op(self, request: Any, *, inbox: Any = None) -> Any:
+    def open_op(self, request: Any) -> Any:
         self.faults.hit("open:before")
-        result = yield from self.inner.open_op(request, inbox=_unwrapped(inbox))
+        result = yield from self.inner.open_op(request)
         self.faults.hit("open:after")
         return result
 
-    def commit_op(self, unit: Any, *, inbox: Any = None, log: Any = None) -> Any:
+    def commit_op(self, unit: Any, *, log: Any = None) -> Any:
         self.faults.hit("commit:before")
-        result = yield from self.inner.commit_op(unit, inbox=_unwrapped(inbox), log=log)
+        result = yield from self.inner.commit_op(unit, log=log)
         self.faults.hit("commit:after")
         return result
 

@@ -60,7 +60,11 @@ def _deliver(store: RedisStore, plugins: list[Any], key: str = "order:1") -> int
 @pytest.mark.timeout(60)
 def test_a_healthy_replica_acknowledges_every_commit(pair: tuple[RedisServer, RedisServer]):
     primary, replica = pair
-    store, plugins = _parts(primary.client(), unique_prefix(), min_replicas=1)
+    # a generous WAIT: on a loaded machine a healthy replica may take more
+    # than the default 100 ms to acknowledge
+    store, plugins = _parts(
+        primary.client(), unique_prefix(), min_replicas=1, replica_timeout_ms=5_000
+    )
     assert _deliver(store, plugins) == 1
     assert store.save("plain", snap(), expected_version=0) == 1
     # what WAIT acknowledged is on the replica already, not "soon"

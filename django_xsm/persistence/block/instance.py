@@ -408,7 +408,7 @@ class PersistedInstance(BlockState):
             self.store,
             self.key,
             lock.timeout,
-            lambda: self.store.open_op(request, inbox=self.inbox),
+            lambda: self.store.open_op(request),
             lambda result: result.lock_busy_ms if lock.pessimistic else 0,
             self._notify_lock_busy,
         )
@@ -447,7 +447,7 @@ class PersistedInstance(BlockState):
             if unit.release_lock:
                 yield from self.store.release_lock_op(self.key, unit.lock_token)
             return None
-        result: CommitResult = yield from self.store.commit_op(unit, inbox=self.inbox, log=self.log)
+        result: CommitResult = yield from self.store.commit_op(unit, log=self.log)
         return result
 
     def _on_committed(self, result: CommitResult) -> None:
