@@ -19,6 +19,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from django_xsm.brief import brief
+from django_xsm.persistence.arguments import MAX_LOG_MAXLEN
 
 from . import topology
 from .outbox import backoff_fits, outbox
@@ -342,7 +343,13 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
             enabled=p.take(lambda: choice(audit["ENABLED"], (True, False), "AUDIT", "ENABLED")),
             maxlen=p.take(
                 lambda: number(
-                    audit["MAXLEN"], "AUDIT", "MAXLEN", optional=True, integer=True, minimum=1
+                    audit["MAXLEN"],
+                    "AUDIT",
+                    "MAXLEN",
+                    optional=True,
+                    integer=True,
+                    minimum=1,
+                    maximum=MAX_LOG_MAXLEN,
                 )
             ),
             redact=p.take(lambda: _redact(audit["REDACT"]), ()),

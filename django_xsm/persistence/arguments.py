@@ -20,12 +20,14 @@ from . import records
 __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_LIMIT",
+    "MAX_LOG_MAXLEN",
     "StoreKeywords",
     "check_listing",
     "check_log_read",
     "check_read_last",
     "validate_key",
     "validate_limit",
+    "validate_maxlen",
     "validate_positive_int",
     "validate_prefix",
     "validate_seconds",
@@ -36,6 +38,11 @@ __all__ = [
 
 #: Longest instance key, idempotency key or scope accepted (characters).
 MAX_KEY_LENGTH = 512
+
+#: Largest transition-log cap (``maxlen``, ``log_maxlen``, ``XSM['AUDIT']
+#: ['MAXLEN']``): Lua reads it as a double, and larger ones stop being the
+#: integer ``XADD MAXLEN`` takes.
+MAX_LOG_MAXLEN = 10**12
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -118,6 +125,20 @@ def check_listing(
     validate_text(after, "after")
     validate_text(machine, "machine", optional=True)
     validate_text(state, "state", optional=True)
+
+
+def validate_maxlen(value: object, name: str) -> int | None:
+    """``value`` if it is None or an int from 1 to :data:`MAX_LOG_MAXLEN`
+    (a transition log's cap), else InvalidConfigError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LOG_MAXLEN:
+        raise InvalidConfigError(
+            f"{name} must be an int from 1 to 10**12, or None, got {brief(value)}",
+            path=name,
+            hint="it caps each instance's log approximately (XADD MAXLEN ~); None keeps all",
+        )
+    return value
 
 
 def validate_positive_int(value: object, name: str) -> int:

@@ -78,19 +78,24 @@ def retry_after_seconds(ms: int) -> int:
 
 def require_shared_commit(store: Any, *, inbox: object = None, log: object = None) -> None:
     """The one commit rule: a block's inbox and log commit in the store's
-    own atomic step (``store.shares_commit``), so a commit lands whole or
-    not at all. Anything else is an ``InvalidConfigError``, raised before
-    any I/O: there is no commit that writes them one after another."""
-    for what, other in (("inbox", inbox), ("log", log)):
-        if other is not None and not store.shares_commit(other):
-            raise InvalidConfigError(
-                f"the {what} ({type(other).__name__}) does not commit with the store "
-                f"({type(store).__name__}): a commit must write them in one atomic step",
-                path=what,
-                hint="put the inbox and the log on the store's own Redis, with its prefix "
-                "and client kind (e.g. RedisInbox(store.client, prefix=store.prefix)); "
-                "MemoryStore takes MemoryInbox and MemoryLog",
-            )
+    own atomic step, so a commit lands whole or not at all. One given
+    (None: the store's own) must be of the kind of the store's own part
+    (``store.inbox``, ``store.log``) and one the store
+    :meth:`~StateStore.shares_commit` with. Anything else is an
+    ``InvalidConfigError``, raised before any I/O: there is no commit that
+    writes them one after another."""
+    for what, other, own in (("inbox", inbox, store.inbox), ("log", log, store.log)):
+        if other is None or (isinstance(other, type(own)) and store.shares_commit(other)):
+            continue
+        kind = type(own).__name__
+        raise InvalidConfigError(
+            f"The {what} given ({type(other).__name__}) does not commit with the store "
+            f"({type(store).__name__}): a block's commit writes its {what} in the "
+            f"store's one atomic step, so it must be a {kind} on the store's data",
+            path=what,
+            hint=f"leave it out (IdempotencyPlugin() and AuditPlugin() use store.{what}), "
+            f"or pass store.{what}",
+        )
 
 
 @runtime_checkable

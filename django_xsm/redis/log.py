@@ -22,6 +22,7 @@ from django_xsm.persistence.arguments import (
     check_log_read,
     check_read_last,
     validate_key,
+    validate_maxlen,
     validate_seconds,
     wall_to_ms,
 )
@@ -51,12 +52,7 @@ class LogCore:
     def __init__(
         self, prefix: str, buckets: int | None, maxlen: int | None, codec: Codec | None = None
     ) -> None:
-        if maxlen is not None and (
-            isinstance(maxlen, bool) or not isinstance(maxlen, int) or maxlen < 1
-        ):
-            raise InvalidConfigError(
-                f"maxlen must be a positive int or None, got {brief(maxlen)}", path="maxlen"
-            )
+        validate_maxlen(maxlen, "maxlen")
         self.state = LayoutState(prefix, buckets)
         self.maxlen = maxlen
         #: Seals payloads, actors and reasons when it can (the store's codec).

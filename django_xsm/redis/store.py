@@ -16,7 +16,12 @@ from typing import Any
 
 from django_xsm.exceptions import StoreAuthenticationError, XsmError
 from django_xsm.persistence import records
-from django_xsm.persistence.arguments import StoreKeywords, validate_positive_int, validate_ttl_s
+from django_xsm.persistence.arguments import (
+    StoreKeywords,
+    validate_maxlen,
+    validate_positive_int,
+    validate_ttl_s,
+)
 from django_xsm.persistence.base import Codec, iter_pages, require_shared_commit, system_clock_ms
 from django_xsm.persistence.locks import StoreLock
 
@@ -117,8 +122,7 @@ class _StoreBase(RedisSide):
         self.codec = self.core.codec
         self._ttl_s = ttl_s
         self.clock = system_clock_ms
-        if log_maxlen is not None:
-            validate_positive_int(log_maxlen, "log_maxlen")
+        validate_maxlen(log_maxlen, "log_maxlen")
         self._attach_parts(buckets, log_maxlen)
 
     def _connect(self, client_or_url: Any) -> None:

@@ -55,7 +55,8 @@ class FaultyStore:
         self.max_snapshot_bytes = inner.max_snapshot_bytes
         self.clock = inner.clock
         self.driver = inner.driver
-        self.inbox, self.log = inner.inbox, inner.log
+        self.inbox, self.log = FaultyInbox(inner.inbox, faults), inner.log
+        self.open = inner.open
 
     def shares_commit(self, other: object) -> bool:
         return bool(self.inner.shares_commit(_unwrapped(other)))
@@ -77,8 +78,8 @@ class FaultyStore:
 
 
 class FaultyInbox:
-    """The store's own inbox (FaultyStore unwraps it for the open and the
-    commit), whose claim round trip loses its reply."""
+    """FaultyStore's inbox (it unwraps it to ask the real store whether it
+    shares the commit), whose claim round trip loses its reply."""
 
     def __init__(self, inner: Any, faults: Faults) -> None:
         self.inner = inner
@@ -133,8 +134,8 @@ def _seed(b: Backends) -> None:
 
 def _run_block(b: Backends, point: str, *, block_key: bool) -> Faults:
     faults = Faults(point)
-    inbox = FaultyInbox(b.inbox, faults)
-    plugins = [IdempotencyPlugin(inbox), AuditPlugin(b.log), FailingHook(faults)]
+    # the store's own inbox: FaultyStore's loses the reply of a claim
+    plugins = [IdempotencyPlugin(), AuditPlugin(b.log), FailingHook(faults)]
     kw: dict[str, Any] = {"idempotency_key": "req-1"} if block_key else {}
     # A failing after_commit hook is logged, not raised: the commit is durable.
     raises = (

@@ -19,7 +19,14 @@ from django_xsm.persistence import (
     apersisted,
     persisted,
 )
-from django_xsm.redis import AsyncRedisInbox, AsyncRedisLog, AsyncRedisStore, RedisStore
+from django_xsm.persistence.records import ClaimRequest, ClaimStatus, OpenRequest
+from django_xsm.redis import (
+    AsyncRedisInbox,
+    AsyncRedisLog,
+    AsyncRedisStore,
+    RedisLog,
+    RedisStore,
+)
 from tests.support import BackendFactory, order_machine, unique_prefix
 
 fakeredis = pytest.importorskip("fakeredis")
@@ -67,12 +74,48 @@ def test_an_explicit_inbox_or_log_still_must_share_the_commit() -> None:
 
 def test_log_maxlen_is_the_log_s_cap_and_is_checked_at_construction() -> None:
     client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    store = RedisStore(client, prefix=unique_prefix(), log_maxlen=50)
-    assert store.log.maxlen == 50
-    with pytest.raises(InvalidConfigError, match="log_maxlen"):
-        RedisStore(client, prefix=unique_prefix(), log_maxlen=0)
-    with pytest.raises(InvalidConfigError, match="log_maxlen"):
-        RedisStore(client, prefix=unique_prefix(), log_maxlen="10")  # type: ignore[arg-type]
+    store = RedisStore(client, prefix=unique_prefix(), log_maxlen=10**12)
+    assert store.log.maxlen == 10**12
+    with persisted(store, "o:1", M, plugins=[AuditPlugin()]) as order:
+        order.send("ADD")  # the largest cap still reaches XADD as an integer
+    assert [r.event_type for r in store.log.read("o:1")] == ["ADD"]
+    for bad in (0, -1, "10", 2.5, True, 10**12 + 1, 2**63):
+        with pytest.raises(InvalidConfigError, match="log_maxlen must be an int from 1"):
+            RedisStore(client, prefix=unique_prefix(), log_maxlen=bad)
+        with pytest.raises(InvalidConfigError, match="maxlen must be an int from 1"):
+            RedisLog(client, prefix=unique_prefix(), maxlen=bad)
+        with pytest.raises(InvalidConfigError, match="log_maxlen"):
+            MemoryStore(log_maxlen=bad)
+
+
+def test_store_open_without_an_inbox_claims_in_the_store_s(make: BackendFactory) -> None:
+    store = make().store
+    claim = ClaimRequest("acct", "o:1", "idem", "fp", "w", 5_000)
+    opened = store.open(OpenRequest("o:1", claims=(claim,)))
+    assert [c.status for c in opened.claims] == [ClaimStatus.CLAIMED]
+    assert store.inbox.get("acct", "o:1", "idem")["state"] == "in_flight"
+
+
+@pytest.mark.parametrize("what", ["inbox", "log"])
+def test_a_part_of_the_wrong_kind_is_refused_before_any_write(what: str) -> None:
+    store = MemoryStore()
+    wrong: list[Any] = [store, store.outbox, store.log if what == "inbox" else store.inbox]
+    for other in wrong:
+        plugin = IdempotencyPlugin(other) if what == "inbox" else AuditPlugin(other)
+        with pytest.raises(InvalidConfigError, match=f"The {what} given") as err:
+            persisted(store, "o:1", M, plugins=[plugin])
+        assert err.value.path == what
+        assert f"use store.{what}" in str(err.value) and "leave it out" in str(err.value)
+    assert store.client.dbsize() == 0
+
+
+async def test_an_asyncio_store_in_a_blocking_block_is_refused_clearly() -> None:
+    client: Any = fakeredis.aioredis.FakeRedis(server=fakeredis.FakeServer())
+    store = AsyncRedisStore(client, prefix=unique_prefix())
+    with pytest.raises(InvalidConfigError, match="persisted\\(\\) needs a StateStore") as err:
+        persisted(store, "o:1", M)
+    assert err.value.path == "store" and "apersisted()" in str(err.value)
+    await client.aclose()
 
 
 def test_the_parts_seal_with_the_store_s_codec() -> None:

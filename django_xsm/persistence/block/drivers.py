@@ -99,6 +99,12 @@ class persisted(_Context):
     :class:`~django_xsm.persistence.block.options.BlockOptions`.
     """
 
+    def _check_backends(self) -> None:
+        # An asyncio store here could never run (its driver awaits): refuse
+        # it before any I/O, as apersisted() refuses a blocking one.
+        _require_kind(self.store, self.store.open, "store", is_async=False)
+        super()._check_backends()
+
     def __enter__(self) -> PersistedInstance:
         driver = self.store.driver
         driver.run(self.block.open_op(driver), self.block.key)
@@ -125,9 +131,9 @@ class apersisted(_Context):
         # A sync backend here would block the event loop; refuse it before
         # any I/O, and before the rule of one commit (which it breaks too).
         store, inbox = self.store, self.inbox
-        _require_async(store, store.open, "store", "an AsyncStateStore such as AsyncRedisStore")
+        _require_kind(store, store.open, "store", is_async=True)
         if inbox is not None:
-            _require_async(inbox, inbox.claim, "inbox", "an async inbox such as AsyncRedisInbox")
+            _require_kind(inbox, inbox.claim, "inbox", is_async=True)
         super()._check_backends()
 
     async def __aenter__(self) -> PersistedInstance:
@@ -154,12 +160,23 @@ class apersisted(_Context):
                 logger.exception("aafter_commit hook %r failed for %r", hook, self.block.key)
 
 
-def _require_async(obj: Any, method: Any, what: str, wanted: str) -> None:
+#: (what, asyncio?) -> what a block of that kind needs
+_WANTED = {
+    ("store", True): "an AsyncStateStore such as AsyncRedisStore",
+    ("store", False): "a StateStore such as RedisStore",
+    ("inbox", True): "an async inbox such as AsyncRedisInbox",
+}
+
+
+def _require_kind(obj: Any, method: Any, what: str, *, is_async: bool) -> None:
     """``method`` of ``obj`` (the store's ``open``, the inbox's ``claim``:
-    declared by the sync and the async protocols) must be the async twin's."""
-    if not inspect.iscoroutinefunction(method):
-        raise InvalidConfigError(
-            f"apersisted() needs {wanted}, got {type(obj).__name__}",
-            path=what,
-            hint="use persisted() with sync backends, or the async twin of this one",
-        )
+    declared by the sync and the async protocols) must be the asyncio
+    twin's inside ``apersisted()`` and the blocking one's in ``persisted()``."""
+    if inspect.iscoroutinefunction(method) == is_async:
+        return
+    block, other = ("apersisted", "persisted") if is_async else ("persisted", "apersisted")
+    raise InvalidConfigError(
+        f"{block}() needs {_WANTED[what, is_async]}, got {type(obj).__name__}",
+        path=what,
+        hint=f"use {other}() with this {what}, or its {'asyncio' if is_async else 'blocking'} twin",
+    )
