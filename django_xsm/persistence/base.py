@@ -91,7 +91,7 @@ def require_shared_commit(store: Any, *, inbox: object = None, log: object = Non
         raise InvalidConfigError(
             f"The {what} given ({type(other).__name__}) does not commit with the store "
             f"({type(store).__name__}): a block's commit writes its {what} in the "
-            f"store's one atomic step, so it must be a {kind} on the store's data",
+            f"store's one atomic step, so it must be the store's kind ({kind}) on its data",
             path=what,
             hint=f"leave it out (IdempotencyPlugin() and AuditPlugin() use store.{what}), "
             f"or pass store.{what}",
