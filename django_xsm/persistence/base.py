@@ -93,8 +93,7 @@ def require_shared_commit(store: Any, *, inbox: object = None, log: object = Non
             f"({type(store).__name__}): a block's commit writes its {what} in the "
             f"store's one atomic step, so it must be the store's kind ({kind}) on its data",
             path=what,
-            hint=f"leave it out (IdempotencyPlugin() and AuditPlugin() use store.{what}), "
-            f"or pass store.{what}",
+            hint=f"leave it out: IdempotencyPlugin() and AuditPlugin() then use store.{what}",
         )
 
 

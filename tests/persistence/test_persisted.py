@@ -265,7 +265,7 @@ def test_an_inbox_or_log_that_does_not_share_the_commit_is_refused_before_any_io
         persisted(b.store, "o:1", order_machine(), plugins=[plugin])
     assert err.value.path == what
     assert "does not commit with the store" in str(err.value)
-    assert f"leave it out (IdempotencyPlugin() and AuditPlugin() use store.{what})" in str(
+    assert f"leave it out: IdempotencyPlugin() and AuditPlugin() then use store.{what}" in str(
         err.value
     )
     with pytest.raises(InvalidConfigError, match="does not commit with the store"):
