@@ -116,21 +116,15 @@ def _sleep_ms(ms: int) -> None:
 
 
 def redis_backends(client: Any, prefix: str, **store_kwargs: Any) -> Backends:
-    from django_xsm.redis import RedisInbox, RedisLog, RedisStore
+    """A RedisStore and its own inbox and log (``store.inbox``,
+    ``store.log``): the memory flavour builds its inbox and log itself, so
+    the suite runs both ways of getting them."""
+    from django_xsm.redis import RedisStore
 
     maxlen = store_kwargs.pop("maxlen", None)
     buckets = store_kwargs.pop("buckets", 4)
-    store = RedisStore(client, prefix=prefix, buckets=buckets, **store_kwargs)
-    return Backends(
-        "redis",
-        store,
-        # the same bucket count everywhere: construction does no I/O, so
-        # whichever is used first may create the namespace
-        RedisInbox(client, prefix=prefix, buckets=buckets),
-        RedisLog(client, prefix=prefix, maxlen=maxlen, buckets=buckets),
-        _sleep_ms,
-        client=client,
-    )
+    store = RedisStore(client, prefix=prefix, buckets=buckets, log_maxlen=maxlen, **store_kwargs)
+    return Backends("redis", store, store.inbox, store.log, _sleep_ms, client=client)
 
 
 def fakeredis_client() -> Any:
