@@ -20,6 +20,7 @@ from django_xsm.exceptions import (
     InvalidConfigError,
     SnapshotTooLargeError,
 )
+from django_xsm.persistence.outbox import Emitted
 from django_xsm.persistence.records import (
     ClaimRequest,
     ClaimStatus,
@@ -304,6 +305,28 @@ class StoreContract(_Base):
     def test_health_reports_ok(self, b: Backends) -> None:
         health = b.store.health()
         assert health["ok"] is True
+
+    def test_the_store_s_inbox_log_and_outbox_are_parts_of_its_one_commit(
+        self, b: Backends
+    ) -> None:
+        store = b.store
+        assert store.shares_commit(store.inbox) and store.shares_commit(store.log)
+        c = claim(lease_ms=5_000)
+        opened = store.open(OpenRequest("order:1", claims=(c,)))  # into store.inbox
+        assert opened.claims[0].status == ClaimStatus.CLAIMED
+        u = unit(
+            "order:1", 0, snap(items=1), commit_id="c1",
+            marks=(InboxMark(c, {"ok": True}, 60_000),),
+            log_entries=(entry("ADD"),),
+            emitted=(Emitted("c1-0", {"type": "order.added", "n": 1}),),
+        )  # fmt: skip
+        store.commit(u)  # marks, entries and events land in the store's parts
+        assert store.inbox.get("acct", "order:1", "k1")["state"] == "done"
+        assert [r.event_type for r in store.log.read("order:1")] == ["ADD"]
+        leases = store.outbox.take("w1", count=10)
+        assert [(x.entry.delivery_id, x.entry.event["type"]) for x in leases] == [
+            ("c1-0", "order.added")
+        ]
 
     def test_concurrent_optimistic_writers_lose_no_update(self, b: Backends) -> None:
         b.store.save("k", snap(items=0), expected_version=0)
