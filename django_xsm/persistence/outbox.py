@@ -17,7 +17,7 @@ import datetime as _dt
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .observers import Registry, notify
 
@@ -155,6 +155,7 @@ class DeadLetter:
         return f"{self.stream_id}/{self.bucket}"
 
 
+@runtime_checkable
 class OutboxReader(Protocol):
     """The delivery side of the outbox (commits write it; workers, the
     admin pages and ``xsm_outbox`` read it through ``get_outbox()``).
@@ -169,7 +170,12 @@ class OutboxReader(Protocol):
       back (attempts reset), ``redrive_all`` up to ``limit``;
       ``purge_dead`` removes (or with ``dry_run`` counts) old ones.
     * ``stats`` is ``pending``, ``retrying``, ``dead`` and ``lag_ms``.
+    * ``observers`` see each lease taken and how it ended, besides the
+      process's (``add_process_observer``); their errors are logged, never
+      raised (:func:`notify_taken`, :func:`notify_ended`).
     """
+
+    observers: tuple[OutboxObserver, ...]
 
     def take(
         self,

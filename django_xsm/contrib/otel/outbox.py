@@ -62,11 +62,12 @@ class OutboxMetrics(OutboxObserver):
 
 def instrument_outbox(outbox: OutboxReader, plugin: OtelPlugin | None = None) -> OutboxReader:
     """Measure ``outbox``'s deliveries (idempotent); returns it. ``plugin``:
-    as for :func:`~django_xsm.contrib.otel.instrument_scanner`. A reader
-    must take observers (``RedisOutbox`` does)."""
-    own: tuple[OutboxObserver, ...] | None = getattr(outbox, "observers", None)
-    if own is None:
-        raise TypeError(f"{type(outbox).__name__} takes no observers (RedisOutbox does)")
-    if not any(isinstance(o, OutboxMetrics) for o in observers_of(own)):
-        outbox.observers = (*own, OutboxMetrics(plugin or default_plugin()))  # type: ignore[attr-defined]
+    as for :func:`~django_xsm.contrib.otel.instrument_scanner`."""
+    if not isinstance(outbox, OutboxReader):
+        raise TypeError(
+            f"instrument_outbox() needs an OutboxReader (store.outbox, get_outbox()), "
+            f"got {type(outbox).__name__}"
+        )
+    if not any(isinstance(o, OutboxMetrics) for o in observers_of(outbox.observers)):
+        outbox.observers = (*outbox.observers, OutboxMetrics(plugin or default_plugin()))
     return outbox

@@ -151,6 +151,6 @@ def test_a_workers_batch_ack_counts_each_delivery(telemetry: Telemetry) -> None:
     assert telemetry.count("xsm.outbox.deliveries", xsm_outcome="lost") == 1
 
 
-def test_instrument_outbox_wants_a_reader_that_takes_observers() -> None:
-    with pytest.raises(TypeError, match="takes no observers"):
+def test_instrument_outbox_wants_an_outbox_reader() -> None:
+    with pytest.raises(TypeError, match="needs an OutboxReader"):
         instrument_outbox(object(), OtelPlugin())  # type: ignore[arg-type]
