@@ -222,6 +222,9 @@ def _with_header(call: Any, edit: Any) -> list[Any]:
         pytest.param("[10]", lambda d: d.__setitem__(9, ["order", None]), id="null-state-id"),
         pytest.param("[8]", lambda d: d.__setitem__(7, None), id="null-machine"),
         pytest.param("[18]", lambda d: d.__setitem__(17, "entries"), id="entries-not-a-list"),
+        pytest.param("[15]", lambda d: d.__setitem__(14, 10**17), id="log-cap-past-xadd"),
+        pytest.param("[15]", lambda d: d.__setitem__(14, 2.5), id="fractional-log-cap"),
+        pytest.param("[15]", lambda d: d.__setitem__(14, -1), id="negative-log-cap"),
     ],
 )
 def test_a_wrong_argument_type_fails_the_commit_before_any_write(

@@ -298,6 +298,11 @@ local function commit_arg_error(a, nkeys)
   for i, kind in ipairs(COMMIT_HEADER) do
     if not arg_ok(a[i], kind) then return '[' .. i .. '] must be ' .. WANTED[kind] end
   end
+  -- the log cap goes to XADD MAXLEN, after the snapshot's writes: it must
+  -- be an integer XADD reads back as one (the clients' bound, 10^12)
+  if a[15] < 0 or a[15] > 1e12 or a[15] % 1 ~= 0 then
+    return '[15] must be an integer from 0 to 10^12'
+  end
   for i = 16, 19 do
     if not arg_ok(a[i], 't') then return '[' .. i .. '] must be a list' end
     for j, row in ipairs(a[i]) do
