@@ -84,17 +84,27 @@ def require_shared_commit(store: Any, *, inbox: object = None, log: object = Non
     :meth:`~StateStore.shares_commit` with. Anything else is an
     ``InvalidConfigError``, raised before any I/O: there is no commit that
     writes them one after another."""
-    for what, other, own in (("inbox", inbox, store.inbox), ("log", log, store.log)):
-        if other is None or (isinstance(other, type(own)) and store.shares_commit(other)):
-            continue
-        kind = type(own).__name__
-        raise InvalidConfigError(
-            f"The {what} given ({type(other).__name__}) does not commit with the store "
-            f"({type(store).__name__}): a block's commit writes its {what} in the "
-            f"store's one atomic step, so it must be the store's kind ({kind}) on its data",
-            path=what,
-            hint=f"leave it out: IdempotencyPlugin() and AuditPlugin() then use store.{what}",
-        )
+    if inbox is not None:
+        _require_part(store, "inbox", inbox, store.inbox)
+    if log is not None:
+        _require_part(store, "log", log, store.log)
+
+
+def _require_part(store: Any, what: str, given: object, own: object) -> None:
+    kind = type(own).__name__
+    if not isinstance(given, type(own)):
+        problem = f"is not the store's kind of {what} ({kind})"
+    elif not store.shares_commit(given):
+        problem = f"is on another Redis, prefix or client kind than the store ({store!r})"
+    else:
+        return
+    raise InvalidConfigError(
+        f"The {what} given ({given!r}) does not commit with the store: it {problem}, "
+        f"and a block's commit writes its {what} in the store's one atomic step",
+        path=what,
+        hint=f"leave it out: IdempotencyPlugin() and AuditPlugin() then use store.{what}; "
+        f"or build a {kind} on store.client with prefix=store.prefix",
+    )
 
 
 @runtime_checkable

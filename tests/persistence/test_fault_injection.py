@@ -56,7 +56,6 @@ class FaultyStore:
         self.clock = inner.clock
         self.driver = inner.driver
         self.inbox, self.log = FaultyInbox(inner.inbox, faults), inner.log
-        self.open = inner.open
 
     def shares_commit(self, other: object) -> bool:
         return bool(self.inner.shares_commit(_unwrapped(other)))

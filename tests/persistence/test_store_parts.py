@@ -143,3 +143,29 @@ async def test_the_async_store_s_parts_are_async() -> None:
         assert order.duplicate
     assert [r.event_type for r in await store.log.read("o:1")] == ["ADD"]
     await client.aclose()
+
+
+class _Wrapped:
+    """A store wrapper written to the operations a block runs (no parts,
+    no ``open``): a block with no inbox or log does not ask for them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.driver, self.clock = inner.driver, inner.clock
+        self.lock_ttl_ms, self.max_snapshot_bytes = inner.lock_ttl_ms, inner.max_snapshot_bytes
+
+    def open_op(self, request: Any) -> Any:
+        return (yield from self.inner.open_op(request))
+
+    def commit_op(self, unit: Any, *, log: Any = None) -> Any:
+        return (yield from self.inner.commit_op(unit, log=log))
+
+    def release_lock_op(self, key: str, token: str) -> Any:
+        return (yield from self.inner.release_lock_op(key, token))
+
+
+def test_a_block_without_an_inbox_or_log_asks_its_store_for_no_parts() -> None:
+    store = MemoryStore()
+    with persisted(_Wrapped(store), "o:1", M) as order:
+        order.send("ADD")
+    assert store.load("o:1").version == 1

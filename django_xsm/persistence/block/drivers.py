@@ -102,7 +102,7 @@ class persisted(_Context):
     def _check_backends(self) -> None:
         # An asyncio store here could never run (its driver awaits): refuse
         # it before any I/O, as apersisted() refuses a blocking one.
-        _require_kind(self.store, self.store.open, "store", is_async=False)
+        _require_kind(self.store, self.store.driver.run, "store", is_async=False)
         super()._check_backends()
 
     def __enter__(self) -> PersistedInstance:
@@ -131,7 +131,7 @@ class apersisted(_Context):
         # A sync backend here would block the event loop; refuse it before
         # any I/O, and before the rule of one commit (which it breaks too).
         store, inbox = self.store, self.inbox
-        _require_kind(store, store.open, "store", is_async=True)
+        _require_kind(store, store.driver.run, "store", is_async=True)
         if inbox is not None:
             _require_kind(inbox, inbox.claim, "inbox", is_async=True)
         super()._check_backends()
@@ -169,9 +169,9 @@ _WANTED = {
 
 
 def _require_kind(obj: Any, method: Any, what: str, *, is_async: bool) -> None:
-    """``method`` of ``obj`` (the store's ``open``, the inbox's ``claim``:
-    declared by the sync and the async protocols) must be the asyncio
-    twin's inside ``apersisted()`` and the blocking one's in ``persisted()``."""
+    """``method`` of ``obj`` (what the block runs on: the store's
+    ``driver.run``; the inbox's ``claim``) must be the asyncio twin's
+    inside ``apersisted()`` and the blocking one's in ``persisted()``."""
     if inspect.iscoroutinefunction(method) == is_async:
         return
     block, other = ("apersisted", "persisted") if is_async else ("persisted", "apersisted")
