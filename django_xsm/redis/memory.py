@@ -128,6 +128,11 @@ class MemoryStore(RedisStore):
         if clock is not None:
             self.clock = clock
 
+    def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
+        super()._attach_parts(buckets, log_maxlen)
+        # the in-process classes, on this store's server, prefix and codec
+        self.inbox, self.log = MemoryInbox(self), MemoryLog(self, maxlen=log_maxlen)
+
 
 class MemoryInbox(RedisInbox):
     """A :class:`~django_xsm.redis.RedisInbox` on an in-process fakeredis;

@@ -42,6 +42,11 @@ def test_embedded_backend_shares_one_client_and_prefix(xsm: Any):
     assert stores.get_store() is backend.store
     assert stores.get_inbox() is backend.inbox
     assert stores.get_log() is backend.log
+    # the store is the whole backend: its parts are the backend's
+    assert backend.inbox is backend.store.inbox and backend.log is backend.store.log
+    assert stores.get_outbox() is backend.store.outbox
+    xsm(PREFIX="shop-2")  # new settings: a new store, and its own parts
+    assert stores.get_outbox() is stores.get_backend().store.outbox is not backend.store.outbox
 
 
 def test_keys_live_under_the_prefix(xsm: Any):
@@ -282,6 +287,7 @@ def test_one_async_backend_per_event_loop(xsm: Any):
 
     a, b = asyncio.run(twice())
     assert a is b
+    assert a.inbox is a.store.inbox and a.log is a.store.log
     c, _ = asyncio.run(twice())
     assert c is not a
     assert a.store.prefix == c.store.prefix

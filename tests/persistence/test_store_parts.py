@@ -14,6 +14,7 @@ from django_xsm.persistence import (
     FernetCodec,
     IdempotencyPlugin,
     MemoryInbox,
+    MemoryLog,
     MemoryStore,
     ReplayedReceipt,
     apersisted,
@@ -42,6 +43,8 @@ def test_the_parts_share_the_store_s_commit_and_settings(make: BackendFactory) -
         assert part.prefix == store.prefix
     assert store.shares_commit(store.inbox) and store.shares_commit(store.log)
     assert store.log.maxlen is None
+    if isinstance(store, MemoryStore):  # the in-process classes
+        assert isinstance(store.inbox, MemoryInbox) and isinstance(store.log, MemoryLog)
 
 
 def test_a_block_with_argument_free_plugins_claims_and_logs_in_the_store(
