@@ -94,10 +94,11 @@ class MemoryStore(RedisStore):
     ``server``: a MemoryStore, MemoryInbox or MemoryLog whose server to
     share (None: a new one); ``log`` is the same for a MemoryLog (the
     store's ``forget()`` erases its records). Its parts ``inbox``, ``log``
-    and ``outbox`` are on its server (``log_maxlen`` caps the log). ``clock`` (epoch ms) is the
-    clock blocks arm deadlines and stamp log records with; leases, locks,
-    idempotency receipts and ``ttl_s`` expire on the server's clock (wall
-    time), as on Redis. Other arguments as for RedisStore.
+    and ``outbox`` are on its server (``log_maxlen`` caps the log).
+    ``clock`` (epoch ms) is the clock blocks arm deadlines and stamp log
+    records with; leases, locks, idempotency receipts and ``ttl_s`` expire
+    on the server's clock (wall time), as on Redis. Other arguments as for
+    RedisStore.
     """
 
     def __init__(
