@@ -1,22 +1,12 @@
 """``XsmMiddleware`` and ``request.xsm``: what django-xsm reads from a request.
 
-``request.xsm`` (a :class:`RequestInfo`) holds:
-
-* ``idempotency_key`` — the ``Idempotency-Key`` header (name configurable)
-  as a bare token (``abc-123``) or an RFC 8941 quoted string
-  (``"abc 123"``); 1-255 printable ASCII characters. A malformed header is
-  kept as ``idempotency_error`` and answered with 400 by any view that
-  would use it, never silently ignored.
-* ``correlation_id`` — the trace id of a valid W3C ``traceparent``, else a
-  valid ``X-Request-ID`` (1-128 of ``A-Z a-z 0-9 . _ : / + = @ -``), else a
-  fresh random id. Hostile values (control characters, CR/LF, oversized,
-  non-ASCII) are never used: they are replaced, so nothing a client sends
-  reaches logs or headers unchecked. The middleware echoes it in the
-  response's ``X-Request-ID`` header.
-* ``actor`` / ``principal`` — who acts (transition log) and whose
-  idempotency scope a key belongs to; resolved lazily from
-  ``request.user`` (``username`` / ``user:<pk>``, ``anonymous`` otherwise)
-  or from the ``ACTOR`` / ``IDEMPOTENCY.PRINCIPAL`` callables.
+``request.xsm`` (a :class:`RequestInfo`) holds the parsed
+``idempotency_key`` (or ``idempotency_error``, answered with 400 by any
+view that would use it), the ``correlation_id`` and, resolved lazily, the
+``actor`` and ``principal``; what each accepts and where it comes from:
+docs/django.md (``XsmMiddleware`` and ``request.xsm``) and docs/http.md
+(Request and correlation ids). Hostile header values are replaced, never
+used, so nothing a client sends reaches logs or headers unchecked.
 
 The middleware is sync and async capable, and turns any ``XsmError`` a
 view raises into its HTTP response (``django_xsm.http``). ``@stateful_view``
@@ -184,7 +174,7 @@ class RequestInfo:
         self._actor: str | None = None
         self._principal: str | None = None
 
-    def _resolve(self, user: Any, *, use_user: bool) -> None:
+    def _resolve(self, user: Any) -> None:
         s = conf.get_settings()
         actor_fn = _callable(s.actor, "XSM['ACTOR']")
         principal_fn = _callable(s.idempotency.principal, "XSM['IDEMPOTENCY']['PRINCIPAL']")
@@ -192,18 +182,17 @@ class RequestInfo:
             self._actor = (
                 _checked(actor_fn(self._request), "XSM['ACTOR']")
                 if actor_fn is not None
-                else _actor_of(user if use_user else None)
+                else _actor_of(user)
             )
         if self._principal is None:
             self._principal = (
                 _checked(principal_fn(self._request), "XSM['IDEMPOTENCY']['PRINCIPAL']")
                 if principal_fn is not None
-                else _principal_of(user if use_user else None)
+                else _principal_of(user)
             )
 
     def _sync_resolve(self) -> None:
-        user = getattr(self._request, "user", None)
-        self._resolve(user, use_user=True)
+        self._resolve(getattr(self._request, "user", None))
 
     def _resolved(self) -> tuple[str, str]:
         if self._actor is None or self._principal is None:
@@ -234,8 +223,7 @@ class RequestInfo:
         s = conf.get_settings()
         if s.actor is None and s.idempotency.principal is None:
             auser = getattr(self._request, "auser", None)
-            user = await auser() if auser is not None else None
-            self._resolve(user, use_user=True)
+            self._resolve(await auser() if auser is not None else None)
         else:
             await sync_to_async(self._sync_resolve)()
 
