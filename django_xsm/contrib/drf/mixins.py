@@ -10,32 +10,10 @@
 
     POST /orders/7/events/   Idempotency-Key: 3f0c...   {"type": "PAY", "amount": 10}
 
-The endpoint behaves as ``@stateful_view(model=Order)`` does, so a client
-sees one HTTP contract (docs/http.md) whichever of the two serves it:
-
-* the row comes from ``get_object()`` (the viewset's queryset, lookup and
-  object permissions); a missing row is a 404 ``not-found`` problem;
-* the ``Idempotency-Key`` is required on the methods of
-  ``XSM['IDEMPOTENCY']['REQUIRED']`` (POST by default), claimed in the
-  round trip that loads the instance, scoped to the principal and
-  fingerprinted by method, path, content type and body; a repeated key
-  replays the stored answer with ``Idempotent-Replayed: true``;
-* the event is sent strictly, as the request's user (the actor), through
-  the row's bound statechart (one ``persisted()`` block that moves the row
-  forward with the commit); version conflicts are retried;
-* an event guarded in the machine's ``PERMISSIONS`` (Django permissions,
-  object-level checks asked about the row) is a 403 for a user it does not
-  grant (``may_send``, the rule of the admin and of ``events(user=)``);
-* every error is the RFC 9457 problem django_xsm.http builds.
-
-``GET .../{pk}/history/`` lists the row's transition records
-(``TransitionRecord.to_dict()``, payloads redacted as stored), newest first,
-``?page_size=`` at a time (``statechart_history_page_size``, at most
-``statechart_history_max_page_size``), with a ``next`` link carrying
-``?cursor=`` (django_xsm.contrib.drf.history). The row comes from
-``get_object()``, as for the detail view; a cursor or page size that is
-not one is a 400 problem, a deployment without the transition log
-(``XSM['AUDIT']['ENABLED']`` False) the 404 ``audit-disabled`` problem.
+The events endpoint behaves as ``@stateful_view(model=Order)`` does, so a
+client sees one HTTP contract (docs/http.md) whichever of the two serves
+it; the row comes from ``get_object()`` for both endpoints. The steps, the
+history pages and every answer: docs/drf.md.
 """
 
 from __future__ import annotations

@@ -3,20 +3,13 @@
 Imported by ``django_xsm.contrib.drf`` only when drf-spectacular is
 installed; defining the classes registers them with drf-spectacular.
 
-The events and history endpoints are annotated lazily, by an
-``OpenApiViewExtension`` that applies ``extend_schema`` to the ``events``
-and ``history`` actions of each viewset
-when a schema is generated, rather than by decorating the action when the
-mixin is imported: ``extend_schema`` derives its schema class from
-``DEFAULT_SCHEMA_CLASS`` at decoration time, which would tie the action to
-whatever the settings said at import (and break DRF's own schema
-generator in a project that has drf-spectacular installed but unused).
-Generating lazily also lets the schema name the viewset's own events
-(an enum per model) and whether its ``Idempotency-Key`` is required under
-the current ``XSM`` settings.
-
-A viewset that annotates ``events`` or ``history`` itself
-(``@extend_schema_view(events=...)``) keeps its own annotation instead.
+``events`` and ``history`` are annotated when a schema is generated, not
+when the mixin is imported: ``extend_schema`` reads
+``DEFAULT_SCHEMA_CLASS`` when it decorates, which would tie the actions to
+the settings of import time (and break DRF's own schema generator where
+drf-spectacular is installed but unused). Generating late also names the
+viewset's own events and whether its ``Idempotency-Key`` is required under
+the current settings. A viewset that annotates them itself keeps its own.
 """
 
 from __future__ import annotations

@@ -2,19 +2,11 @@
 
 Every worker, whatever its loop, takes leases with ``take()`` and ends each
 with ``ack()`` / ``ack_many()`` or ``fail()``; the reader tells its
-observers (``RedisOutbox(observers=...)``). :func:`instrument_outbox` gives
-one reader an :class:`OutboxMetrics` observer, ``instrument()``
-registers one for every reader of the process (``add_process_observer``;
-a worker may build its own reader):
-
-- ``xsm.outbox.lag`` (ms): for each lease taken, its age since the commit
-  that emitted it (``OutboxEntry.emitted_ms``, the Redis server's clock,
-  against this process's clock: clock skew shifts it);
-- ``xsm.outbox.deliveries`` by ``xsm.outcome``: ``delivered`` (ack
-  accepted), ``retry``, ``dead`` (out of attempts), ``lost`` (the lease was
-  reclaimed before its ack or fail), with ``xsm.machine`` and
-  ``xsm.event`` (the emitted event's type);
-- ``xsm.dead_letters`` with ``xsm.source="outbox"`` for each ``dead``.
+observers. :func:`instrument_outbox` gives one reader an
+:class:`OutboxMetrics` observer, ``instrument()`` registers one for every
+reader of the process (a worker may build its own reader). The metrics
+``xsm.outbox.lag`` (by the Redis server's clock against this process's),
+``xsm.outbox.deliveries`` and ``xsm.dead_letters``: docs/observability.md.
 """
 
 from __future__ import annotations

@@ -6,26 +6,11 @@
     with persisted(store, "order:42", machine, plugins=[OtelPlugin()]) as order:
         order.send("PAY")
 
-Spans (tracer ``django_xsm``) are children of the context current when the
-phase starts (the request's span under OpenTelemetry's Django
-instrumentation) and are current while it runs, so spans of the Redis
-client or of the chart's actions nest under them:
-
-- ``xsm.open``: ``xsm.key``, ``xsm.lock``, then ``xsm.machine``,
-  ``xsm.version`` (loaded), ``xsm.from`` (the state), ``xsm.created``,
-  ``xsm.duplicate``, ``xsm.lock.polls``;
-- ``xsm.send``: ``xsm.machine``, ``xsm.key``, ``xsm.event``, ``xsm.version``,
-  ``xsm.from``, ``xsm.to``, ``xsm.guard_result`` (``accepted`` / ``refused``),
-  ``xsm.refusal.reason`` and ``xsm.refusal.guards`` when refused,
-  ``xsm.changed``, ``xsm.duplicate`` for a replayed receipt;
-- ``xsm.commit``: ``xsm.machine``, ``xsm.key``, ``xsm.expected_version``,
-  ``xsm.version`` (committed), ``xsm.commit.outcome`` (``committed`` /
-  ``nothing``: the block changed nothing and wrote nothing).
-
-An exception that ends a phase is recorded on its span (status ERROR,
-``error.type``). State values are compact JSON strings. The spans come from
-the block's ``phase`` and ``on_replay`` hooks (see
-:class:`~django_xsm.persistence.block.Plugin`).
+Spans ``xsm.open``, ``xsm.send`` and ``xsm.commit`` (tracer ``django_xsm``)
+are children of the context current when the phase starts and are current
+while it runs; their attributes, and how errors are recorded:
+docs/observability.md (Spans). They come from the block's ``phase`` and
+``on_replay`` hooks (see :class:`~django_xsm.persistence.block.Plugin`).
 """
 
 from __future__ import annotations

@@ -3,19 +3,10 @@
 :func:`instrument_scanner` gives one scanner a :class:`TimerObserver`
 (the scanner's ``observers``: it sees each ``scan`` and each ``fire``, and
 ``scan`` fires through ``fire``, so every fire is seen once) and its blocks
-the plugin; ``instrument()`` registers one for every scanner of
-the process (``add_process_observer``; ``manage.py xsm_scan_timers``
-builds its own scanner).
-
-- span ``xsm.timer.scan``: ``xsm.timer.scanned``, ``xsm.timer.fired``,
-  ``xsm.timer.stale``, ``xsm.timer.locked``, ``xsm.timer.errors``,
-  ``xsm.timer.dead_lettered``, ``xsm.timer.max_lag_ms``;
-- span ``xsm.timer.fire`` (a child of the scan, parent of the block's
-  ``xsm.open`` / ``xsm.send`` / ``xsm.commit``): ``xsm.key`` and the same
-  counts for that key;
-- ``xsm.timer.fires`` (by ``xsm.outcome``: fired, stale, locked, error),
-  ``xsm.timer.lag`` (ms, ``ScanResult.max_lag_ms`` of each fire that fired),
-  ``xsm.dead_letters`` (``xsm.source="timer"``).
+the plugin; ``instrument()`` registers one for every scanner of the
+process (``manage.py xsm_scan_timers`` builds its own scanner). The spans
+``xsm.timer.scan`` / ``xsm.timer.fire`` and the metrics ``xsm.timer.fires``,
+``xsm.timer.lag`` and ``xsm.dead_letters``: docs/observability.md.
 """
 
 from __future__ import annotations
