@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -195,21 +194,13 @@ _PROBLEM_OF_ERROR: tuple[tuple[type[XsmError], str, bool], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    status: int
-    slug: str
-    title: str
-    retry: bool
-
-
-def _classify(exc: XsmError) -> _Row | None:
+def _classify(exc: XsmError) -> tuple[str, bool] | None:
+    """The problem slug of ``exc`` and whether a retry can succeed."""
     if isinstance(exc, SnapshotTooLargeError) and exc.stored:
         return None  # a record stored under a larger limit: the operator's, a 500
     for cls, slug, retry in _PROBLEM_OF_ERROR:
         if isinstance(exc, cls):
-            status, title, _ = PROBLEM_TYPES[slug]
-            return _Row(status, slug, title, retry)
+            return slug, retry
     return None
 
 
@@ -243,7 +234,9 @@ def problem_response(
             body["retry_after"] = retry_after
         body.update({k: v for k, v in extensions.items() if v is not None})
         text = json.dumps(body, default=str, ensure_ascii=False)
-        if not text.isascii() and not _encodable(text):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
             # a client's value echoed back (an event type) holds a lone
             # surrogate: JSON's \ud800 escape carries it, UTF-8 cannot
             text = json.dumps(body, default=str)
@@ -254,14 +247,6 @@ def problem_response(
     if retry_after is not None:
         response["Retry-After"] = str(max(1, int(retry_after)))
     return response
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def documented_problem(
@@ -283,14 +268,13 @@ def documented_problem(
 def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse | None:
     """The response for ``exc``, or None to let Django handle it (an
     unmapped error while ``DEBUG`` is on, so the debug page shows it)."""
-    row = _classify(exc)
-    if row is None:
+    found = _classify(exc)
+    if found is None:
         if settings.DEBUG:
             return None
         logger.error("Unhandled %s in a django-xsm view", type(exc).__name__, exc_info=exc)
-        return problem_response(
-            request, 500, "internal", "Internal error", "The server could not process the request"
-        )
+        return documented_problem(request, "internal", "The server could not process the request")
+    slug, retryable = found
     if isinstance(exc, StoreAuthenticationError):
         # an operator must act: one clear line (no password, no host)
         logger.error("Redis refused django-xsm's credentials: %s", exc.message)
@@ -302,7 +286,7 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
             exc.machine_id,
             exc,
         )
-    retry = int(getattr(exc, "retry_after_s", 1) or 1) if row.retry else None
+    retry = int(getattr(exc, "retry_after_s", 1) or 1) if retryable else None
     extra: dict[str, Any] = {}
     if isinstance(exc, UnknownEventError):
         extra = {"event": exc.event_type, "reason": exc.reason, "suggestions": exc.suggestions}
@@ -325,29 +309,20 @@ def error_response(exc: XsmError, request: HttpRequest | None) -> HttpResponse |
     elif isinstance(exc, PayloadTooLargeError):
         extra = {"event": exc.event_type, "max_bytes": exc.limit}
     # The message, not str(exc): hints speak to developers, not API clients.
-    return problem_response(
-        request, row.status, row.slug, row.title, exc.message, retry_after=retry, **extra
-    )
+    return documented_problem(request, slug, exc.message, retry_after=retry, **extra)
 
 
 def invalid_key_response(request: HttpRequest, detail: str) -> HttpResponse:
     """400 for an instance key built from URL values that is not a valid key."""
-    return problem_response(request, 400, "invalid-key", "Invalid instance key", detail)
+    return documented_problem(request, "invalid-key", detail)
 
 
 def body_too_large_response(request: HttpRequest | None) -> HttpResponse:
     """413 for a request body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (Django's
     ``RequestDataTooBig``): nothing was read past the limit, nothing written."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    status, title, _ = PROBLEM_TYPES["payload-too-large"]
-    return problem_response(
-        request,
-        status,
-        "payload-too-large",
-        title,
-        f"The request body is larger than the {limit} bytes this server reads",
-        max_bytes=limit,
-    )
+    detail = f"The request body is larger than the {limit} bytes this server reads"
+    return documented_problem(request, "payload-too-large", detail, max_bytes=limit)
 
 
 # --- idempotent responses ------------------------------------------------------------
