@@ -257,9 +257,11 @@ def _row_transaction(row: models.Model | None) -> contextlib.AbstractContextMana
     return transaction.atomic(using=row._state.db or router.db_for_write(type(row)))
 
 
-def _error_response(exc: XsmError, request: HttpRequest) -> HttpResponseBase:
+def _error_response(exc: XsmError | RequestDataTooBig, request: HttpRequest) -> HttpResponseBase:
     """The HTTP answer to ``exc``; re-raised when Django should show it
     (an unmapped error while ``DEBUG`` is on)."""
+    if isinstance(exc, RequestDataTooBig):  # the fingerprint's or the view's request.body
+        return http.body_too_large_response(request)
     response = http.error_response(exc, request)
     if response is None:
         raise exc
@@ -383,6 +385,15 @@ def stateful_view(
             "correlation_id": call.info.correlation_id,
         }
 
+    def opener(call: _Call, row: models.Model | None, strategy: LockStrategy, aio: bool) -> Any:
+        """The block's context manager (``aio``: the asyncio one)."""
+        opts = options(call, strategy)
+        if binding is not None and row is not None:
+            bound = binding.statechart(row)
+            return bound.aopen(**opts) if aio else bound.open(**opts)
+        objects = call.entry.objects
+        return objects.aopen(call.key, **opts) if aio else objects.open(call.key, **opts)
+
     def permission(call: _Call, request: HttpRequest, row: models.Model | None) -> _SendPermission:
         return _SendPermission(call.entry, request, row if row is not None else call.key)
 
@@ -425,13 +436,7 @@ def stateful_view(
                     extra = {"row": row} if binding is not None else {}
 
                     async def attempt(strategy: LockStrategy) -> HttpResponseBase:
-                        opened: contextlib.AbstractAsyncContextManager[Any]
-                        opts = options(call, strategy)
-                        if binding is not None and row is not None:
-                            opened = binding.statechart(row).aopen(**opts)
-                        else:
-                            opened = call.entry.objects.aopen(call.key, **opts)
-                        async with opened as block:
+                        async with opener(call, row, strategy, aio=True) as block:
                             if block.duplicate:
                                 return http.replay_response(block.replayed_result, request)
                             instance = ViewInstance(block, permission(call, request, row))
@@ -443,10 +448,8 @@ def stateful_view(
                     return await aretry_on_conflict(
                         attempt, attempts=attempts(), lock=backend.lock_strategy(lock)
                     )
-                except XsmError as exc:
+                except (XsmError, RequestDataTooBig) as exc:
                     return _error_response(exc, request)
-                except RequestDataTooBig:  # the fingerprint's or the view's request.body
-                    return http.body_too_large_response(request)
 
             return async_wrapper  # type: ignore[return-value]
 
@@ -460,13 +463,7 @@ def stateful_view(
                 extra = {"row": row} if binding is not None else {}
 
                 def attempt(strategy: LockStrategy) -> HttpResponseBase:
-                    opened: contextlib.AbstractContextManager[Any]
-                    opts = options(call, strategy)
-                    if binding is not None and row is not None:
-                        opened = binding.statechart(row).open(**opts)
-                    else:
-                        opened = call.entry.objects.open(call.key, **opts)
-                    with _row_transaction(row), opened as block:
+                    with _row_transaction(row), opener(call, row, strategy, aio=False) as block:
                         if block.duplicate:
                             return http.replay_response(block.replayed_result, request)
                         instance = ViewInstance(block, permission(call, request, row))
@@ -476,10 +473,8 @@ def stateful_view(
                 return retry_on_conflict(
                     attempt, attempts=attempts(), lock=backend.lock_strategy(lock)
                 )
-            except XsmError as exc:
+            except (XsmError, RequestDataTooBig) as exc:
                 return _error_response(exc, request)
-            except RequestDataTooBig:  # the fingerprint's or the view's request.body
-                return http.body_too_large_response(request)
 
         return wrapper  # type: ignore[return-value]
 
