@@ -1,17 +1,11 @@
 """System checks (``manage.py check``; ``--deploy`` adds the deploy ones).
 
-Every check, with what it means and how to fix it, is listed in
-docs/settings.md (System checks). E002-E006, E008 and E009 are the
-connection problems of :mod:`django_xsm.backend.readiness`, which the
-backend refuses to build on.
-
-The ``--deploy`` questions to the server (W012, E011, E012, W013, E015) are asked
-only when it answers, each bounded by the client's socket timeout; an
-unreachable server is the readiness probe's to report.
-
-The request timeout is ``XSM['REQUEST_TIMEOUT_S']`` when set, else what
-can be read from the environment: ``--timeout`` in ``GUNICORN_CMD_ARGS`` or
-``UWSGI_HARAKIRI``.
+Every check, with what it means and how to fix it: docs/settings.md
+(System checks). E002-E006, E008 and E009 are the connection problems of
+:mod:`django_xsm.backend.readiness`, which the backend refuses to build on.
+The ``--deploy`` questions to the server (W012, E011, E012, W013, E015) are
+asked only when it answers; an unreachable server is the readiness probe's
+to report.
 """
 
 from __future__ import annotations
@@ -49,7 +43,9 @@ _GUNICORN_TIMEOUT = re.compile(r"(?:--timeout(?:=|\s+)|(?<!\S)-t\s*)(\d+)")
 
 
 def detect_request_timeout(s: conf.XsmSettings) -> tuple[float, str] | None:
-    """The request timeout in seconds and where it was found, or None."""
+    """The request timeout in seconds and where it was found, or None:
+    ``XSM['REQUEST_TIMEOUT_S']``, else ``--timeout`` in ``GUNICORN_CMD_ARGS``
+    or ``UWSGI_HARAKIRI``."""
     if s.request_timeout_s is not None:
         return float(s.request_timeout_s), "XSM['REQUEST_TIMEOUT_S']"
     found = _GUNICORN_TIMEOUT.search(os.environ.get("GUNICORN_CMD_ARGS", ""))

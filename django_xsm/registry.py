@@ -8,16 +8,11 @@
     machines["order"].objects.get("order:42")   # see django_xsm.managers
     machines.names(), machines.by_machine_id()
 
-``XSM['MACHINES']`` maps a name to a dotted path, a ``.json`` file or a
-``{"CONFIG", "LOGIC", "VERSION", "PERMISSIONS"}`` dict (docs/settings.md,
-Machines). ``PERMISSIONS`` (:data:`VIEW` holds the rules for following an
-instance) is applied by ``django_xsm.fields.events.may_send``, the one
-rule every caller uses.
-
-Machines compile once, in ``AppConfig.ready`` (and again only when the
-settings change). A machine that fails to load does not stop start-up: the
-failure is reported by the system check ``xsm.E007`` and raised as
-``ImproperlyConfigured`` when that machine is used.
+``XSM['MACHINES']``: docs/settings.md (Machines); its ``PERMISSIONS`` are
+applied by ``django_xsm.fields.events.may_send``, the one rule every caller
+uses. Machines compile once, in ``AppConfig.ready`` (again only when the
+settings change); one that fails to load does not stop start-up: it is
+reported as ``xsm.E007`` and raised as ``ImproperlyConfigured`` when used.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""Liveness and readiness endpoints (mounted by ``django_xsm.urls``).
+"""Liveness and readiness endpoints (mounted by ``django_xsm.urls``), and
+the page of each problem ``type`` of :mod:`django_xsm.http`.
 
-``/_xsm/health`` answers 200 while the process can serve requests; it does
-no I/O, so a slow or absent Redis never gets a healthy worker restarted.
-``/_xsm/problems/<slug>`` explains a problem ``type`` of :mod:`django_xsm.http`.
-``/_xsm/ready`` answers 200 when the store takes a small expiring write (so
-a read-only replica or a full server is not ready either) and every
-configured machine loaded, else 503 with ``Retry-After``. Neither body ever
-names a host, port or credential.
+``/_xsm/health`` does no I/O, so a slow or absent Redis never gets a
+healthy worker restarted; what ``/_xsm/ready`` checks and answers:
+docs/http.md. Neither body ever names a host, port or credential.
 """
 
 from __future__ import annotations

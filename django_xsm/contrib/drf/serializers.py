@@ -56,25 +56,14 @@ class StatechartSerializerField(serializers.Field):  # type: ignore[type-arg]
     ``"shipping.packed"``) and costs no Redis I/O. ``full_value=True``
     gives the XState value instead (``{"shipping": "packed"}``), and
     ``with_events=True`` gives ``{"state": ..., "events": [{"type": "SHIP",
-    "conditional": false}, ...]}``: the events the state accepts that the
-    requesting user may send (``PERMISSIONS``). Both load the instance, one
-    Redis round trip per row (the column is then read after the load, so
-    state and events agree even if the row lagged).
+    "conditional": false}, ...]}``: the events the state accepts that
+    ``context["request"].user`` may send (``PERMISSIONS``; without a
+    request, only those that need no permission). Both load the instance,
+    one Redis round trip per row.
 
-    The user is ``context["request"].user``; without a request in the
-    context only the events that need no permission are listed, never all.
-
-    A row whose instance key cannot be used (its placeholder value is
-    empty, holds a newline or another control character, or makes a key
-    over 512 characters) has no instance and never will: the events
-    endpoint refuses it (400 ``invalid-key``). This field shows it without
-    Redis I/O instead of failing the whole response: ``full_value`` gives
-    the row's column (the state the database holds), ``with_events`` that
-    column and no events; a WARNING names the row.
-    When Redis is unreachable the row's own column answers instead of an
-    error (the row is committed: a 503 would say nothing was written):
-    ``full_value`` gives the value the column stands for and
-    ``with_events`` gives ``"events": null`` (unknown).
+    A row whose instance key cannot be used, or a Redis outage, is shown
+    from the row's column instead of failing the whole response (events
+    ``[]`` for the first, ``null`` for the second): docs/drf.md.
     """
 
     def __init__(self, *, with_events: bool = False, full_value: bool = False, **kwargs: Any):

@@ -4,19 +4,11 @@
 
     INSTALLED_APPS = [..., "health_check", "django_xsm.contrib.health_check"]
 
-    # django-health-check 4.x: list the check on the view
-    from health_check.views import HealthCheckView
-    urlpatterns = [
-        path("ht/", HealthCheckView.as_view(checks=[
-            "health_check.checks.Database",
-            "django_xsm.contrib.health_check.XsmHealthCheck",
-        ])),
-    ]
-    # django-health-check 3.x: the app registers it; path("ht/", include("health_check.urls"))
-
-The check asks what ``/_xsm/ready`` asks (:mod:`.status`) and reports OK,
-``ServiceUnavailable`` or ``ServiceReturnedUnexpectedResult``; its messages
-never name a host, port or password.
+then list ``"django_xsm.contrib.health_check.XsmHealthCheck"`` on
+django-health-check 4.x's ``HealthCheckView`` (3.x: the app registers it);
+setup and messages: docs/observability.md (django-health-check). The check
+asks what ``/_xsm/ready`` asks (:mod:`.status`); its messages never name a
+host, port or password.
 """
 
 from __future__ import annotations

@@ -8,14 +8,9 @@ from django.apps import AppConfig
 
 
 class XsmHealthCheckConfig(AppConfig):
-    """``"django_xsm.contrib.health_check"`` in ``INSTALLED_APPS``.
-
-    With django-health-check 3.x, ``ready()`` registers
-    :class:`~.checks.XsmHealthCheck` in ``plugin_dir`` (as its own plugins
-    do), so ``health_check.urls`` shows it. 4.x has no registry: list the
-    check on the view (``HealthCheckView.as_view(checks=[...,
-    "django_xsm.contrib.health_check.XsmHealthCheck"])``).
-    """
+    """``"django_xsm.contrib.health_check"`` in ``INSTALLED_APPS``; with
+    django-health-check 3.x, ``ready()`` registers
+    :class:`~.checks.XsmHealthCheck` in ``plugin_dir`` (4.x has no registry)."""
 
     name = "django_xsm.contrib.health_check"
     label = "xsm_health_check"

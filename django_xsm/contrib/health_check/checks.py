@@ -1,13 +1,9 @@
 """XsmHealthCheck: the XSM store on django-health-check's page.
 
 One class for both APIs of django-health-check: 4.x calls ``run()`` (in a
-thread: the store's health check is blocking I/O) on the checks a
-``HealthCheckView`` lists; 3.x calls ``check_status()`` on the plugins its
-``plugin_dir`` holds (this app's ``AppConfig.ready()`` registers it there).
-Healthy when :func:`~.status.store_status` is; else ``ServiceUnavailable``
-(the store cannot be reached or refuses writes) or
-``ServiceReturnedUnexpectedResult`` (the deployment is wrong: settings,
-machines, refused credentials, another namespace layout).
+thread: the store's health check is blocking I/O), 3.x calls
+``check_status()`` on the plugins its ``plugin_dir`` holds (this app's
+``AppConfig.ready()`` registers it there).
 """
 
 from __future__ import annotations

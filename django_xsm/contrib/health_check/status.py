@@ -1,13 +1,10 @@
 """Is the XSM store ready? The question ``/_xsm/ready`` asks, in words a
 health page may show.
 
-The same steps as :func:`django_xsm.views.ready`: build the backend (the
-``XSM`` settings name a usable connection), load the configured machines,
-then ``store.health()`` (the schema marker and a small expiring write, so a
-read-only replica or a full server is not healthy either; bounded by
-``SOCKET_TIMEOUT_S``; it never raises). Messages name the failure's class
-or Redis' reply code and the backend's safe description, never a host,
-port, URL or password.
+The same steps as :func:`django_xsm.views.ready` (docs/observability.md,
+django-health-check). Messages name the failure's class or Redis' reply
+code and the backend's safe description, never a host, port, URL or
+password.
 """
 
 from __future__ import annotations
