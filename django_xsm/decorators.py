@@ -23,6 +23,7 @@ import contextlib
 import functools
 import string
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -146,6 +147,7 @@ _REQUEST_OWNED = ("actor", "correlation_id")
 _WORKERS_ONLY = ("send_reserved", "asend_reserved")
 
 
+@dataclass(frozen=True, slots=True)
 class _SendPermission:
     """The machine's ``PERMISSIONS`` asked for one request's sends:
     ``may_send(entry, event_type, request.user, target)``, the rule of the
@@ -153,12 +155,9 @@ class _SendPermission:
     instance key. A request without a user (no ``AuthenticationMiddleware``)
     is refused every guarded event: no user is not a user the rules grant."""
 
-    __slots__ = ("entry", "request", "target")
-
-    def __init__(self, entry: MachineEntry, request: HttpRequest, target: object) -> None:
-        self.entry = entry
-        self.request = request
-        self.target = target
+    entry: MachineEntry
+    request: HttpRequest
+    target: object
 
     def guarded(self, event: object) -> tuple[object, str | None]:
         """``event`` and, when the machine's rules guard its type, the type.
@@ -268,24 +267,15 @@ def _error_response(exc: XsmError | RequestDataTooBig, request: HttpRequest) -> 
     return response
 
 
+@dataclass(frozen=True, slots=True)
 class _Call:
     """Everything one request needs before the block opens."""
 
-    __slots__ = ("entry", "fingerprint", "idempotency_key", "info", "key")
-
-    def __init__(
-        self,
-        entry: MachineEntry,
-        key: str,
-        info: RequestInfo,
-        idempotency_key: str | None,
-        fingerprint: str,
-    ) -> None:
-        self.entry = entry
-        self.key = key
-        self.info = info
-        self.idempotency_key = idempotency_key
-        self.fingerprint = fingerprint
+    entry: MachineEntry
+    key: str
+    info: RequestInfo
+    idempotency_key: str | None
+    fingerprint: str
 
 
 def stateful_view(
