@@ -230,13 +230,9 @@ def checked_event(event: object, payload: Mapping[str, Any] | None = None) -> Ev
 
 
 class InstanceManager:
-    """``machines[name].objects``: instances of one machine in the store.
-
-    Every method uses the process's backend (``django_xsm.backend``) with
-    the settings-driven plugins (idempotency, audit, transition
-    signals/logs) and lock. Methods starting with ``a`` are the asyncio
-    twins.
-    """
+    """``machines[name].objects``: instances of one machine in the store
+    (see the module docstring); methods starting with ``a`` are the asyncio
+    twins."""
 
     def __init__(self, entry: NamedMachine) -> None:
         self.entry = entry
@@ -275,22 +271,16 @@ class InstanceManager:
     def open(self, key: str, **options: Unpack[OpenOptions]) -> persisted:
         """A ``persisted()`` block on ``key`` (``with ... as block:``).
 
-        Options (:class:`OpenOptions`) are those of ``persisted()``:
-        ``actor``, ``correlation_id``, ``create`` (default True), ``strict``,
-        ``context`` and ``idempotency_key`` (+ ``fingerprint`` of the
-        request, ``principal`` scope), which is claimed in the same round
-        trip as the load: a finished duplicate opens with
-        ``block.duplicate`` True and ``block.replayed_result``.
-        ``projection``: the writer of the model row this block commits for
-        (the model field passes its row's; by default the registry's
-        writers move the rows this machine's keys name); ``database``: the
-        database whose transaction ``post_transition`` waits for (default:
-        ``"default"``).
+        Options (:class:`OpenOptions`) are those of ``persisted()``; the
+        ``idempotency_key`` is claimed in the load's round trip (a finished
+        duplicate opens with ``block.duplicate`` True and
+        ``block.replayed_result``). ``projection``: the writer of the model
+        row this block commits for (default: the registry's writers of the
+        rows this machine's keys name); ``database``: the database whose
+        transaction ``post_transition`` waits for (default ``"default"``).
         ``create=False`` raises :class:`InstanceDoesNotExist` for a missing
-        key. ``lock``: ``"adaptive"``, ``"optimistic"``, ``"pessimistic"``, a
-        strategy, or None (setting); one block takes no lock with
-        ``"adaptive"`` (it is the conflict retry of ``send()`` and
-        ``@stateful_view`` that queues after a conflict).
+        key. With ``lock="adaptive"`` one block takes no lock (the conflict
+        retry of ``send()`` and ``@stateful_view`` queues after a conflict).
         """
         found = backend.get_backend()
         return _Block(self.entry, key, **self._options(found.store, found.plugins, options))
