@@ -248,13 +248,7 @@ def check_settings(
         return [Error(p, hint="see docs/settings.md", id="xsm.E001") for p in exc.problems]
     except ImproperlyConfigured as exc:
         return [Error(str(exc), hint="see docs/settings.md", id="xsm.E001")]
-    return [
-        *_connection(s),
-        *_callables(s),
-        *_machines(s),
-        *_outbox(s),
-        *_timeouts(s),
-    ]
+    return [*_connection(s), *_callables(s), *_machines(s), *_outbox(s), *_timeouts(s)]
 
 
 def _persistence() -> list[CheckMessage]:

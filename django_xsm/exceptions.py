@@ -73,12 +73,7 @@ class InvalidConfigError(XsmError, ValueError):
     when several were collected at once (all actions missing from the logic)."""
 
     def __init__(
-        self,
-        message: str,
-        *,
-        path: str = "",
-        hint: str = "",
-        problems: tuple[str, ...] = (),
+        self, message: str, *, path: str = "", hint: str = "", problems: tuple[str, ...] = ()
     ) -> None:
         self.path = path
         self.problems = problems
@@ -300,12 +295,7 @@ class StoreUnavailableError(StoreError):
     is recognised (commit ids). ``retry_after_s`` is a client's hint."""
 
     def __init__(
-        self,
-        message: str,
-        *,
-        key: str | None = None,
-        cause: str = "",
-        retry_after_s: int = 1,
+        self, message: str, *, key: str | None = None, cause: str = "", retry_after_s: int = 1
     ) -> None:
         self.cause = cause
         self.retry_after_s = retry_after_s

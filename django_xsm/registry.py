@@ -310,9 +310,7 @@ class Registry:
                 if not isinstance(name, str) or not _NAME.match(name):
                     problems.append(
                         LoadProblem(
-                            str(name),
-                            source,
-                            "machine names are 1-64 of A-Z a-z 0-9 _ . -",
+                            str(name), source, "machine names are 1-64 of A-Z a-z 0-9 _ . -"
                         )
                     )
                     continue
