@@ -42,6 +42,9 @@ __all__ = [
 _TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~:/=]+")
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@\-]{1,128}")
+# The inside of an RFC 8941 sf-string: anything but '"' and '\', or \" and \\.
+_SF_CHARS = re.compile(r'(?:[^"\\]|\\["\\])*')
+_SF_ESCAPE = re.compile(r'\\(["\\])')
 _MAX_RAW_HEADER = 1024
 _MAX_ACTOR = 200
 
@@ -66,27 +69,19 @@ def parse_idempotency_key(raw: str) -> str:
     if value.startswith('"'):
         if len(value) < 2 or not value.endswith('"'):
             raise IdempotencyKeyError("Idempotency-Key quoted string is not terminated")
-        out: list[str] = []
         inner = value[1:-1]
-        i = 0
-        while i < len(inner):
-            char = inner[i]
-            if char == "\\":
-                if i + 1 >= len(inner) or inner[i + 1] not in '"\\':
-                    raise IdempotencyKeyError(
-                        "Idempotency-Key quoted string has an invalid escape",
-                        hint='only \\" and \\\\ may be escaped',
-                    )
-                out.append(inner[i + 1])
-                i += 2
-                continue
-            if char == '"':
-                if inner[i + 1 :].lstrip(" \t").startswith(","):
-                    raise _several_keys()
-                raise IdempotencyKeyError("Idempotency-Key quoted string has an unescaped quote")
-            out.append(char)
-            i += 1
-        key = "".join(out)
+        found = _SF_CHARS.match(inner)
+        end = found.end() if found else 0
+        if end < len(inner):  # stopped at a bad escape or an unescaped quote
+            if inner[end] == "\\":
+                raise IdempotencyKeyError(
+                    "Idempotency-Key quoted string has an invalid escape",
+                    hint='only \\" and \\\\ may be escaped',
+                )
+            if inner[end + 1 :].lstrip(" \t").startswith(","):
+                raise _several_keys()
+            raise IdempotencyKeyError("Idempotency-Key quoted string has an unescaped quote")
+        key = _SF_ESCAPE.sub(r"\1", inner)
     else:
         if "," in value:
             raise _several_keys()
