@@ -307,29 +307,19 @@ class Registry:
             by_id: dict[str, MachineEntry] = {}
             for name, spec in conf.get_settings().machines.items():
                 source = str(spec.get("CONFIG", "")) if isinstance(spec, Mapping) else str(spec)
-                if not isinstance(name, str) or not _NAME.match(name):
-                    problems.append(
-                        LoadProblem(
-                            str(name), source, "machine names are 1-64 of A-Z a-z 0-9 _ . -"
-                        )
-                    )
-                    continue
                 try:
+                    if not isinstance(name, str) or not _NAME.match(name):
+                        raise _Problem("machine names are 1-64 of A-Z a-z 0-9 _ . -")
                     machine, source = _compile(spec)
                     permissions = _permissions(spec, machine)
-                except _Problem as exc:
-                    problems.append(LoadProblem(name, source, exc.message, exc.hint))
-                    continue
-                twin = by_id.get(machine.id)
-                if twin is not None and twin.machine is not machine:
-                    problems.append(
-                        LoadProblem(
-                            name,
-                            source,
+                    twin = by_id.get(machine.id)
+                    if twin is not None and twin.machine is not machine:
+                        raise _Problem(
                             f"machine id {machine.id!r} is already used by {twin.name!r}",
                             "stored records name their machine by id; give each chart its own 'id'",
                         )
-                    )
+                except _Problem as exc:
+                    problems.append(LoadProblem(str(name), source, exc.message, exc.hint))
                     continue
                 writers = self._writers.setdefault(name, [])
                 entries[name] = MachineEntry(name, machine, source, permissions, writers)
