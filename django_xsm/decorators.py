@@ -61,11 +61,7 @@ _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 def _key_builder(key: str | Callable[..., str]) -> KeyFn:
     if callable(key):
         fn = key
-
-        def call(request: HttpRequest, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-            return fn(request, *args, **kwargs)
-
-        return call
+        return lambda request, args, kwargs: fn(request, *args, **kwargs)
     if not isinstance(key, str) or not key:
         raise ImproperlyConfigured(
             "stateful_view(key=...) must be a template such as 'order:{order_id}' or a "
