@@ -8,15 +8,11 @@
     otel.instrument()
 
 ``instrument()`` gives every block of the process an :class:`OtelPlugin`
-(views, ``machines[name].objects``, model fields, the timer scanner, plain
-``persisted()``), and measures every ``DueTimerScanner`` and outbox reader.
-Without it, add the plugin where you want it::
-
-    persisted(store, key, machine, plugins=[*backend.plugins, OtelPlugin()])
-    instrument_scanner(scanner); instrument_outbox(outbox)
-
-Only this package imports ``opentelemetry`` (``opentelemetry-api``; the SDK
-is the application's choice). Span and metric names: docs/observability.md.
+and measures every ``DueTimerScanner`` and outbox reader; without it, pass
+the plugin, ``instrument_scanner()`` and ``instrument_outbox()`` where you
+want them. Only this package imports ``opentelemetry``
+(``opentelemetry-api``; the SDK is the application's choice). Set-up, span
+and metric names: docs/observability.md.
 """
 
 from __future__ import annotations
