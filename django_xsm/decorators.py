@@ -183,15 +183,9 @@ class _SendPermission:
 class ViewInstance:
     """What a decorated view receives as ``instance``: the open block, except
     that its ``send()`` / ``asend()`` refuse ``actor=`` and
-    ``correlation_id=`` (the request's user and id are recorded). A view
-    written as ``instance.send(data.pop("type"), **data)`` cannot let a
-    body's ``"actor"`` field rewrite the audit trail; a payload field with
-    such a name is sent as a mapping event instead. An event the machine's
-    ``PERMISSIONS`` guard is sent only when they grant it to the request's
-    user (``EventPermissionError`` otherwise, before any I/O of the send).
-    It has no ``send_reserved()``: a view cannot send django-xsm's reserved
-    events (``send()`` refuses them, and events no state of the chart
-    takes)."""
+    ``correlation_id=`` (the request's own are recorded, so a body splatted
+    into ``send()`` cannot rewrite the audit trail), ask the machine's
+    ``PERMISSIONS`` (docs/django.md), and it has no ``send_reserved()``."""
 
     __slots__ = ("_block", "_permission")
 
