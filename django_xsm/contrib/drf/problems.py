@@ -94,8 +94,7 @@ def problem_for_error(exc: XsmError, request: Request) -> ProblemResponse:
 
 def invalid_key_problem(request: Request, detail: str) -> ProblemResponse:
     """400 ``invalid-key``: the row gives an instance key that is no valid key."""
-    status, title, _ = http.PROBLEM_TYPES["invalid-key"]
-    return _from_django(http.problem_response(None, status, "invalid-key", title, detail), request)
+    return documented_problem(request, "invalid-key", detail)
 
 
 def documented_problem(request: Request, slug: str, detail: str) -> ProblemResponse:
