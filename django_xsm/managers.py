@@ -156,9 +156,7 @@ def _django_not_found(entry: NamedMachine) -> Iterator[None]:
     except InstanceDoesNotExist:
         raise
     except InstanceNotFoundError as exc:
-        found = InstanceDoesNotExist(exc.key or "", machine=entry.name)
-        found.__cause__ = exc
-        raise found from None
+        raise InstanceDoesNotExist(exc.key or "", machine=entry.name) from None
 
 
 def _log_strict_refusal(
