@@ -46,7 +46,7 @@ def mermaid_ids(graph: Graph) -> dict[str, str]:
     for node in graph.nodes.values():
         if node.parent is None:
             continue
-        sid = node.state_id[len(head) :] if node.state_id.startswith(head) else node.state_id
+        sid = node.state_id.removeprefix(head)
         base = _UNSAFE.sub("_", sid.replace(".", "__")) or "state"
         if base[0].isdigit() or base.lower() in _KEYWORDS:
             base = f"s_{base}"

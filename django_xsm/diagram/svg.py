@@ -27,11 +27,6 @@ FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, 'DejaVu Sans Mono', monos
 EDGE = "#5b6670"
 
 
-def _short(graph: Graph, state_id: str) -> str:
-    head = f"{graph.machine_id}."
-    return state_id[len(head) :] if state_id.startswith(head) else state_id
-
-
 def node_attrs(graph: Graph, node: Node) -> tuple[str, str]:
     """The attributes of a state's ``<g>`` (class first) and its title."""
     lit = node.active and node.parent is not None  # the root is always active
@@ -63,8 +58,9 @@ def edge_attrs(graph: Graph, edge: Edge) -> tuple[str, str]:
 def svg_open(graph: Graph, width: float, height: float, *, renderer: str) -> str:
     """The ``<svg>`` start tag: sized by its ``viewBox`` (it scales down with
     ``max-width: 100%``), labelled for screen readers."""
+    head = f"{graph.machine_id}."
     names = ", ".join(
-        _short(graph, n.state_id) for n in graph.nodes.values() if n.active and n.parent
+        n.state_id.removeprefix(head) for n in graph.nodes.values() if n.active and n.parent
     )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="xsm-diagram" role="img" '
