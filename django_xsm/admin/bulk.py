@@ -1,24 +1,15 @@
 """Bulk sends of the admin: one event to many instances, previewed, then sent once.
 
-The XSM browser (:class:`BulkViews`, ``bulk/``: instances checked on a
-machine's list page) and ``StatechartAdminMixin``'s changelist actions
-(rows of a model with a ``StatechartField``) build :class:`BulkRow` s and
-share the steps here:
-
-1. :func:`offered_events`: the events the user may send to every machine
-   of the selection (an event one of them does not know is not offered);
-   reserved types (``xstate.*``, ``xsm.*``) never are.
-2. :func:`preview`: each row's current snapshot, read without a lock, and
-   the engine's ``can()`` or ``refusal()`` on it; nothing runs, nothing is
-   written. The page then carries a fresh token (a UUID) in its form.
-3. :func:`send_all`: each row's own send (``strict``, as the admin user)
-   under the idempotency key ``xsm-admin-bulk:<token>``; the inbox scopes a
-   key to its instance, so a retried or double-submitted confirmation
-   replays each send instead of applying it twice.
-
-At most ``XSM['ADMIN']['BULK_MAX']`` rows (:func:`too_many`); the event's
-permission (:func:`~django_xsm.fields.events.may_send`) is checked for
-every row, at preview and at send.
+The XSM browser (:class:`BulkViews`, ``bulk/``) and
+``StatechartAdminMixin``'s changelist actions build :class:`BulkRow` s and
+share the steps here: :func:`offered_events` (what every machine of the
+selection knows and the user may send), :func:`preview` (a lock-free read
+and the engine's ``can()``/``refusal()``; nothing runs) and :func:`send_all`
+(each row's strict send under the idempotency key
+``xsm-admin-bulk:<token>``, so a retried confirmation applies nothing
+twice). At most ``XSM['ADMIN']['BULK_MAX']`` rows (:func:`too_many`); the
+event's permission is checked for every row, at preview and at send.
+The behaviour, step by step: docs/admin.md ("Bulk sends").
 """
 
 from __future__ import annotations

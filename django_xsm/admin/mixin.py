@@ -1,18 +1,12 @@
 """``StatechartAdminMixin``: your own models' statecharts in their ModelAdmin.
 
-::
-
-    @admin.register(Order)
-    class OrderAdmin(StatechartAdminMixin, admin.ModelAdmin):
-        list_display = ["id", "total", "status"]
-
-For every ``StatechartField`` of the model the mixin adds the state column
-and its :class:`~.filters.StatechartStateFilter`, a panel on the change
-page whose buttons open ``<object_id>/statechart/<field>/send/?event=E``
-(a preview, then a CSRF-checked POST sent as the admin user with
-``reason="admin"``; it needs the change permission and what the machine's
-``PERMISSIONS`` asks, about the row), and a changelist action per field
-and event (:mod:`.bulk`). What each page shows: docs/admin.md.
+For every ``StatechartField`` of the model: the state column and its
+:class:`~.filters.StatechartStateFilter`, a panel on the change page whose
+buttons open ``<object_id>/statechart/<field>/send/?event=E`` (a preview,
+then a CSRF-checked POST sent as the admin user with ``reason="admin"``;
+it needs the change permission and what the machine's ``PERMISSIONS``
+asks, about the row), and a changelist action per field and event
+(:mod:`.bulk`). What each page shows: docs/admin.md.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from .support import (
     store_guard,
 )
 
-__all__ = ["ReadViews", "deadline_rows", "log_page", "search_prefix"]
+__all__ = ["ReadViews", "deadline_rows", "log_page"]
 
 PAGE_SIZE = 25
 MAX_PAGE_SIZE = 200
@@ -52,13 +52,6 @@ def _int(value: str | None, default: int, low: int, high: int) -> int:
     except ValueError:
         return default
     return min(max(number, low), high)
-
-
-def search_prefix(q: str) -> str:
-    """The key prefix a search box's text stands for: the text itself, a
-    trailing ``*`` dropped (a search is a prefix search already); other
-    glob characters (``* ? [ ]``) are plain characters of the key."""
-    return q.rstrip("*")
 
 
 def deadline_rows(
@@ -154,7 +147,7 @@ class ReadViews(PageMixin):
     @store_guard
     def list_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW)
-        entry = self.entry(machine)
+        entry = machines[machine]
         q = request.GET.get("q", "")
         state = request.GET.get("state", "")
         after = request.GET.get("after", "")
@@ -162,7 +155,9 @@ class ReadViews(PageMixin):
         states = [n.id for n in entry.machine.nodes if n.parent is not None and n.type != "history"]
         if state and state not in states:
             state = ""
-        prefix = search_prefix(q)
+        # A search is a prefix search: a trailing * adds nothing; other glob
+        # characters (* ? [ ]) are plain characters of the key.
+        prefix = q.rstrip("*")
         if prefix and self.bad_key(request, prefix) is not None:
             keys: list[str] = []
             cursor = ""  # no key holds control characters: nothing can match
