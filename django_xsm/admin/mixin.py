@@ -239,8 +239,7 @@ class StatechartAdminMixin(_ModelAdmin):
             can_change = self.has_change_permission(request, obj)
             events = bound.events(user=request.user) if can_change else []
             send_url = self.statechart_url("send", obj, field.name)
-            now_ms = time.time_ns() // 1_000_000
-            deadlines = deadline_rows(entry.machine, view, now_ms)[0] if view is not None else []
+            deadlines = deadline_rows(entry.machine, view)[0] if view is not None else []
             log = log_page(entry, key, request.GET.get(f"{field.name}_after_seq", ""))
             panel.update(
                 state=display_value(bound.value),

@@ -88,20 +88,16 @@ def _limit(value: str | None) -> int:
 class OutboxViews(PageMixin):
     """The Outbox page and its two actions."""
 
-    def _instance(self, entry: OutboxEntry) -> tuple[str, str]:
-        """The registered name of the entry's machine (its id when none is
-        registered) and the link to the instance page."""
-        name = machines.name_for_machine_id(entry.machine)
-        if name is None:
-            return entry.machine, self.url("find", key=entry.key)
-        return name, self.url("detail", name, key=entry.key)
-
     def _row(self, entry: OutboxEntry, **extra: Any) -> dict[str, Any]:
-        machine, url = self._instance(entry)
+        name = machines.name_for_machine_id(entry.machine)  # None: not registered now
+        if name is None:
+            url = self.url("find", key=entry.key)
+        else:
+            url = self.url("detail", name, key=entry.key)
         return {
             "delivery_id": entry.delivery_id,
             "key": entry.key,
-            "machine": machine,
+            "machine": entry.machine if name is None else name,
             "url": url,
             "version": entry.version,
             "event_type": entry.event_type or "—",

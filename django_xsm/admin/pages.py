@@ -55,10 +55,11 @@ def _int(value: str | None, default: int, low: int, high: int) -> int:
 
 
 def deadline_rows(
-    machine: Machine, view: InstanceView, now_ms: int
+    machine: Machine, view: InstanceView
 ) -> tuple[list[dict[str, Any]], TimerFailure | None]:
     """The pending deadlines for display (soonest first, with their retry
     bookkeeping) and the failure of the instance as a whole, if any."""
+    now_ms = time.time_ns() // 1_000_000
     failures = dict(view.timer_failures)
     rows = []
     for d in sorted(view.deadlines, key=lambda d: (d.due_ms, d.entry)):
@@ -223,8 +224,7 @@ class ReadViews(PageMixin):
             raise
         except XsmError as exc:
             return self.unreadable(request, key, exc, dead_letter_reasons([key]).get(key, ""))
-        now_ms = time.time_ns() // 1_000_000
-        deadlines, blanket = deadline_rows(entry.machine, view, now_ms)
+        deadlines, blanket = deadline_rows(entry.machine, view)
         user = request.user
         finished = view.status == "done"
         timeline = self.timeline(request, entry, key)
