@@ -310,16 +310,11 @@ class BulkViews(PageMixin):
             "machine": machines.get(machine),
             "noun": "instances",
         }
-        if event not in events:
-            error = (
-                f"{event!r} is not an event you may send to every selected instance's machine."
-                if event
-                else ""
-            )
-            status = 400 if event else 200
+        if event not in events:  # none chosen yet (200), or one they may not send (400)
+            error = f"{event!r} is not an event you may send to every selected instance's machine."
             return self.render(
-                request, "bulk_send.html", "Bulk send", step="choose", error=error,
-                status=status, **page,
+                request, "bulk_send.html", "Bulk send", step="choose",
+                error=error if event else "", status=400 if event else 200, **page,
             )  # fmt: skip
         title = f"Send {event} to {len(rows)} instances"
         if request.POST.get("step") == "apply":

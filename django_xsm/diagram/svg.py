@@ -90,8 +90,7 @@ class _Drawer:
         lit = node.active and node.parent is not None
         colors = ACTIVE if lit else PLAIN
         attrs, title = node_attrs(self.g, node)
-        self.out.append(f"<g {attrs}>")
-        self.out.append(f"<title>{escape(title)}</title>")
+        self.out += [f"<g {attrs}>", f"<title>{escape(title)}</title>"]
         stroke, width = colors["stroke"], "2.5" if lit else "1.2"
         if node.kind == "history":
             r = box.w / 2
@@ -123,17 +122,12 @@ class _Drawer:
                 f'width="{box.w - 7:.1f}" height="{box.h - 7:.1f}" rx="4" fill="none" '
                 f'stroke="{stroke}" stroke-width="1"/>'
             )
-        if container:
-            self.out.append(
-                f'<text x="{box.x + PADX:.1f}" y="{box.y + HEAD / 2 + 5:.1f}" font-weight="bold" '
-                f'class="xsm-label">{escape(node.label)}</text>'
-            )
-        else:
-            self.out.append(
-                f'<text x="{box.x + PADX:.1f}" y="{box.y + min(box.h, 30) / 2 + 4:.1f}" '
-                f'font-weight="{"bold" if node.active else "normal"}" class="xsm-label">'
-                f"{escape(node.label)}</text>"
-            )
+        y = box.y + HEAD / 2 + 5 if container else box.y + min(box.h, 30) / 2 + 4
+        self.out.append(
+            f'<text x="{box.x + PADX:.1f}" y="{y:.1f}" '
+            f'font-weight="{"bold" if container or node.active else "normal"}" '
+            f'class="xsm-label">{escape(node.label)}</text>'
+        )
         for sep_of, x, y1, y2 in self.lay.separators:
             if sep_of == node.id:
                 self.out.append(
@@ -161,8 +155,7 @@ class _Drawer:
         width = 2.8 if e.steps else 1.3
         dash = ' stroke-dasharray="5 3"' if e.targetless or e.kind == "history" else ""
         pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in route.points)
-        self.out.append(f"<g {attrs}>")
-        self.out.append(f"<title>{escape(title)}</title>")
+        self.out += [f"<g {attrs}>", f"<title>{escape(title)}</title>"]
         self.out.append(
             f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="{width}"'
             f'{dash} stroke-linejoin="round"/>'
