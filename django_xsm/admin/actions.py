@@ -9,7 +9,6 @@ history (``LogEntry``), which is the only trace a forgotten instance keeps.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -45,6 +44,7 @@ from .support import (
     actor_of,
     display_json,
     display_value,
+    logger,
     ms_datetime,
     require,
     store_guard,
@@ -59,8 +59,6 @@ __all__ = [
     "preview_effect",
     "refusal",
 ]
-
-logger = logging.getLogger("django_xsm.admin")
 
 MAX_PAYLOAD_CHARS = 64 * 1024
 DEFAULT_REASON = "sent from the admin"

@@ -14,7 +14,6 @@ The behaviour, step by step: docs/admin.md ("Bulk sends").
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 import uuid
@@ -43,7 +42,7 @@ from django_xsm.persistence.arguments import validate_key
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 from .actions import refusal
-from .support import PageMixin, actor_of, display_value, require, store_guard
+from .support import PageMixin, actor_of, display_value, logger, require, store_guard
 
 __all__ = [
     "REASON",
@@ -60,8 +59,6 @@ __all__ = [
     "too_many",
     "valid_token",
 ]
-
-logger = logging.getLogger("django_xsm.admin")
 
 #: The transition log's ``reason`` of a bulk send.
 REASON = "admin bulk send"

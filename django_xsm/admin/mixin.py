@@ -11,7 +11,6 @@ asks, about the row), and a changelist action per field and event
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,13 +46,9 @@ from .actions import PayloadForm, preview_effect
 from .diagram import render_svg, short_id
 from .filters import StatechartStateFilter
 from .pages import deadline_rows, log_page
-from .support import actor_of, display_json, display_value, page_context
+from .support import TEMPLATES, actor_of, display_json, display_value, logger, page_context
 
 __all__ = ["StatechartAdminMixin"]
-
-logger = logging.getLogger("django_xsm.admin")
-
-TEMPLATES = "admin/django_xsm/"
 #: The transition log's ``reason`` for an event sent from a change page.
 REASON = "admin"
 UNAVAILABLE = "The XSM state store is unavailable right now; try again shortly."
