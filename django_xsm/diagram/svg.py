@@ -19,7 +19,7 @@ from html import escape
 from .dot import ACTIVE, PLAIN, TAKEN
 from .graph import Edge, Graph, Node
 from .layout import layout
-from .shapes import HEAD, LABEL_H, PADX, Layout, Point, Route, badge_text, label_size
+from .shapes import HEAD, LABEL_H, PADX, Layout, Point, Rect, Route, badge_text, label_size
 
 __all__ = ["badge_text", "edge_attrs", "node_attrs", "render_builtin", "svg_open"]
 
@@ -162,12 +162,10 @@ class _Drawer:
         )
         self.out.append(_arrowhead(route.points[-1], route.points[-2], color))
         if route.label is not None:
-            self.label(e, route)
+            self.label(e, route.label)
         self.out.append("</g>")
 
-    def label(self, e: Edge, route: Route) -> None:
-        spot = route.label
-        assert spot is not None
+    def label(self, e: Edge, spot: Rect) -> None:
         _, badge_w = label_size(e)
         self.out.append(
             f'<rect class="xsm-edge-label-bg" x="{spot.x:.1f}" y="{spot.y:.1f}" '
