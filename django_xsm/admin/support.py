@@ -207,8 +207,7 @@ class PageMixin:
             found.append(parent)
         if here:
             found.append((here, ""))
-        label, _href = found[-1]
-        found[-1] = (label, "")
+        found[-1] = (found[-1][0], "")  # the current page: no link
         return found
 
     def missing(self, request: HttpRequest, entry: MachineEntry, key: str) -> HttpResponse:

@@ -282,8 +282,7 @@ def chart_graph(
         label = edge_label(t)
         text = f"{short_id(machine, t.source_id)}: {describe_transition(machine, t)}"
         taken = tuple(steps.get(t, ()))
-        targets = t.target_ids or (t.source_id,)
-        for target in targets:
+        for target in t.target_ids or (t.source_id,):  # targetless: a loop on its source
             edges.append(
                 Edge(
                     id=f"e{len(edges)}",
