@@ -1,17 +1,11 @@
 """The "XSM" section of the Django admin: an audit browser over the store.
 
-The package holds :class:`InstanceAdmin` (here, registered like any
-``admin.py``), its read-only pages (:mod:`.pages`), its write actions
-(:mod:`.actions`, bulk sends in :mod:`.bulk`), the Outbox page and its redrives (:mod:`.outbox`),
-what the pages share (:mod:`.support`) and the SVG state
-diagram (:mod:`.diagram`); and, for the ModelAdmin of your own models with
-a ``StatechartField``, :class:`StatechartAdminMixin` (:mod:`.mixin`) with
-its state filter (:mod:`.filters`).
-
-Registered on ``admin.site`` automatically (``django.contrib.admin``'s
-autodiscovery); for another ``AdminSite`` call
-``site.register(Instance, InstanceAdmin)``. The pages, under
-``<admin>/django_xsm/instance/``, are listed in docs/admin.md.
+:class:`InstanceAdmin` (registered on ``admin.site`` by autodiscovery; for
+another ``AdminSite``, ``site.register(Instance, InstanceAdmin)``) gathers
+the read-only pages (:mod:`.pages`), the write actions (:mod:`.actions`,
+:mod:`.bulk`) and the Outbox page (:mod:`.outbox`). For your own models'
+``StatechartField`` s: :class:`StatechartAdminMixin` (:mod:`.mixin`) and
+its state filter (:mod:`.filters`). The pages: docs/admin.md.
 
 ``admin_view`` only checks ``is_staff``; every page checks the permissions
 of :mod:`django_xsm.models` itself and answers 403 without them.

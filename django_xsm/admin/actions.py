@@ -9,7 +9,6 @@ history (``LogEntry``), which is the only trace a forgotten instance keeps.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -45,6 +44,7 @@ from .support import (
     actor_of,
     display_json,
     display_value,
+    logger,
     ms_datetime,
     require,
     store_guard,
@@ -60,8 +60,6 @@ __all__ = [
     "refusal",
 ]
 
-logger = logging.getLogger("django_xsm.admin")
-
 MAX_PAYLOAD_CHARS = 64 * 1024
 DEFAULT_REASON = "sent from the admin"
 
@@ -73,17 +71,12 @@ def parse_payload(text: str) -> dict[str, Any]:
     text = text.strip() or "{}"
     try:
         data = json.loads(text)
+        # The engine's depth limit (MAX_DATA_DEPTH) on every Python: 3.13's
+        # parser reads a 5000-deep payload that 3.11 and 3.12 refuse.
+        copy_data(data)
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}).") from None
-    except RecursionError:  # "[[[[..." nested deeper than the parser's stack
-        raise forms.ValidationError("The payload is nested too deeply.") from None
-    # Python 3.13's json parser is no longer bound by the interpreter's
-    # recursion limit and reads a 5000-deep payload that 3.11 and 3.12 refuse:
-    # the depth is capped here too, on every version, at the engine's limit
-    # (MAX_DATA_DEPTH, which the transition log's redaction enforces anyway).
-    try:
-        copy_data(data)
-    except DataTooDeepError:
+    except (RecursionError, DataTooDeepError):  # "[[[[...", deeper than the parser or the limit
         raise forms.ValidationError("The payload is nested too deeply.") from None
     if not isinstance(data, dict):
         raise forms.ValidationError("The payload must be a JSON object ({...}).")
@@ -242,24 +235,35 @@ class ActionViews(PageMixin):
             ],
             "crumb": "Send an event",
         }
-        title = f"Send an event to {key}"
         if request.method != "POST":
             form = SendEventForm(
                 initial={"event": request.GET.get("event", "")}, machine=entry.machine
             )
-            return self.render(request, "send.html", title, form=form, **page)
+            return self._form(request, form, page)
         form = SendEventForm(request.POST, machine=entry.machine)
         if not form.is_valid():
-            return self.render(request, "send.html", title, form=form, status=400, **page)
+            return self._form(request, form, page, status=400)
         event = form.cleaned_data["event"]
         if not may_send(entry, event, request.user, key):
             error = f"You may not send {event} to {key} (the machine's PERMISSIONS)."
-            return self.render(
-                request, "send.html", title, form=form, error=error, status=403, **page
-            )
+            return self._form(request, form, page, error, 403)
         if request.POST.get("step") != "apply":
             return self._preview(request, entry, record, form, page)
         return self._apply(request, entry, key, form, page, request.POST.get("version", ""))
+
+    def _form(
+        self,
+        request: HttpRequest,
+        form: SendEventForm,
+        page: dict[str, Any],
+        error: str = "",
+        status: int = 200,
+    ) -> HttpResponse:
+        """The send form (again), with ``error`` and answered with ``status``."""
+        title = f"Send an event to {page['key']}"
+        return self.render(
+            request, "send.html", title, form=form, error=error, status=status, **page
+        )
 
     def _preview(
         self,
@@ -275,15 +279,8 @@ class ActionViews(PageMixin):
         try:
             effect = preview_effect(entry.machine, record.snapshot, event, payload)
         except Exception as exc:  # a guard raising on this payload, an invalid event...
-            return self.render(
-                request,
-                "send.html",
-                f"Send an event to {page['key']}",
-                form=form,
-                error=f"The event cannot be evaluated: {type(exc).__name__}: {exc}",
-                status=400,
-                **page,
-            )
+            error = f"The event cannot be evaluated: {type(exc).__name__}: {exc}"
+            return self._form(request, form, page, error, 400)
         return self.render(
             request,
             "send_confirm.html",
@@ -306,12 +303,9 @@ class ActionViews(PageMixin):
     ) -> HttpResponse:
         event, payload = form.cleaned_data["event"], form.cleaned_data["payload"]
         reason = form.cleaned_data["reason"] or DEFAULT_REASON
-        title = f"Send an event to {key}"
 
         def refuse(message: str, status: int) -> HttpResponse:
-            return self.render(
-                request, "send.html", title, form=form, error=message, status=status, **page
-            )
+            return self._form(request, form, page, message, status)
 
         if not version.isdigit():
             return refuse("The confirmation is incomplete; preview the event again.", 400)

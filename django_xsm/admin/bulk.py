@@ -1,29 +1,19 @@
 """Bulk sends of the admin: one event to many instances, previewed, then sent once.
 
-The XSM browser (:class:`BulkViews`, ``bulk/``: instances checked on a
-machine's list page) and ``StatechartAdminMixin``'s changelist actions
-(rows of a model with a ``StatechartField``) build :class:`BulkRow` s and
-share the steps here:
-
-1. :func:`offered_events`: the events the user may send to every machine
-   of the selection (an event one of them does not know is not offered);
-   reserved types (``xstate.*``, ``xsm.*``) never are.
-2. :func:`preview`: each row's current snapshot, read without a lock, and
-   the engine's ``can()`` or ``refusal()`` on it; nothing runs, nothing is
-   written. The page then carries a fresh token (a UUID) in its form.
-3. :func:`send_all`: each row's own send (``strict``, as the admin user)
-   under the idempotency key ``xsm-admin-bulk:<token>``; the inbox scopes a
-   key to its instance, so a retried or double-submitted confirmation
-   replays each send instead of applying it twice.
-
-At most ``XSM['ADMIN']['BULK_MAX']`` rows (:func:`too_many`); the event's
-permission (:func:`~django_xsm.fields.events.may_send`) is checked for
-every row, at preview and at send.
+The XSM browser (:class:`BulkViews`, ``bulk/``) and
+``StatechartAdminMixin``'s changelist actions build :class:`BulkRow` s and
+share the steps here: :func:`offered_events` (what every machine of the
+selection knows and the user may send), :func:`preview` (a lock-free read
+and the engine's ``can()``/``refusal()``; nothing runs) and :func:`send_all`
+(each row's strict send under the idempotency key
+``xsm-admin-bulk:<token>``, so a retried confirmation applies nothing
+twice). At most ``XSM['ADMIN']['BULK_MAX']`` rows (:func:`too_many`); the
+event's permission is checked for every row, at preview and at send.
+The behaviour, step by step: docs/admin.md ("Bulk sends").
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 import uuid
@@ -52,7 +42,7 @@ from django_xsm.persistence.arguments import validate_key
 from django_xsm.registry import InstanceDoesNotExist, MachineEntry, machines
 
 from .actions import refusal
-from .support import PageMixin, actor_of, display_value, require, store_guard
+from .support import PageMixin, actor_of, display_value, logger, require, store_guard
 
 __all__ = [
     "REASON",
@@ -69,8 +59,6 @@ __all__ = [
     "too_many",
     "valid_token",
 ]
-
-logger = logging.getLogger("django_xsm.admin")
 
 #: The transition log's ``reason`` of a bulk send.
 REASON = "admin bulk send"
@@ -319,16 +307,11 @@ class BulkViews(PageMixin):
             "machine": machines.get(machine),
             "noun": "instances",
         }
-        if event not in events:
-            error = (
-                f"{event!r} is not an event you may send to every selected instance's machine."
-                if event
-                else ""
-            )
-            status = 400 if event else 200
+        if event not in events:  # none chosen yet (200), or one they may not send (400)
+            error = f"{event!r} is not an event you may send to every selected instance's machine."
             return self.render(
-                request, "bulk_send.html", "Bulk send", step="choose", error=error,
-                status=status, **page,
+                request, "bulk_send.html", "Bulk send", step="choose",
+                error=error if event else "", status=400 if event else 200, **page,
             )  # fmt: skip
         title = f"Send {event} to {len(rows)} instances"
         if request.POST.get("step") == "apply":

@@ -42,18 +42,10 @@ def state_choices(machine: Machine) -> list[StateChoice]:
     the module docstring)."""
     found: list[StateChoice] = []
     for node in machine.nodes:
-        if node.parent is None or node.type == "history":
+        below_parallel = any(up.type == "parallel" for up in node.ancestors)
+        if node.parent is None or node.type == "history" or below_parallel:
             continue
-        keys: list[str] = []
-        below_parallel = False
-        up: Any = node
-        while up.parent is not None:
-            keys.append(up.key)
-            up = up.parent
-            below_parallel = below_parallel or up.type == "parallel"
-        if below_parallel:
-            continue
-        path = ".".join(reversed(keys))
+        path = ".".join(n.key for n in [*reversed(node.ancestors[:-1]), node])  # root: no key
         if node.type in ("compound", "parallel"):
             found.append(StateChoice("startswith", f"{path}.", f"{path}.*"))
         else:

@@ -1,23 +1,16 @@
 """``StatechartAdminMixin``: your own models' statecharts in their ModelAdmin.
 
-::
-
-    @admin.register(Order)
-    class OrderAdmin(StatechartAdminMixin, admin.ModelAdmin):
-        list_display = ["id", "total", "status"]
-
-For every ``StatechartField`` of the model the mixin adds the state column
-and its :class:`~.filters.StatechartStateFilter`, a panel on the change
-page whose buttons open ``<object_id>/statechart/<field>/send/?event=E``
-(a preview, then a CSRF-checked POST sent as the admin user with
-``reason="admin"``; it needs the change permission and what the machine's
-``PERMISSIONS`` asks, about the row), and a changelist action per field
-and event (:mod:`.bulk`). What each page shows: docs/admin.md.
+For every ``StatechartField`` of the model: the state column and its
+:class:`~.filters.StatechartStateFilter`, a panel on the change page whose
+buttons open ``<object_id>/statechart/<field>/send/?event=E`` (a preview,
+then a CSRF-checked POST sent as the admin user with ``reason="admin"``;
+it needs the change permission and what the machine's ``PERMISSIONS``
+asks, about the row), and a changelist action per field and event
+(:mod:`.bulk`). What each page shows: docs/admin.md.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,13 +46,9 @@ from .actions import PayloadForm, preview_effect
 from .diagram import render_svg, short_id
 from .filters import StatechartStateFilter
 from .pages import deadline_rows, log_page
-from .support import actor_of, display_json, display_value, page_context
+from .support import TEMPLATES, actor_of, display_json, display_value, logger, page_context
 
 __all__ = ["StatechartAdminMixin"]
-
-logger = logging.getLogger("django_xsm.admin")
-
-TEMPLATES = "admin/django_xsm/"
 #: The transition log's ``reason`` for an event sent from a change page.
 REASON = "admin"
 UNAVAILABLE = "The XSM state store is unavailable right now; try again shortly."
@@ -245,8 +234,7 @@ class StatechartAdminMixin(_ModelAdmin):
             can_change = self.has_change_permission(request, obj)
             events = bound.events(user=request.user) if can_change else []
             send_url = self.statechart_url("send", obj, field.name)
-            now_ms = time.time_ns() // 1_000_000
-            deadlines = deadline_rows(entry.machine, view, now_ms)[0] if view is not None else []
+            deadlines = deadline_rows(entry.machine, view)[0] if view is not None else []
             log = log_page(entry, key, request.GET.get(f"{field.name}_after_seq", ""))
             panel.update(
                 state=display_value(bound.value),

@@ -1,17 +1,12 @@
 """The admin's Outbox page: what workers still have to deliver, and redrives.
 
-The page reads the backend's outbox reader
-(:class:`~django_xsm.persistence.outbox.OutboxReader` from ``get_outbox()``:
-the client, prefix and buckets that commits write to)
-only through its bounded listings: ``stats()`` (the counts), one page of
-``dead_letters()`` (cursor-paged like the instance lists, never a scan),
-the first entries of ``waiting()`` (soonest retry first) and of
-``pending()`` (in the streams).
-*Redrive* (one dead letter) and *Redrive all* need ``view_instance`` and
-``redrive_outbox``, are confirmed on a page of their own, POST only
-(CSRF-checked by ``admin_view``) and recorded in the admin history
-(``LogEntry``): a redrive under the instance that emitted the event, a
-redrive of all under the object id ``outbox``.
+The page reads the backend's :class:`~django_xsm.persistence.outbox.OutboxReader`
+through its bounded listings only (``stats()``, one cursor-paged page of
+``dead_letters()``, the first entries of ``waiting()`` and ``pending()``):
+never a scan. *Redrive* (one dead letter) and *Redrive all* need
+``view_instance`` and ``redrive_outbox``, are confirmed on a page of their
+own, POST only, and recorded in the admin history. What it shows:
+docs/admin.md ("The Outbox page").
 """
 
 from __future__ import annotations
@@ -93,20 +88,16 @@ def _limit(value: str | None) -> int:
 class OutboxViews(PageMixin):
     """The Outbox page and its two actions."""
 
-    def _instance(self, entry: OutboxEntry) -> tuple[str, str]:
-        """The registered name of the entry's machine (its id when none is
-        registered) and the link to the instance page."""
-        name = machines.name_for_machine_id(entry.machine)
-        if name is None:
-            return entry.machine, self.url("find", key=entry.key)
-        return name, self.url("detail", name, key=entry.key)
-
     def _row(self, entry: OutboxEntry, **extra: Any) -> dict[str, Any]:
-        machine, url = self._instance(entry)
+        name = machines.name_for_machine_id(entry.machine)  # None: not registered now
+        if name is None:
+            url = self.url("find", key=entry.key)
+        else:
+            url = self.url("detail", name, key=entry.key)
         return {
             "delivery_id": entry.delivery_id,
             "key": entry.key,
-            "machine": machine,
+            "machine": entry.machine if name is None else name,
             "url": url,
             "version": entry.version,
             "event_type": entry.event_type or "—",

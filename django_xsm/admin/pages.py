@@ -36,7 +36,7 @@ from .support import (
     store_guard,
 )
 
-__all__ = ["ReadViews", "deadline_rows", "log_page", "search_prefix"]
+__all__ = ["ReadViews", "deadline_rows", "log_page"]
 
 PAGE_SIZE = 25
 MAX_PAGE_SIZE = 200
@@ -54,18 +54,12 @@ def _int(value: str | None, default: int, low: int, high: int) -> int:
     return min(max(number, low), high)
 
 
-def search_prefix(q: str) -> str:
-    """The key prefix a search box's text stands for: the text itself, a
-    trailing ``*`` dropped (a search is a prefix search already); other
-    glob characters (``* ? [ ]``) are plain characters of the key."""
-    return q.rstrip("*")
-
-
 def deadline_rows(
-    machine: Machine, view: InstanceView, now_ms: int
+    machine: Machine, view: InstanceView
 ) -> tuple[list[dict[str, Any]], TimerFailure | None]:
     """The pending deadlines for display (soonest first, with their retry
     bookkeeping) and the failure of the instance as a whole, if any."""
+    now_ms = time.time_ns() // 1_000_000
     failures = dict(view.timer_failures)
     rows = []
     for d in sorted(view.deadlines, key=lambda d: (d.due_ms, d.entry)):
@@ -154,7 +148,7 @@ class ReadViews(PageMixin):
     @store_guard
     def list_view(self, request: HttpRequest, machine: str) -> HttpResponse:
         require(request, PERM_VIEW)
-        entry = self.entry(machine)
+        entry = machines[machine]
         q = request.GET.get("q", "")
         state = request.GET.get("state", "")
         after = request.GET.get("after", "")
@@ -162,7 +156,9 @@ class ReadViews(PageMixin):
         states = [n.id for n in entry.machine.nodes if n.parent is not None and n.type != "history"]
         if state and state not in states:
             state = ""
-        prefix = search_prefix(q)
+        # A search is a prefix search: a trailing * adds nothing; other glob
+        # characters (* ? [ ]) are plain characters of the key.
+        prefix = q.rstrip("*")
         if prefix and self.bad_key(request, prefix) is not None:
             keys: list[str] = []
             cursor = ""  # no key holds control characters: nothing can match
@@ -228,8 +224,7 @@ class ReadViews(PageMixin):
             raise
         except XsmError as exc:
             return self.unreadable(request, key, exc, dead_letter_reasons([key]).get(key, ""))
-        now_ms = time.time_ns() // 1_000_000
-        deadlines, blanket = deadline_rows(entry.machine, view, now_ms)
+        deadlines, blanket = deadline_rows(entry.machine, view)
         user = request.user
         finished = view.status == "done"
         timeline = self.timeline(request, entry, key)

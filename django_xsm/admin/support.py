@@ -37,7 +37,7 @@ from django_xsm.exceptions import (
     XsmError,
 )
 from django_xsm.managers import InstanceView
-from django_xsm.models import PERM_VIEW, Instance
+from django_xsm.models import Instance
 from django_xsm.operations import redacted
 from django_xsm.persistence.arguments import validate_key
 from django_xsm.persistence.records import ms_to_datetime
@@ -178,7 +178,6 @@ class PageMixin:
         data = {
             **page_context(self, request, title, crumbs),
             "index_url": self.url("instance_changelist"),
-            "can_view": request.user.has_perm(PERM_VIEW),
             **context,
         }
         response = TemplateResponse(request, TEMPLATES + template, data, status=status)
@@ -208,13 +207,8 @@ class PageMixin:
             found.append(parent)
         if here:
             found.append((here, ""))
-        label, _href = found[-1]
-        found[-1] = (label, "")
+        found[-1] = (found[-1][0], "")  # the current page: no link
         return found
-
-    def entry(self, name: str) -> MachineEntry:
-        """The registered machine ``name`` (404 through :func:`store_guard`)."""
-        return machines[name]
 
     def missing(self, request: HttpRequest, entry: MachineEntry, key: str) -> HttpResponse:
         """The 404 page of an instance that is not stored."""
@@ -245,7 +239,7 @@ class PageMixin:
         """The machine and the ``?key=`` an instance page is about; answers
         with the 400 page (:class:`PageAnswer`) for a key that cannot be an
         instance key."""
-        entry = self.entry(machine)
+        entry = machines[machine]  # 404 through store_guard when unknown
         key = request.GET.get("key", "")
         invalid = self.bad_key(request, key, entry)
         if invalid is not None:

@@ -82,20 +82,17 @@ def draw(graph: Graph, renderer: str | None = None) -> Drawing:
     note = ""
     if wanted != "builtin":
         binary = dot_binary()
-        if binary is not None:
+        if binary is None:
+            note = "Graphviz's dot is not on PATH"
+        else:
             try:
                 return Drawing(render_graphviz(graph, binary), "graphviz")
             except GraphvizError as exc:
                 note = f"Graphviz failed: {exc}"
-                logger.warning(
-                    "Diagram of %s: %s; drawn with the built-in layout", graph.machine_id, note
-                )
-        else:
-            note = "Graphviz's dot is not on PATH"
-            if wanted == "graphviz":
-                logger.warning(
-                    "Diagram of %s: %s; drawn with the built-in layout", graph.machine_id, note
-                )
+        if binary is not None or wanted == "graphviz":  # "auto" without dot: silently
+            logger.warning(
+                "Diagram of %s: %s; drawn with the built-in layout", graph.machine_id, note
+            )
     return Drawing(render_builtin(graph), "builtin", note)
 
 

@@ -65,17 +65,13 @@ class Split:
     through: dict[str, list[str]] = field(default_factory=dict)
 
 
-def init_key(container: str) -> str:
-    return f"init:{container}"
-
-
 def split(graph: Graph, level: Mapping[str, float]) -> Split:
     """The chains of every arrow but self-loops; ``level`` is the row of
     each state within its parent (:func:`.rows.levels`)."""
     out = Split()
     for node in graph.nodes.values():
         if node.kind == "compound" and node.is_container and node.initial is not None:
-            key = init_key(node.id)
+            key = f"init:{node.id}"
             out.chains[node.id].append(Chain(key, End(None, DOT), End(node.initial, TOP)))
             out.borders[node.id].append((key, DOT))
             if graph.nodes[node.initial].is_container:
@@ -85,7 +81,7 @@ def split(graph: Graph, level: Mapping[str, float]) -> Split:
             continue
         s, t = e.source, e.target
         up_s = [s, *graph.ancestors(s)]
-        up_t = {t, *graph.ancestors(t)}
+        up_t = [t, *graph.ancestors(t)]
         own = next(n for n in up_s if n in up_t)
         a = None if own == s else graph.child_towards(own, s)
         b = None if own == t else graph.child_towards(own, t)
@@ -106,13 +102,13 @@ def split(graph: Graph, level: Mapping[str, float]) -> Split:
             out.borders[own].append((e.id, leave))
         if b is None:
             out.borders[own].append((e.id, enter))
-        exits = [n for n in graph.ancestors(s) if n in _below(graph, own, s)]
+        exits = up_s[1 : up_s.index(own)]
         for box in exits:  # innermost first
             out.chains[box].append(
                 Chain(e.id, End(graph.child_towards(box, s), leave), End(None, leave))
             )
             out.borders[box].append((e.id, leave))
-        entries = [n for n in reversed(graph.ancestors(t)) if n in _below(graph, own, t)]
+        entries = up_t[1 : up_t.index(own)][::-1]
         for box in entries:  # outermost first
             out.chains[box].append(
                 Chain(e.id, End(None, enter), End(graph.child_towards(box, t), enter))
@@ -124,15 +120,3 @@ def split(graph: Graph, level: Mapping[str, float]) -> Split:
             out.borders[t].append((e.id, enter))
         out.through[e.id] = [*exits, own, *entries]
     return out
-
-
-def _below(graph: Graph, own: str, node: str) -> set[str]:
-    """The proper ancestors of ``node`` that ``own`` holds."""
-    found: set[str] = set()
-    if node == own:
-        return found
-    for n in graph.ancestors(node):
-        if n == own:
-            break
-        found.add(n)
-    return found

@@ -12,7 +12,7 @@ DOT identifiers without escaping them.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django_xsm.engine import Machine, StateNode, Transition
@@ -32,8 +32,7 @@ __all__ = [
 
 def short_id(machine: Machine, state_id: str) -> str:
     """``state_id`` without the machine id (``order.paid`` -> ``paid``)."""
-    head = f"{machine.id}."
-    return state_id[len(head) :] if state_id.startswith(head) else state_id
+    return state_id.removeprefix(f"{machine.id}.")
 
 
 def edge_label(transition: Transition) -> str:
@@ -122,7 +121,6 @@ class Graph:
     root: str
     nodes: Mapping[str, Node]
     edges: tuple[Edge, ...]
-    by_state_id: Mapping[str, str] = field(default_factory=dict)
 
     def ancestors(self, node_id: str) -> list[str]:
         """Proper ancestors of ``node_id``, parent first."""
@@ -284,8 +282,7 @@ def chart_graph(
         label = edge_label(t)
         text = f"{short_id(machine, t.source_id)}: {describe_transition(machine, t)}"
         taken = tuple(steps.get(t, ()))
-        targets = t.target_ids or (t.source_id,)
-        for target in targets:
+        for target in t.target_ids or (t.source_id,):  # targetless: a loop on its source
             edges.append(
                 Edge(
                     id=f"e{len(edges)}",
@@ -316,5 +313,4 @@ def chart_graph(
         root=ids[machine.root.id],
         nodes=nodes,
         edges=tuple(edges),
-        by_state_id={v: k for k, v in ids.items()},
     )

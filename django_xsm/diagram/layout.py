@@ -2,18 +2,12 @@
 Graphviz.
 
 Sizes bottom-up, positions top-down. A leaf is as wide as its name; a
-container holds its children in rows (:mod:`.rows`: ranked by distance
-from the initial child, a parallel state's regions side by side,
-history markers in a row below) with a title strip on top. Every arrow
-but a self-loop is cut into one chain per container it crosses
-(:mod:`.chains`); each container lays out its own chains with its
-children, so an arrow runs from row to row through slots kept free for
-it, changes course only between rows, and its label stands in a label
-row beside it: no arrow crosses a box it does not join and no label
-covers a box. Self-loops and targetless transitions loop on a box's
-right side, in room its row keeps for them, their labels beside them.
-Legible, not optimal: monospace text makes widths exact enough without
-font metrics.
+container holds its children in rows (:mod:`.rows`) with a title strip on
+top. Every arrow but a self-loop is cut into one chain per container it
+crosses (:mod:`.chains`), laid out by that container with its children.
+Self-loops and targetless transitions loop on a box's right side, in room
+its row keeps for them, their labels beside them. Monospace text makes
+widths exact enough without font metrics.
 """
 
 from __future__ import annotations

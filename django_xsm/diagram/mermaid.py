@@ -1,21 +1,9 @@
 """The chart as Mermaid ``stateDiagram-v2`` text, for docs and READMEs.
 
-Mermaid state ids are global across nesting and take letters, digits and
-``_`` only, so each state gets :func:`mermaid_ids`: its id without the
-machine id, dots as ``__``, every other character outside ``[A-Za-z0-9_]``
-as ``_``, prefixed ``s_`` when it would start with a digit or be one of Mermaid's
-words (``state``, ``end``, ``note``, ``class``, ``classDef``,
-``direction``, ``as``, ``style``), ``_2``, ``_3``…
-appended when two states would collide; the state's own key is its label
-(``state "paid" as paid``). Labels and arrow texts are written with
-Mermaid's entity codes for the characters its parser or its HTML output
-would read (``# " < > ; { } :`` and line breaks): a chart string cannot
-end a statement, open a block or inject markup.
-
-Compound states are ``state X { ... }`` blocks, a parallel state's regions
-are separated by ``--``, ``[*] --> X`` marks an initial state and
-``X --> [*]`` a final one. Mermaid has no history states: they are drawn
-as states labelled ``H`` / ``H*``. Active states get the ``active`` class.
+What is written, how states get Mermaid ids (:func:`mermaid_ids`) and
+which characters are entity-coded (:func:`mermaid_text`): docs/commands.md
+("The Mermaid text"). A chart string cannot end a statement, open a block
+or inject markup. Active states get the ``active`` class.
 """
 
 from __future__ import annotations
@@ -46,7 +34,7 @@ def mermaid_ids(graph: Graph) -> dict[str, str]:
     for node in graph.nodes.values():
         if node.parent is None:
             continue
-        sid = node.state_id[len(head) :] if node.state_id.startswith(head) else node.state_id
+        sid = node.state_id.removeprefix(head)
         base = _UNSAFE.sub("_", sid.replace(".", "__")) or "state"
         if base[0].isdigit() or base.lower() in _KEYWORDS:
             base = f"s_{base}"

@@ -410,31 +410,23 @@ class Stack:
                 row = self.row_of[s]
                 top, low = box.y + row.y, box.y + row.y + row.h
                 x = ox + s.x + s.anchor(c.key)
-                going_down = (
-                    self.row_of[path[i + 1]].level > row.level
-                    if i + 1 < len(path)
-                    else self.row_of[path[i - 1]].level < row.level
-                )
+                end: list[Point] = []  # a chain's end, from the box or border outwards
                 if s.kid is not None:
-                    end = c.start if i == 0 else c.end
                     px, py = s.port(c.key, kids[s.kid.id])
-                    edge_y = low if end.side == BOTTOM else top
-                    if i == 0:
-                        points += [(px, py), (px, edge_y)]
-                    else:
-                        points += [(px, edge_y), (px, py)]
+                    side = (c.start if i == 0 else c.end).side
+                    end = [(px, py), (px, low if side == BOTTOM else top)]
                 elif s.kind == "border":
                     edge_y = box.y if row.level == 0 else box.bottom
-                    if i == 0:
-                        points += [(x, edge_y), (x, low if row.level == 0 else edge_y)]
-                    else:
-                        points += [(x, low if row.level == 0 else edge_y), (x, edge_y)]
+                    end = [(x, edge_y), (x, low if row.level == 0 else edge_y)]
                 elif s.kind == "dot":
                     points.append((x, top + DOT_R))
                 elif self.row_of[path[i - 1]] is self.row_of[path[i + 1]]:
                     points.append((x, top))  # a turn within a row: its lowest point
+                elif self.row_of[path[i + 1]].level > row.level:  # going down
+                    points += [(x, top), (x, low)]
                 else:
-                    points += [(x, top), (x, low)] if going_down else [(x, low), (x, top)]
+                    points += [(x, low), (x, top)]
+                points += end if i == 0 else end[::-1]
                 if s.kind == "label":
                     left = x - s.w if s.flip else x + LABEL_DX
                     labels[c.key] = Rect(left, top, s.w - LABEL_DX, LABEL_H)

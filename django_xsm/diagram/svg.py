@@ -19,17 +19,12 @@ from html import escape
 from .dot import ACTIVE, PLAIN, TAKEN
 from .graph import Edge, Graph, Node
 from .layout import layout
-from .shapes import HEAD, LABEL_H, PADX, Layout, Point, Route, badge_text, label_size
+from .shapes import HEAD, LABEL_H, PADX, Layout, Point, Rect, Route, badge_text, label_size
 
 __all__ = ["badge_text", "edge_attrs", "node_attrs", "render_builtin", "svg_open"]
 
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, 'DejaVu Sans Mono', monospace"
 EDGE = "#5b6670"
-
-
-def _short(graph: Graph, state_id: str) -> str:
-    head = f"{graph.machine_id}."
-    return state_id[len(head) :] if state_id.startswith(head) else state_id
 
 
 def node_attrs(graph: Graph, node: Node) -> tuple[str, str]:
@@ -63,8 +58,9 @@ def edge_attrs(graph: Graph, edge: Edge) -> tuple[str, str]:
 def svg_open(graph: Graph, width: float, height: float, *, renderer: str) -> str:
     """The ``<svg>`` start tag: sized by its ``viewBox`` (it scales down with
     ``max-width: 100%``), labelled for screen readers."""
+    head = f"{graph.machine_id}."
     names = ", ".join(
-        _short(graph, n.state_id) for n in graph.nodes.values() if n.active and n.parent
+        n.state_id.removeprefix(head) for n in graph.nodes.values() if n.active and n.parent
     )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="xsm-diagram" role="img" '
@@ -94,8 +90,7 @@ class _Drawer:
         lit = node.active and node.parent is not None
         colors = ACTIVE if lit else PLAIN
         attrs, title = node_attrs(self.g, node)
-        self.out.append(f"<g {attrs}>")
-        self.out.append(f"<title>{escape(title)}</title>")
+        self.out += [f"<g {attrs}>", f"<title>{escape(title)}</title>"]
         stroke, width = colors["stroke"], "2.5" if lit else "1.2"
         if node.kind == "history":
             r = box.w / 2
@@ -127,17 +122,12 @@ class _Drawer:
                 f'width="{box.w - 7:.1f}" height="{box.h - 7:.1f}" rx="4" fill="none" '
                 f'stroke="{stroke}" stroke-width="1"/>'
             )
-        if container:
-            self.out.append(
-                f'<text x="{box.x + PADX:.1f}" y="{box.y + HEAD / 2 + 5:.1f}" font-weight="bold" '
-                f'class="xsm-label">{escape(node.label)}</text>'
-            )
-        else:
-            self.out.append(
-                f'<text x="{box.x + PADX:.1f}" y="{box.y + min(box.h, 30) / 2 + 4:.1f}" '
-                f'font-weight="{"bold" if node.active else "normal"}" class="xsm-label">'
-                f"{escape(node.label)}</text>"
-            )
+        y = box.y + HEAD / 2 + 5 if container else box.y + min(box.h, 30) / 2 + 4
+        self.out.append(
+            f'<text x="{box.x + PADX:.1f}" y="{y:.1f}" '
+            f'font-weight="{"bold" if container or node.active else "normal"}" '
+            f'class="xsm-label">{escape(node.label)}</text>'
+        )
         for sep_of, x, y1, y2 in self.lay.separators:
             if sep_of == node.id:
                 self.out.append(
@@ -165,20 +155,17 @@ class _Drawer:
         width = 2.8 if e.steps else 1.3
         dash = ' stroke-dasharray="5 3"' if e.targetless or e.kind == "history" else ""
         pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in route.points)
-        self.out.append(f"<g {attrs}>")
-        self.out.append(f"<title>{escape(title)}</title>")
+        self.out += [f"<g {attrs}>", f"<title>{escape(title)}</title>"]
         self.out.append(
             f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="{width}"'
             f'{dash} stroke-linejoin="round"/>'
         )
         self.out.append(_arrowhead(route.points[-1], route.points[-2], color))
         if route.label is not None:
-            self.label(e, route)
+            self.label(e, route.label)
         self.out.append("</g>")
 
-    def label(self, e: Edge, route: Route) -> None:
-        spot = route.label
-        assert spot is not None
+    def label(self, e: Edge, spot: Rect) -> None:
         _, badge_w = label_size(e)
         self.out.append(
             f'<rect class="xsm-edge-label-bg" x="{spot.x:.1f}" y="{spot.y:.1f}" '
