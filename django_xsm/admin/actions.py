@@ -307,7 +307,7 @@ class ActionViews(PageMixin):
         def refuse(message: str, status: int) -> HttpResponse:
             return self._form(request, form, page, message, status)
 
-        if not version.isdigit():
+        if not version.isdecimal() or len(version) > 19:  # what int() below takes
             return refuse("The confirmation is incomplete; preview the event again.", 400)
         receipt: Any = None
         try:

@@ -24,7 +24,7 @@ from django_xsm.models import PERM_REDRIVE, PERM_VIEW
 from django_xsm.persistence.outbox import DeadLetter, OutboxEntry, OutboxReader
 from django_xsm.registry import machines
 
-from .support import OUTBOX_OBJECT_ID, PageMixin, ms_datetime, require, store_guard
+from .support import OUTBOX_OBJECT_ID, PageMixin, ms_datetime, query_int, require, store_guard
 
 __all__ = [
     "OutboxViews",
@@ -79,12 +79,6 @@ def find_dead_letter(outbox: OutboxReader, at: str) -> DeadLetter | None:
     return None
 
 
-def _limit(value: str | None) -> int:
-    if value is None or not value.isdigit():
-        return DEAD_PAGE
-    return min(max(int(value), 1), MAX_DEAD_PAGE)
-
-
 class OutboxViews(PageMixin):
     """The Outbox page and its two actions."""
 
@@ -123,7 +117,7 @@ class OutboxViews(PageMixin):
         after = request.GET.get("after", "")
         if _stream_id(_CURSOR.fullmatch(after)) is None:
             after = ""  # not a cursor of this page: start over
-        limit = _limit(request.GET.get("limit"))
+        limit = query_int(request.GET.get("limit"), DEAD_PAGE, 1, MAX_DEAD_PAGE)
         outbox = get_outbox()
         stats = outbox.stats()
         try:

@@ -32,6 +32,7 @@ from .support import (
     display_json,
     display_value,
     ms_datetime,
+    query_int,
     require,
     store_guard,
 )
@@ -42,16 +43,6 @@ PAGE_SIZE = 25
 MAX_PAGE_SIZE = 200
 LOG_PAGE = 20
 DEAD_LETTERS_SHOWN = 50
-
-
-def _int(value: str | None, default: int, low: int, high: int) -> int:
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        return default
-    return min(max(number, low), high)
 
 
 def deadline_rows(
@@ -152,7 +143,7 @@ class ReadViews(PageMixin):
         q = request.GET.get("q", "")
         state = request.GET.get("state", "")
         after = request.GET.get("after", "")
-        limit = _int(request.GET.get("limit"), PAGE_SIZE, 1, MAX_PAGE_SIZE)
+        limit = query_int(request.GET.get("limit"), PAGE_SIZE, 1, MAX_PAGE_SIZE)
         states = [n.id for n in entry.machine.nodes if n.parent is not None and n.type != "history"]
         if state and state not in states:
             state = ""
@@ -285,7 +276,7 @@ def log_page(entry: MachineEntry, key: str, after_seq: str) -> dict[str, Any]:
     ``latest`` is ``""`` (the newest page) when this is an older one; each
     is None when there is no such page; ``records`` are the page's records
     as read (for the diagram's path: their states and events)."""
-    after = int(after_seq) if after_seq.isdigit() and len(after_seq) < 19 else None
+    after = int(after_seq) if after_seq.isdecimal() and len(after_seq) < 19 else None
     if after is None:
         records = entry.objects.latest(key, LOG_PAGE)
         newer = False

@@ -50,6 +50,7 @@ __all__ = [
     "display_json",
     "display_value",
     "ms_datetime",
+    "query_int",
     "require",
     "store_guard",
 ]
@@ -111,6 +112,16 @@ def store_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
             )
 
     return guarded
+
+
+def query_int(value: str | None, default: int, low: int, high: int) -> int:
+    """A number from the query string, between ``low`` and ``high``;
+    ``default`` when it is missing or not a number."""
+    try:
+        number = int(value) if value is not None else default
+    except ValueError:  # not a number, or more digits than int() takes
+        return default
+    return min(max(number, low), high)
 
 
 def ms_datetime(ms: int | None) -> _dt.datetime | None:

@@ -297,3 +297,16 @@ def test_a_guarded_refusal_names_the_guard_as_the_api_does() -> None:
     with pytest.raises(EventNotAcceptedError) as raised:
         ticket.start().send("CLOSE", strict=True)
     assert raised.value.message == effect["refusal"]
+
+
+@pytest.mark.parametrize("version", ["²", "٣", "9" * 5000, "-1", ""])
+def test_a_forged_version_is_refused_and_changes_nothing(
+    seeded: Any, operator: Any, version: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = state()
+    response = post_with_csrf(
+        operator, SEND, {"event": "CLOSE", "step": "apply", "version": version}
+    )
+    assert response.status_code in (400, 409)
+    assert state() == before
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]

@@ -434,3 +434,14 @@ def test_the_pages_say_the_store_is_unavailable(xsm: Any, client_for: Any) -> No
         assert response.status_code == 503
         assert "The XSM state store is unavailable right now" in response.content.decode()
     assert not LogEntry.objects.exists()
+
+
+@pytest.mark.parametrize("limit", ["²", "9" * 5000, "-5", "0", "x", "100000"])
+def test_a_strange_limit_still_shows_the_page(
+    outbox: RedisOutbox, operator: Client, limit: str
+) -> None:
+    emit("beacon:odd")
+    kill(outbox)
+    response = operator.get(OUTBOX, {"limit": limit})
+    assert response.status_code == 200
+    assert "beacon:odd" in response.content.decode()

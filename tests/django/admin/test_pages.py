@@ -366,3 +366,11 @@ def test_a_record_the_scanner_parked_says_why(reader: Any) -> None:
     html = reader.get(f"{LIST}instance/", {"key": "t:parked"}).content.decode()
     assert "cannot be read" in html
     assert "The timer scanner parked it" in html and "not valid JSON" in html
+
+
+@pytest.mark.parametrize("after_seq", ["²", "9" * 5000, "-1", "1e3", "x7"])
+def test_a_strange_after_seq_shows_the_newest_page(reader: Any, after_seq: str) -> None:
+    seed_ticket("log:odd")
+    response = reader.get(f"{LIST}instance/", {"key": "log:odd", "after_seq": after_seq})
+    assert response.status_code == 200
+    assert 'class="xsm-log-row" data-seq="1"' in response.content.decode()
