@@ -171,18 +171,19 @@ def sentinel(value: Any, into: Problems) -> Sentinel | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        what = f"expected a dict or None, got {type(value).__name__}"
-        into.found.append(str(fail(what, "SENTINEL", hint=_EXAMPLE)))
+        into.report(
+            f"expected a dict or None, got {type(value).__name__}", "SENTINEL", hint=_EXAMPLE
+        )
         return None
     check_keys(value, SENTINEL_DEFAULTS, "SENTINEL", into=into)
     given = {**SENTINEL_DEFAULTS, **{k: v for k, v in value.items() if k in SENTINEL_DEFAULTS}}
     before = len(into.found)
-    hosts = into.take(lambda: _hosts(given["HOSTS"]), ())
-    service = into.take(lambda: _service(given["SERVICE"]), "")
-    db = into.take(lambda: number(given["DB"], "SENTINEL", "DB", integer=True), 0)
-    options = into.take(lambda: _options(given["OPTIONS"], "OPTIONS", _MASTER_OWNED), {})
+    hosts = into.take(_hosts, given["HOSTS"], default=())
+    service = into.take(_service, given["SERVICE"], default="")
+    db = into.take(number, given["DB"], "SENTINEL", "DB", integer=True, default=0)
+    options = into.take(_options, given["OPTIONS"], "OPTIONS", _MASTER_OWNED, default={})
     sentinel_options = into.take(
-        lambda: _options(given["SENTINEL_OPTIONS"], "SENTINEL_OPTIONS", _SENTINEL_OWNED), {}
+        _options, given["SENTINEL_OPTIONS"], "SENTINEL_OPTIONS", _SENTINEL_OWNED, default={}
     )
     if len(into.found) > before:
         return None
@@ -208,18 +209,17 @@ def durability(value: Mapping[str, Any], into: Problems) -> Durability:
     """``DURABILITY`` (already merged with its defaults): how many replicas
     must acknowledge each commit, and how long to wait for them."""
     replicas = into.take(
-        lambda: number(
-            value["MIN_REPLICAS"],
-            "DURABILITY",
-            "MIN_REPLICAS",
-            integer=True,
-            maximum=MAX_MIN_REPLICAS,
-            hint=f"0 does not wait; at most {MAX_MIN_REPLICAS} replicas can be asked to "
-            "acknowledge each commit",
-        ),
-        0,
+        number,
+        value["MIN_REPLICAS"],
+        "DURABILITY",
+        "MIN_REPLICAS",
+        integer=True,
+        maximum=MAX_MIN_REPLICAS,
+        hint=f"0 does not wait; at most {MAX_MIN_REPLICAS} replicas can be asked to "
+        "acknowledge each commit",
+        default=0,
     )
-    timeout = into.take(lambda: _timeout_ms(value["TIMEOUT_MS"]), 1)
+    timeout = into.take(_timeout_ms, value["TIMEOUT_MS"], default=1)
     return Durability(min_replicas=replicas, timeout_ms=timeout)
 
 
