@@ -1,22 +1,15 @@
-"""Whether the ``XSM`` settings name a usable connection, answered once.
+"""Whether the ``XSM`` settings name a usable connection, answered once:
+the backend refuses to build on the first problem (``ImproperlyConfigured``)
+and ``manage.py check`` reports each under its id (docs/settings.md, System
+checks), with the same words. None of that touches the network, and no
+message echoes any part of the URL (it may carry a password).
 
-The backend refuses to build on the first of these problems
-(``ImproperlyConfigured``) and ``manage.py check`` reports all of them as
-errors under their ids (E002-E006, E008, E009; docs/settings.md, System
-checks), with the same words.
-
-None of that touches the network, and no message echoes any part of the
-URL (it may carry a password).
-
-What the server itself says is asked at the end of this module, for
-``check --deploy`` and ``manage.py xsm_namespace`` only (each question is
-one or two commands on the configured client, bounded by its socket
-timeout): is a plain client talking to a cluster node (``xsm.E012``), and
-how are the namespace's buckets spread over the cluster's masters
-(``xsm.W013``)? Node addresses appear there as ``host:port``, never with
-credentials. And can this code load the instances stored in the namespace
-(``xsm.E015``, :func:`changed_machines`: a chart changed without a version
-bump, or a version without a migration from the stored one)?
+The end of this module asks the server itself, for ``check --deploy`` and
+``manage.py xsm_namespace`` (a command or two each, bounded by the socket
+timeout): a plain client on a cluster node (``xsm.E012``), the buckets'
+spread over the cluster's masters (``xsm.W013``, addresses as
+``host:port``, never credentials), and stored instances this code cannot
+load (``xsm.E015``).
 """
 
 from __future__ import annotations

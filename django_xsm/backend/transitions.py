@@ -1,28 +1,15 @@
-"""Transition signals and structured transition logging, as one plugin.
+"""Transition signals and structured transition logging, as one plugin
+(docs/django.md, Signals and Transition log lines).
 
-:class:`TransitionPlugin` is part of every block the Django layer opens
-(views, ``machines[...].objects.open()``, the timer scanner). It names
-machines by their registered name, which it gets from whoever builds it
-(``name_of``: machine id -> name); it never imports the registry. For each
-event it:
-
-* sends ``pre_transition`` before the engine runs it (a receiver may raise
-  to refuse it);
-* after the commit is durable, writes one log line per accepted event to
-  the ``django_xsm.transitions`` logger (INFO), sends ``post_commit``
-  (inside the caller's database transaction) and ``post_transition`` once
-  that transaction commits (``transaction.on_commit`` of the plugin's
-  database, ``"default"`` unless the block was given one with
-  :meth:`TransitionPlugin.using`; right away outside a transaction);
-* logs an event the current state did not take (``send()`` without
-  ``strict``) at INFO with ``accepted: false`` right away, since nothing
-  will be committed for it. Strict refusals raise
-  ``EventNotAcceptedError``; ``@stateful_view`` logs those.
-
-Every line carries the structured fields in ``record.xsm`` (a dict):
-``machine``, ``key``, ``event``, ``from``, ``to``, ``accepted``,
-``version``, ``seq``, ``actor``, ``correlation_id``. :class:`JsonFormatter`
-prints them as one JSON object per line.
+:class:`TransitionPlugin` is part of every block the Django layer opens.
+It names machines through ``name_of`` (machine id -> registered name) and
+never imports the registry. ``pre_transition`` goes out before the engine
+runs an event; after the durable commit, one INFO line per accepted event
+on the ``django_xsm.transitions`` logger, ``post_commit`` (inside the
+caller's database transaction) and ``post_transition`` once that
+transaction commits. An event the state did not take (``send()`` without
+``strict``) is logged right away with ``accepted: false``. Each line's
+fields are in ``record.xsm``; :class:`JsonFormatter` prints them as JSON.
 """
 
 from __future__ import annotations
