@@ -268,14 +268,13 @@ def _codec(s: conf.XsmSettings) -> Codec | None:
             )
         # newest first: the first encrypts, every one decrypts
         codec = found(list(s.codec_keys))
-        return codec
-    if hasattr(found, "encode") and hasattr(found, "decode") and not isinstance(found, type):
+    elif hasattr(found, "encode") and hasattr(found, "decode") and not isinstance(found, type):
         codec = found
-        return codec
-    if callable(found):
+    elif callable(found):
         codec = found()
-        return codec
-    raise ImproperlyConfigured(f"XSM['CODEC']: {s.codec!r} is neither a codec nor a factory")
+    else:
+        raise ImproperlyConfigured(f"XSM['CODEC']: {s.codec!r} is neither a codec nor a factory")
+    return codec
 
 
 _Store = TypeVar("_Store", RedisStore, AsyncRedisStore)

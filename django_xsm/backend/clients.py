@@ -92,17 +92,13 @@ def cache_client(alias: str) -> Any:
 class ClusterConnectionFactory:
     """A django-redis ``CONNECTION_FACTORY`` whose clients are
     ``redis.cluster.RedisCluster``, so a cache (and ``CACHE_ALIAS``) can use
-    a Redis Cluster.
+    a Redis Cluster (docs/django.md, Sharing a django-redis cache).
 
-    django-redis 7 has no cluster support of its own: its factory gives each
-    client one connection pool for ``LOCATION``, and a cluster client needs
-    a pool per node. This one builds a cluster client seeded with the
-    ``LOCATION`` node (it discovers the others) and shares it in the
-    process, as django-redis shares its pools; set it as the cache's
-    ``OPTIONS["CONNECTION_FACTORY"]`` (docs/django.md). It reads the options
-    django-redis's factory reads (``USERNAME``, ``PASSWORD``,
-    ``SOCKET_TIMEOUT``, ``SOCKET_CONNECT_TIMEOUT``) and
-    ``REDIS_CLIENT_KWARGS`` (more ``RedisCluster`` keyword arguments).
+    django-redis 7 gives each client one pool for ``LOCATION``; a cluster
+    client needs one per node. This one seeds a cluster client with the
+    ``LOCATION`` node and shares it in the process. It reads ``USERNAME``,
+    ``PASSWORD``, ``SOCKET_TIMEOUT``, ``SOCKET_CONNECT_TIMEOUT`` (as
+    django-redis does) and ``REDIS_CLIENT_KWARGS``.
     """
 
     _clients: dict[str, Any] = {}
@@ -231,16 +227,12 @@ def _cluster_start_error(exc: BaseException, *, alias: str | None = None) -> Exc
 def sentinel_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
     """A client on the primary that ``SENTINEL``'s sentinels name.
 
-    redis-py asks the sentinels for the primary's address whenever it
-    opens a connection, and drops connections to a primary that was
-    demoted (``READONLY``), so after a failover the next connection goes to
-    the new primary. ``SOCKET_TIMEOUT_S`` is the socket and connect timeout
-    of both legs unless ``OPTIONS`` / ``SENTINEL_OPTIONS`` set their own.
-    Each sentinel is asked once per discovery (no retries unless
-    ``SENTINEL_OPTIONS`` sets them), so when none answers a call fails
-    with ``StoreUnavailableError`` (``MasterNotFoundError``) after at most
-    the connect and socket timeouts of each sentinel in turn. Building it
-    does no I/O.
+    redis-py asks the sentinels for the primary's address whenever it opens
+    a connection, and drops connections to a demoted primary, so after a
+    failover the next connection goes to the new one. ``SOCKET_TIMEOUT_S``
+    is both legs' timeout unless ``OPTIONS`` / ``SENTINEL_OPTIONS`` set
+    their own; each sentinel is asked once per discovery
+    (docs/settings.md, Unreachable sentinels). Building it does no I/O.
     """
     import redis.asyncio.sentinel
     import redis.sentinel

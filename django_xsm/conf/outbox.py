@@ -1,14 +1,11 @@
 """``XSM['OUTBOX']``: the handler patterns and the delivery retry policy.
 
-A pattern names which emitted events a handler takes, in the words the
-engine uses for event descriptors (docs/engine.md): an exact type
-(``"order.paid"``), a prefix wildcard by whole tokens (``"order.*"``:
-``order`` and ``order.<anything>``), or ``"*"`` for every event. Anything
-else (``"order*"``, ``"*.paid"``, ``"order..paid"``) is refused here, when
-the settings are read, because a pattern that can never match would only
-show up later as dead letters. The handlers' dotted paths are imported by
-:mod:`django_xsm.outbox.handlers` (a path that does not import is
-``xsm.E014``, not a settings error: importing user code is not parsing).
+A pattern is an exact type (``"order.paid"``), a prefix wildcard by whole
+tokens (``"order.*"``) or ``"*"`` (docs/outbox.md, Handlers and patterns).
+Anything else is refused when the settings are read, because a pattern
+that can never match would only show up later as dead letters. The
+handlers' paths are imported by :mod:`django_xsm.outbox.handlers`
+(``xsm.E014``: importing user code is not parsing).
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 
 :func:`parse` goes on after the first problem and raises
 :class:`InvalidSettings` listing all of them, so ``manage.py check`` shows
-a user everything to fix in one round. Values in messages are bounded
-(``reprlib``): a huge or deeply nested value cannot make a huge or a
-crashing message. The checks of single values are in :mod:`.parsing`;
-those of the topology settings (``REDIS_CLUSTER``, ``SENTINEL``,
-``DURABILITY``) in :mod:`.topology`, ``OUTBOX`` in :mod:`.outbox`.
+a user everything to fix in one round. Single values are checked in
+:mod:`.parsing`, ``REDIS_CLUSTER``, ``SENTINEL`` and ``DURABILITY`` in
+:mod:`.topology`, ``OUTBOX`` in :mod:`.outbox`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Running a worker: drain once (cron, tests) or as a daemon (``xsm_run_outbox``).
 
-Neither loop sleeps after a failed delivery: retry times live in Redis, and
-``take()`` brings entries back once they are due. The daemon polls every
-``interval_s`` only when a batch found nothing; a batch that took entries
-is followed by the next at once. An outage (``StoreError``) is reported to
-``on_batch`` and waited out by the daemon; :func:`drain` lets it propagate,
-so ``--once`` exits non-zero.
+Neither loop sleeps after a failed delivery (retry times live in Redis);
+the daemon polls every ``interval_s`` only when a batch found nothing. An
+outage (``StoreError``) is waited out by the daemon; :func:`drain` lets it
+propagate, so ``--once`` exits non-zero.
 """
 
 from __future__ import annotations

@@ -186,8 +186,7 @@ class OutboxWorker:
         delay_ms = self.policy.delay_ms(attempt)
         retry_at = self.clock() + delay_ms
         if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
-            result.lost += 1
-            self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
+            self._lost(lease, error, result)
             return
         result.retried += 1
         text = (
@@ -205,8 +204,7 @@ class OutboxWorker:
             # of attempts and compensates, the handler is not called again.
             retry_at = self.clock() + self.policy.delay_ms(max(attempts, 1))
             if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
-                result.lost += 1
-                self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
+                self._lost(lease, error, result)
                 return
             result.deferred += 1
             text = (
@@ -229,8 +227,11 @@ class OutboxWorker:
             text = f"dead-lettered after {attempts} attempt(s): {error}"
             self._log(logging.ERROR, lease, "dead-lettered", text, error=error)
         else:
-            result.lost += 1
-            self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
+            self._lost(lease, error, result)
+
+    def _lost(self, lease: OutboxLease, error: str, result: WorkResult) -> None:
+        result.lost += 1
+        self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
 
     def _log(self, level: int, lease: OutboxLease, outcome: str, text: str, **more: Any) -> None:
         if not logger.isEnabledFor(level):
