@@ -44,6 +44,10 @@ class _Pending:
     to_state: Any = None
 
 
+#: An async block's ``post_commit`` and ``post_transition`` keyword arguments.
+_Signals = tuple[dict[str, Any], list[dict[str, Any]]]
+
+
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -137,12 +141,11 @@ def log_refused(
 class TransitionPlugin(Plugin):
     """Signals and log lines for every block (see the module docstring).
 
-    ``name_of(machine_id)`` gives the registered name of a machine (the id
-    itself is used for a machine it does not know). One instance may serve
-    many blocks at once (the backend shares it): per-block state is kept in
-    weak dictionaries keyed by the block, so an aborted block leaves nothing
-    behind. ``database``: the one whose transaction ``post_transition``
-    waits for.
+    ``name_of(machine_id)`` gives a machine's registered name (else its id
+    is used). One instance serves many blocks at once: per-block state is
+    kept in weak dictionaries keyed by the block, so an aborted block
+    leaves nothing behind. ``database``: the one whose transaction
+    ``post_transition`` waits for.
     """
 
     def __init__(
@@ -157,10 +160,8 @@ class TransitionPlugin(Plugin):
         self._accepted: weakref.WeakKeyDictionary[PersistedInstance, list[_Pending]] = (
             weakref.WeakKeyDictionary()
         )
-        self._deferred: weakref.WeakKeyDictionary[PersistedInstance, list[dict[str, Any]]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._deferred_commit: weakref.WeakKeyDictionary[PersistedInstance, dict[str, Any]] = (
+        # an async block's post_commit and post_transition keyword arguments
+        self._deferred: weakref.WeakKeyDictionary[PersistedInstance, _Signals] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -222,9 +223,10 @@ class TransitionPlugin(Plugin):
             "state_ids": tuple(block.state_ids),
             "version": result.version,
         }
+        transitions: list[dict[str, Any]] = []
         if is_async:
             with self._lock:
-                self._deferred_commit[block] = committed
+                self._deferred[block] = (committed, transitions)
         else:
             # Now, inside the caller's database transaction (if any): a
             # user's projection moves, or rolls back, with it.
@@ -248,8 +250,7 @@ class TransitionPlugin(Plugin):
             if is_async:
                 # Sync receivers must not block the event loop: the async
                 # driver awaits asend_robust() after the block (aafter_commit).
-                with self._lock:
-                    self._deferred.setdefault(block, []).append(kwargs)
+                transitions.append(kwargs)
             elif post_transition.has_listeners(name):
                 # send_robust: the change is durable; a failing receiver is
                 # logged by Django (logger "django.dispatch") and must not
@@ -268,17 +269,11 @@ class TransitionPlugin(Plugin):
         opened with these plugins (the manager's, a view's, or your own
         ``apersisted(store, key, machine, plugins=backend.plugins)``) sends
         its signals the same way."""
-        await self.send_deferred(block)
-
-    async def send_deferred(self, block: PersistedInstance) -> None:
-        """Send the ``post_commit`` / ``post_transition`` signals an async
-        block committed."""
         with self._lock:
-            committed = self._deferred_commit.pop(block, None)
-            items = self._deferred.pop(block, [])
+            committed, transitions = self._deferred.pop(block, (None, []))
         if committed is not None:
             await post_commit.asend_robust(sender=committed["machine"], **committed)
-        for kwargs in items:
+        for kwargs in transitions:
             await post_transition.asend_robust(sender=kwargs["machine"], **kwargs)
 
 

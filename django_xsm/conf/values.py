@@ -110,16 +110,7 @@ SENTINEL_DEFAULTS: dict[str, Any] = {
     "SENTINEL_OPTIONS": {},
 }
 
-_NESTED = (
-    "IDEMPOTENCY",
-    "AUDIT",
-    "TIMERS",
-    "OUTBOX",
-    "DURABILITY",
-    "DIAGRAM",
-    "ADMIN",
-    "STREAM",
-)
+_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "OUTBOX", "DURABILITY", "DIAGRAM", "ADMIN", "STREAM")
 #: Settings whose change invalidates what was built from XSM.
 WATCHED = frozenset({"XSM", "DEBUG", "CACHES", "BASE_DIR"})
 _HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"})
