@@ -273,12 +273,9 @@ async def aclose(client: Any) -> None:
 
 
 async def aclose_sentinels(manager: Any) -> None:
-    """Close an asyncio ``Sentinel``'s clients of its sentinels.
-
-    ``Sentinel.aclose()`` is redis-py 8's; redis-py 5.0.1 to 7.x have none
-    (calling it raised AttributeError inside the loop-end finaliser, and the
-    sentinel connections leaked), so there each sentinel's client is closed
-    here, as ``Sentinel.aclose()`` does."""
+    """Close an asyncio ``Sentinel``'s clients of its sentinels: with
+    ``Sentinel.aclose()`` where redis-py has one (8.x), else each client
+    as it does."""
     close = getattr(manager, "aclose", None)
     if close is not None:
         await close()
@@ -297,14 +294,12 @@ async def _close_at_loop_end(client: Any) -> AsyncGenerator[None, None]:
 def tie_to_loop(client: Any) -> AsyncGenerator[None, None]:
     """Close ``client`` when the running loop shuts down.
 
-    asyncio connections cannot outlive their loop, and under WSGI Django
-    runs each async view on a loop of its own (asgiref's ``async_to_sync``
-    uses ``asyncio.run``). ``asyncio.run``, ``asyncio.Runner`` and ASGI
-    servers call ``loop.shutdown_asyncgens()`` before closing a loop, which
-    finalises every async generator started on it: a generator parked at its
-    ``yield`` with ``aclose()`` in its ``finally`` therefore closes the
-    client's connections on the loop that owns them, instead of leaking them
-    to the garbage collector.
+    asyncio connections cannot outlive their loop, and under WSGI each async
+    view runs on a loop of its own (asgiref's ``async_to_sync``).
+    ``asyncio.run``, ``asyncio.Runner`` and ASGI servers call
+    ``loop.shutdown_asyncgens()`` before closing a loop: that finalises the
+    generator parked here at its ``yield``, whose ``finally`` closes the
+    connections on the loop that owns them.
     """
     closer = _close_at_loop_end(client)
     # Calling asend() runs the loop's firstiter hook, which registers the

@@ -376,12 +376,10 @@ def changed_machines(
     store: Any, machines: Iterable[Machine], *, sample: int = CHANGE_SAMPLE
 ) -> list[ChangedMachine]:
     """The machines some of whose stored instances this code cannot load
-    (``xsm.E015``): each is restored exactly as a request would, so a
-    ``MigrationError`` here is one there. Per machine, at most ``sample``
-    instances, the first in key order (``store.list_page(machine=...)``:
-    one round trip, a ``LIST_PAGE`` call per bucket), each read with
-    ``store.load`` (one round trip, nothing written); restoring is pure.
-    Raises ``StoreUnavailableError`` when Redis does not answer."""
+    (``xsm.E015``). Per machine, at most ``sample`` instances, the first in
+    key order, are read and restored exactly as a request would (nothing is
+    written), so a ``MigrationError`` here is one there. Raises
+    ``StoreUnavailableError`` when Redis does not answer."""
     out: list[ChangedMachine] = []
     for machine in {m.id: m for m in machines}.values():
         keys, _ = store.list_page(machine=machine.id, limit=sample)

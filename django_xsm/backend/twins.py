@@ -73,11 +73,8 @@ def _uses_tls(connection_class: Any) -> bool:
 
 
 def _cluster_twin(client: Any) -> Any:
-    """An asyncio cluster client seeded with the nodes the blocking one knows.
-
-    redis-py's asyncio ``RedisCluster`` takes only the options it names, so
-    the blocking client's node options are filtered down to those.
-    """
+    """An asyncio cluster client seeded with the nodes the blocking one
+    knows, with those of its options redis-py's asyncio ``RedisCluster`` names."""
     import redis.asyncio.cluster
 
     manager = client.nodes_manager

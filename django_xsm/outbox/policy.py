@@ -68,10 +68,6 @@ class RetryPolicy:
         return attempt >= self.max_attempts
 
 
-def _fragments(extra: Iterable[str]) -> tuple[str, ...]:
-    return (*DEFAULT_REDACT, *extra)
-
-
 def _sensitive(name: str, fragments: tuple[str, ...]) -> bool:
     return bool(redact({name: 0}, fragments)[name] == REDACTED)
 
@@ -105,7 +101,7 @@ def _secrets(plain: Any, cleaned: Any) -> Iterator[str]:
 def redact_text(text: str, event: Mapping[str, Any] | None, extra: Iterable[str] = ()) -> str:
     """``text`` with the sensitive values of ``event`` and sensitive
     ``name=value`` pairs replaced by ``[redacted]``."""
-    fragments = _fragments(extra)
+    fragments = (*DEFAULT_REDACT, *extra)
 
     def pair(match: re.Match[str]) -> str:
         value = match["value"]
