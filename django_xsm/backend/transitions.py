@@ -252,13 +252,9 @@ class TransitionPlugin(Plugin):
                 # driver awaits asend_robust() after the block (aafter_commit).
                 transitions.append(kwargs)
             elif post_transition.has_listeners(name):
-                # send_robust: the change is durable; a failing receiver is
-                # logged by Django (logger "django.dispatch") and must not
-                # turn a stored transition into an error response. Through
-                # on_commit: inside a database transaction that later rolls
-                # back, receivers must not have acted on a ghost state.
-                # With no receiver there is nothing to wait for (as Django's
-                # deletion collector, which asks has_listeners() too).
+                # send_robust: the change is durable, a failing receiver must
+                # not turn it into an error response. on_commit: receivers
+                # must not act on a state a rolled-back transaction discards.
                 _when_committed(
                     functools.partial(post_transition.send_robust, fields["machine"], **kwargs),
                     self.database,

@@ -204,9 +204,8 @@ class Durability:
 
 @dataclass(frozen=True, slots=True)
 class Diagram:
-    """``XSM['DIAGRAM']``: who draws the admin's state diagrams and
-    ``xsm_graph --format svg``: ``"auto"`` (Graphviz's ``dot`` when it is
-    on PATH, else the built-in layout), ``"graphviz"`` or ``"builtin"``."""
+    """``XSM['DIAGRAM']``: who draws the state diagrams: ``"auto"``,
+    ``"graphviz"`` or ``"builtin"`` (docs/settings.md, ``DIAGRAM``)."""
 
     renderer: str
 
@@ -221,12 +220,8 @@ class Admin:
 
 @dataclass(frozen=True, slots=True)
 class Stream:
-    """``XSM['STREAM']``: the live transition stream (``/_xsm/stream/<key>``,
-    docs/live.md). A comment line goes out at least every ``heartbeat_s``;
-    a stream ends after ``max_seconds`` (None: never) and the client
-    reconnects where it left off; at most ``max_connections`` streams are
-    open per process; ``permission`` is the dotted path of
-    ``fn(request, key) -> bool``."""
+    """``XSM['STREAM']``: the live transition stream (docs/settings.md,
+    ``STREAM``; docs/live.md)."""
 
     heartbeat_s: float
     max_seconds: float | None

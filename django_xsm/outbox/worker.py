@@ -133,8 +133,7 @@ class OutboxWorker:
             done = self.handle(lease, result)
             if done is not None:
                 handled.append((lease, done))
-        # The handlers of the batch returned: acknowledge them together, in
-        # one round trip (an ack each cost a round trip per entry).
+        # The batch's handlers returned: acknowledge them in one round trip.
         acked = self.outbox.ack_many([lease for lease, _ in handled])
         for (lease, text), ok in zip(handled, acked, strict=True):
             if ok:
