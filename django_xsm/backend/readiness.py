@@ -63,20 +63,18 @@ class ConnectionProblem:
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
-def _prefix(s: XsmSettings) -> list[ConnectionProblem]:
+def _prefix(s: XsmSettings) -> Iterator[ConnectionProblem]:
     if s.prefix is None:
-        return [
-            ConnectionProblem(
-                "xsm.E002",
-                "XSM['PREFIX'] is not set",
-                "set a namespace for this application's keys, e.g. XSM = {'PREFIX': 'shop'}",
-            )
-        ]
+        yield ConnectionProblem(
+            "xsm.E002",
+            "XSM['PREFIX'] is not set",
+            "set a namespace for this application's keys, e.g. XSM = {'PREFIX': 'shop'}",
+        )
+        return
     try:
         validate_prefix(s.prefix)
     except ValueError as exc:
-        return [ConnectionProblem("xsm.E002", f"XSM['PREFIX'] is invalid: {exc}")]
-    return []
+        yield ConnectionProblem("xsm.E002", f"XSM['PREFIX'] is invalid: {exc}")
 
 
 def _url_is_usable(url: str) -> bool:
@@ -102,54 +100,41 @@ def _cluster_url_problem(url: str) -> ConnectionProblem | None:
     )
 
 
-def _sources(s: XsmSettings) -> list[ConnectionProblem]:
-    given = [
-        name
-        for name, value in (
-            ("REDIS_URL", s.redis_url),
-            ("CACHE_ALIAS", s.cache_alias),
-            ("SENTINEL", s.sentinel),
-        )
-        if value
-    ]
+def _sources(s: XsmSettings) -> Iterator[ConnectionProblem]:
+    sources = {"REDIS_URL": s.redis_url, "CACHE_ALIAS": s.cache_alias, "SENTINEL": s.sentinel}
+    given = [name for name, value in sources.items() if value]
     if len(given) < 2:
-        return []
+        return
     listed = (
         f"both {given[0]} and {given[1]}"
         if len(given) == 2
         else "REDIS_URL, CACHE_ALIAS and SENTINEL"
     )
-    return [
-        ConnectionProblem(
-            "xsm.E003",
-            f"XSM sets {listed}",
-            "keep one: REDIS_URL for a dedicated client (REDIS_CLUSTER for a cluster), "
-            "CACHE_ALIAS to share a django-redis pool, SENTINEL for a Sentinel-managed primary",
-        )
-    ]
+    yield ConnectionProblem(
+        "xsm.E003",
+        f"XSM sets {listed}",
+        "keep one: REDIS_URL for a dedicated client (REDIS_CLUSTER for a cluster), "
+        "CACHE_ALIAS to share a django-redis pool, SENTINEL for a Sentinel-managed primary",
+    )
 
 
-def _embedded(s: XsmSettings) -> list[ConnectionProblem]:
+def _embedded(s: XsmSettings) -> Iterator[ConnectionProblem]:
     if not s.uses_embedded:
-        return [
-            ConnectionProblem(
-                "xsm.E008",
-                "XSM has no Redis configured and DEBUG is off",
-                "set XSM['REDIS_URL'] (or CACHE_ALIAS, or SENTINEL); the in-process fakeredis "
-                "default keeps state in one process only and runs only with DEBUG=True "
-                "(or XSM['EMBEDDED']=True, e.g. in tests)",
-            )
-        ]
+        yield ConnectionProblem(
+            "xsm.E008",
+            "XSM has no Redis configured and DEBUG is off",
+            "set XSM['REDIS_URL'] (or CACHE_ALIAS, or SENTINEL); the in-process fakeredis "
+            "default keeps state in one process only and runs only with DEBUG=True "
+            "(or XSM['EMBEDDED']=True, e.g. in tests)",
+        )
+        return
     missing = memory.missing_packages()
     if missing:
-        return [
-            ConnectionProblem(
-                "xsm.E009",
-                f"The embedded XSM store needs {' and '.join(missing)}",
-                "pip install 'django-xsm[embedded]', or set XSM['REDIS_URL']",
-            )
-        ]
-    return []
+        yield ConnectionProblem(
+            "xsm.E009",
+            f"The embedded XSM store needs {' and '.join(missing)}",
+            "pip install 'django-xsm[embedded]', or set XSM['REDIS_URL']",
+        )
 
 
 def cache_alias_problem(alias: str) -> str | None:
@@ -182,7 +167,7 @@ def cache_alias_problem(alias: str) -> str | None:
 
 def connection_problems(s: XsmSettings) -> list[ConnectionProblem]:
     """Every reason ``s`` cannot give a working store, in check-id order."""
-    out = _prefix(s) + _sources(s)
+    out = [*_prefix(s), *_sources(s)]
     if s.redis_url and not _url_is_usable(s.redis_url):
         out.append(
             ConnectionProblem(
