@@ -80,30 +80,17 @@ def _fields(
 def _log(fields: Mapping[str, Any]) -> None:
     if not logger.isEnabledFor(logging.INFO):
         return  # nothing to format
+    machine, key = fields["machine"], fields["key"]
+    event, version = fields["event"], fields["version"]
     if fields["accepted"]:
-        logger.info(
-            "%s %s: %s -> %s on %s (v%d)",
-            fields["machine"],
-            fields["key"],
-            _text(fields["from"]),
-            _text(fields["to"]),
-            fields["event"],
-            fields["version"],
-            extra={"xsm": dict(fields)},
-        )
+        message = "%s %s: %s -> %s on %s (v%d)"
+        args = (machine, key, _text(fields["from"]), _text(fields["to"]), event, version)
     else:
         guards = fields.get("guards") or ()
         why = f"guard {', '.join(guards)} said no" if guards else fields.get("reason", "")
-        logger.info(
-            "%s %s: %s not accepted in %s (v%d)%s",
-            fields["machine"],
-            fields["key"],
-            fields["event"],
-            _text(fields["from"]),
-            fields["version"],
-            f": {why}" if why else "",
-            extra={"xsm": dict(fields)},
-        )
+        message = "%s %s: %s not accepted in %s (v%d)%s"
+        args = (machine, key, event, _text(fields["from"]), version, f": {why}" if why else "")
+    logger.info(message, *args, extra={"xsm": dict(fields)})
 
 
 def log_refused(

@@ -8,6 +8,7 @@ propagate, so ``--once`` exits non-zero.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -20,8 +21,8 @@ from .worker import OutboxWorker
 __all__ = ["drain", "run_worker"]
 
 
-def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.monotonic()
+def _deadline(max_seconds: float | None) -> float:
+    return math.inf if max_seconds is None else time.monotonic() + max_seconds
 
 
 def drain(
@@ -34,12 +35,9 @@ def drain(
     """Take batches until one comes back empty: everything due now (retries
     whose time has come included) is handled once or scheduled again.
     Stops early between batches on ``stop`` or after ``max_seconds``."""
-    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    deadline = _deadline(max_seconds)
     total = WorkResult()
-    while not (stop is not None and stop.is_set()):
-        left = _left(deadline)
-        if left is not None and left <= 0:
-            break
+    while not (stop is not None and stop.is_set()) and time.monotonic() < deadline:
         result = worker.run_batch()
         total.merge(result)
         if on_batch is not None:
@@ -65,12 +63,9 @@ def run_worker(
     The batch in hand always finishes: ``stop`` is checked between batches
     and during the wait.
     """
-    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    deadline = _deadline(max_seconds)
     total, batches = WorkResult(), 0
-    while not stop.is_set():
-        left = _left(deadline)
-        if left is not None and left <= 0:
-            break
+    while not stop.is_set() and time.monotonic() < deadline:
         message: str | None = None
         try:
             result = worker.run_batch()
@@ -82,6 +77,5 @@ def run_worker(
             on_batch(result, message)
         if message is None and result.taken:
             continue  # more may be waiting: no pause while there is work
-        left = _left(deadline)
-        stop.wait(interval_s if left is None else max(0.0, min(interval_s, left)))
+        stop.wait(max(0.0, min(interval_s, deadline - time.monotonic())))
     return LoopResult(total, batches)
