@@ -109,14 +109,9 @@ class ClusterConnectionFactory:
 
     def make_connection_params(self, url: str) -> dict[str, Any]:
         params: dict[str, Any] = {"url": url}
-        for option, name in (
-            ("USERNAME", "username"),
-            ("PASSWORD", "password"),
-            ("SOCKET_TIMEOUT", "socket_timeout"),
-            ("SOCKET_CONNECT_TIMEOUT", "socket_connect_timeout"),
-        ):
+        for option in ("USERNAME", "PASSWORD", "SOCKET_TIMEOUT", "SOCKET_CONNECT_TIMEOUT"):
             if self.options.get(option):
-                params[name] = self.options[option]
+                params[option.lower()] = self.options[option]
         params.update(self.options.get("REDIS_CLIENT_KWARGS") or {})
         return params
 

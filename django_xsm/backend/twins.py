@@ -47,16 +47,11 @@ def ask_each_sentinel_once(options: Mapping[str, Any], *, is_async: bool) -> dic
     found = dict(options)
     if "retry" in found or found.get("retry_on_timeout") or found.get("retry_on_error"):
         return found
+    from redis.asyncio.retry import Retry as AsyncRetry
     from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
-    if is_async:
-        from redis.asyncio.retry import Retry as AsyncRetry
-
-        found["retry"] = AsyncRetry(NoBackoff(), 0)
-    else:
-        from redis.retry import Retry
-
-        found["retry"] = Retry(NoBackoff(), 0)
+    found["retry"] = (AsyncRetry if is_async else Retry)(NoBackoff(), 0)
     return found
 
 
