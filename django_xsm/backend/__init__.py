@@ -1,16 +1,7 @@
 """The backend: the store, inbox, log, plugins and Redis clients a process
-uses, built once from ``settings.XSM``.
-
-* :mod:`.build` — the cached accessors (:func:`get_backend`,
-  :func:`get_async_backend`, :func:`get_scanner`, :func:`get_outbox`,
-  :func:`lock_strategy`)
-  and django-xsm's clock (:func:`now_ms`, :func:`use_clock`);
-* :mod:`.clients` — Redis clients from a URL, a django-redis cache alias or
-  the embedded fakeredis;
-* :mod:`.readiness` — whether the settings name a usable connection (the
-  builder and ``manage.py check`` ask it the same question);
-* :mod:`.transitions` — the plugin behind ``pre_transition`` /
-  ``post_transition`` and the ``django_xsm.transitions`` log lines.
+uses, built once from ``settings.XSM`` (:mod:`.build`; clients in
+:mod:`.clients`, settings checks in :mod:`.readiness`, signals and log
+lines in :mod:`.transitions`).
 
 ::
 

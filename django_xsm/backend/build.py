@@ -1,30 +1,19 @@
 """The store, inbox and log a process uses, built once from ``settings.XSM``.
 
-::
-
-    from django_xsm.backend import get_backend
-    backend = get_backend()        # .store, .inbox, .log, .plugins, .client
-    backend.store.health()
-
 The Redis connection comes from ``REDIS_URL``, ``CACHE_ALIAS`` or
 ``SENTINEL``, else the embedded fakeredis when ``EMBEDDED`` allows it
-(docs/settings.md, Connection); every other case is
-``ImproperlyConfigured`` (the problems ``manage.py check`` reports, see
-:mod:`.readiness`), so a production process never silently keeps its
+(docs/settings.md, Connection); anything else is ``ImproperlyConfigured``
+(:mod:`.readiness`), so a production process never silently keeps its
 state in memory.
 
-Guarantees: one sync client per process, shared by the store, the inbox
-and the log with one prefix, so a block opens in one round trip and
-commits in one (docs/redis.md#round-trips). Async views get the same objects on a
-``redis.asyncio`` client, one per event loop (asyncio connections belong to
-the loop that opened them; an ASGI server runs one loop per process).
-Everything is rebuilt when the settings change (``conf.on_reset``).
-
-The registered machines come from the registry, handed down by its caller:
-the app's start-up (``XsmConfig.ready()``) calls :func:`use_machines` once
-(this package never imports the registry, and the registry does not
-reach down into it), and :func:`get_scanner` takes them as an argument
-too. The timer scanner runs them and the transition plugin names them.
+One sync client per process, shared by the store, the inbox and the log,
+so a block opens in one round trip and commits in one
+(docs/redis.md#round-trips); async views get the same on a
+``redis.asyncio`` client, one per event loop (asyncio connections belong
+to the loop that opened them). Everything is rebuilt when the settings
+change (``conf.on_reset``). The registered machines are handed down by
+``XsmConfig.ready()`` (:func:`use_machines`): this package never imports
+the registry.
 """
 
 from __future__ import annotations
@@ -279,14 +268,13 @@ def _codec(s: conf.XsmSettings) -> Codec | None:
             )
         # newest first: the first encrypts, every one decrypts
         codec = found(list(s.codec_keys))
-        return codec
-    if hasattr(found, "encode") and hasattr(found, "decode") and not isinstance(found, type):
+    elif hasattr(found, "encode") and hasattr(found, "decode") and not isinstance(found, type):
         codec = found
-        return codec
-    if callable(found):
+    elif callable(found):
         codec = found()
-        return codec
-    raise ImproperlyConfigured(f"XSM['CODEC']: {s.codec!r} is neither a codec nor a factory")
+    else:
+        raise ImproperlyConfigured(f"XSM['CODEC']: {s.codec!r} is neither a codec nor a factory")
+    return codec
 
 
 _Store = TypeVar("_Store", RedisStore, AsyncRedisStore)

@@ -92,17 +92,13 @@ def cache_client(alias: str) -> Any:
 class ClusterConnectionFactory:
     """A django-redis ``CONNECTION_FACTORY`` whose clients are
     ``redis.cluster.RedisCluster``, so a cache (and ``CACHE_ALIAS``) can use
-    a Redis Cluster.
+    a Redis Cluster (docs/django.md, Sharing a django-redis cache).
 
-    django-redis 7 has no cluster support of its own: its factory gives each
-    client one connection pool for ``LOCATION``, and a cluster client needs
-    a pool per node. This one builds a cluster client seeded with the
-    ``LOCATION`` node (it discovers the others) and shares it in the
-    process, as django-redis shares its pools; set it as the cache's
-    ``OPTIONS["CONNECTION_FACTORY"]`` (docs/django.md). It reads the options
-    django-redis's factory reads (``USERNAME``, ``PASSWORD``,
-    ``SOCKET_TIMEOUT``, ``SOCKET_CONNECT_TIMEOUT``) and
-    ``REDIS_CLIENT_KWARGS`` (more ``RedisCluster`` keyword arguments).
+    django-redis 7 gives each client one pool for ``LOCATION``; a cluster
+    client needs one per node. This one seeds a cluster client with the
+    ``LOCATION`` node and shares it in the process. It reads ``USERNAME``,
+    ``PASSWORD``, ``SOCKET_TIMEOUT``, ``SOCKET_CONNECT_TIMEOUT`` (as
+    django-redis does) and ``REDIS_CLIENT_KWARGS``.
     """
 
     _clients: dict[str, Any] = {}
@@ -113,14 +109,9 @@ class ClusterConnectionFactory:
 
     def make_connection_params(self, url: str) -> dict[str, Any]:
         params: dict[str, Any] = {"url": url}
-        for option, name in (
-            ("USERNAME", "username"),
-            ("PASSWORD", "password"),
-            ("SOCKET_TIMEOUT", "socket_timeout"),
-            ("SOCKET_CONNECT_TIMEOUT", "socket_connect_timeout"),
-        ):
+        for option in ("USERNAME", "PASSWORD", "SOCKET_TIMEOUT", "SOCKET_CONNECT_TIMEOUT"):
             if self.options.get(option):
-                params[name] = self.options[option]
+                params[option.lower()] = self.options[option]
         params.update(self.options.get("REDIS_CLIENT_KWARGS") or {})
         return params
 
@@ -231,16 +222,12 @@ def _cluster_start_error(exc: BaseException, *, alias: str | None = None) -> Exc
 def sentinel_client(s: conf.XsmSettings, *, is_async: bool) -> Any:
     """A client on the primary that ``SENTINEL``'s sentinels name.
 
-    redis-py asks the sentinels for the primary's address whenever it
-    opens a connection, and drops connections to a primary that was
-    demoted (``READONLY``), so after a failover the next connection goes to
-    the new primary. ``SOCKET_TIMEOUT_S`` is the socket and connect timeout
-    of both legs unless ``OPTIONS`` / ``SENTINEL_OPTIONS`` set their own.
-    Each sentinel is asked once per discovery (no retries unless
-    ``SENTINEL_OPTIONS`` sets them), so when none answers a call fails
-    with ``StoreUnavailableError`` (``MasterNotFoundError``) after at most
-    the connect and socket timeouts of each sentinel in turn. Building it
-    does no I/O.
+    redis-py asks the sentinels for the primary's address whenever it opens
+    a connection, and drops connections to a demoted primary, so after a
+    failover the next connection goes to the new one. ``SOCKET_TIMEOUT_S``
+    is both legs' timeout unless ``OPTIONS`` / ``SENTINEL_OPTIONS`` set
+    their own; each sentinel is asked once per discovery
+    (docs/settings.md, Unreachable sentinels). Building it does no I/O.
     """
     import redis.asyncio.sentinel
     import redis.sentinel
@@ -281,12 +268,9 @@ async def aclose(client: Any) -> None:
 
 
 async def aclose_sentinels(manager: Any) -> None:
-    """Close an asyncio ``Sentinel``'s clients of its sentinels.
-
-    ``Sentinel.aclose()`` is redis-py 8's; redis-py 5.0.1 to 7.x have none
-    (calling it raised AttributeError inside the loop-end finaliser, and the
-    sentinel connections leaked), so there each sentinel's client is closed
-    here, as ``Sentinel.aclose()`` does."""
+    """Close an asyncio ``Sentinel``'s clients of its sentinels: with
+    ``Sentinel.aclose()`` where redis-py has one (8.x), else each client
+    as it does."""
     close = getattr(manager, "aclose", None)
     if close is not None:
         await close()
@@ -305,14 +289,12 @@ async def _close_at_loop_end(client: Any) -> AsyncGenerator[None, None]:
 def tie_to_loop(client: Any) -> AsyncGenerator[None, None]:
     """Close ``client`` when the running loop shuts down.
 
-    asyncio connections cannot outlive their loop, and under WSGI Django
-    runs each async view on a loop of its own (asgiref's ``async_to_sync``
-    uses ``asyncio.run``). ``asyncio.run``, ``asyncio.Runner`` and ASGI
-    servers call ``loop.shutdown_asyncgens()`` before closing a loop, which
-    finalises every async generator started on it: a generator parked at its
-    ``yield`` with ``aclose()`` in its ``finally`` therefore closes the
-    client's connections on the loop that owns them, instead of leaking them
-    to the garbage collector.
+    asyncio connections cannot outlive their loop, and under WSGI each async
+    view runs on a loop of its own (asgiref's ``async_to_sync``).
+    ``asyncio.run``, ``asyncio.Runner`` and ASGI servers call
+    ``loop.shutdown_asyncgens()`` before closing a loop: that finalises the
+    generator parked here at its ``yield``, whose ``finally`` closes the
+    connections on the loop that owns them.
     """
     closer = _close_at_loop_end(client)
     # Calling asend() runs the loop's firstiter hook, which registers the

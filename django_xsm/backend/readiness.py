@@ -1,22 +1,15 @@
-"""Whether the ``XSM`` settings name a usable connection, answered once.
+"""Whether the ``XSM`` settings name a usable connection, answered once:
+the backend refuses to build on the first problem (``ImproperlyConfigured``)
+and ``manage.py check`` reports each under its id (docs/settings.md, System
+checks), with the same words. None of that touches the network, and no
+message echoes any part of the URL (it may carry a password).
 
-The backend refuses to build on the first of these problems
-(``ImproperlyConfigured``) and ``manage.py check`` reports all of them as
-errors under their ids (E002-E006, E008, E009; docs/settings.md, System
-checks), with the same words.
-
-None of that touches the network, and no message echoes any part of the
-URL (it may carry a password).
-
-What the server itself says is asked at the end of this module, for
-``check --deploy`` and ``manage.py xsm_namespace`` only (each question is
-one or two commands on the configured client, bounded by its socket
-timeout): is a plain client talking to a cluster node (``xsm.E012``), and
-how are the namespace's buckets spread over the cluster's masters
-(``xsm.W013``)? Node addresses appear there as ``host:port``, never with
-credentials. And can this code load the instances stored in the namespace
-(``xsm.E015``, :func:`changed_machines`: a chart changed without a version
-bump, or a version without a migration from the stored one)?
+The end of this module asks the server itself, for ``check --deploy`` and
+``manage.py xsm_namespace`` (a command or two each, bounded by the socket
+timeout): a plain client on a cluster node (``xsm.E012``), the buckets'
+spread over the cluster's masters (``xsm.W013``, addresses as
+``host:port``, never credentials), and stored instances this code cannot
+load (``xsm.E015``).
 """
 
 from __future__ import annotations
@@ -70,20 +63,18 @@ class ConnectionProblem:
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
-def _prefix(s: XsmSettings) -> list[ConnectionProblem]:
+def _prefix(s: XsmSettings) -> Iterator[ConnectionProblem]:
     if s.prefix is None:
-        return [
-            ConnectionProblem(
-                "xsm.E002",
-                "XSM['PREFIX'] is not set",
-                "set a namespace for this application's keys, e.g. XSM = {'PREFIX': 'shop'}",
-            )
-        ]
+        yield ConnectionProblem(
+            "xsm.E002",
+            "XSM['PREFIX'] is not set",
+            "set a namespace for this application's keys, e.g. XSM = {'PREFIX': 'shop'}",
+        )
+        return
     try:
         validate_prefix(s.prefix)
     except ValueError as exc:
-        return [ConnectionProblem("xsm.E002", f"XSM['PREFIX'] is invalid: {exc}")]
-    return []
+        yield ConnectionProblem("xsm.E002", f"XSM['PREFIX'] is invalid: {exc}")
 
 
 def _url_is_usable(url: str) -> bool:
@@ -109,54 +100,41 @@ def _cluster_url_problem(url: str) -> ConnectionProblem | None:
     )
 
 
-def _sources(s: XsmSettings) -> list[ConnectionProblem]:
-    given = [
-        name
-        for name, value in (
-            ("REDIS_URL", s.redis_url),
-            ("CACHE_ALIAS", s.cache_alias),
-            ("SENTINEL", s.sentinel),
-        )
-        if value
-    ]
+def _sources(s: XsmSettings) -> Iterator[ConnectionProblem]:
+    sources = {"REDIS_URL": s.redis_url, "CACHE_ALIAS": s.cache_alias, "SENTINEL": s.sentinel}
+    given = [name for name, value in sources.items() if value]
     if len(given) < 2:
-        return []
+        return
     listed = (
         f"both {given[0]} and {given[1]}"
         if len(given) == 2
         else "REDIS_URL, CACHE_ALIAS and SENTINEL"
     )
-    return [
-        ConnectionProblem(
-            "xsm.E003",
-            f"XSM sets {listed}",
-            "keep one: REDIS_URL for a dedicated client (REDIS_CLUSTER for a cluster), "
-            "CACHE_ALIAS to share a django-redis pool, SENTINEL for a Sentinel-managed primary",
-        )
-    ]
+    yield ConnectionProblem(
+        "xsm.E003",
+        f"XSM sets {listed}",
+        "keep one: REDIS_URL for a dedicated client (REDIS_CLUSTER for a cluster), "
+        "CACHE_ALIAS to share a django-redis pool, SENTINEL for a Sentinel-managed primary",
+    )
 
 
-def _embedded(s: XsmSettings) -> list[ConnectionProblem]:
+def _embedded(s: XsmSettings) -> Iterator[ConnectionProblem]:
     if not s.uses_embedded:
-        return [
-            ConnectionProblem(
-                "xsm.E008",
-                "XSM has no Redis configured and DEBUG is off",
-                "set XSM['REDIS_URL'] (or CACHE_ALIAS, or SENTINEL); the in-process fakeredis "
-                "default keeps state in one process only and runs only with DEBUG=True "
-                "(or XSM['EMBEDDED']=True, e.g. in tests)",
-            )
-        ]
+        yield ConnectionProblem(
+            "xsm.E008",
+            "XSM has no Redis configured and DEBUG is off",
+            "set XSM['REDIS_URL'] (or CACHE_ALIAS, or SENTINEL); the in-process fakeredis "
+            "default keeps state in one process only and runs only with DEBUG=True "
+            "(or XSM['EMBEDDED']=True, e.g. in tests)",
+        )
+        return
     missing = memory.missing_packages()
     if missing:
-        return [
-            ConnectionProblem(
-                "xsm.E009",
-                f"The embedded XSM store needs {' and '.join(missing)}",
-                "pip install 'django-xsm[embedded]', or set XSM['REDIS_URL']",
-            )
-        ]
-    return []
+        yield ConnectionProblem(
+            "xsm.E009",
+            f"The embedded XSM store needs {' and '.join(missing)}",
+            "pip install 'django-xsm[embedded]', or set XSM['REDIS_URL']",
+        )
 
 
 def cache_alias_problem(alias: str) -> str | None:
@@ -189,7 +167,7 @@ def cache_alias_problem(alias: str) -> str | None:
 
 def connection_problems(s: XsmSettings) -> list[ConnectionProblem]:
     """Every reason ``s`` cannot give a working store, in check-id order."""
-    out = _prefix(s) + _sources(s)
+    out = [*_prefix(s), *_sources(s)]
     if s.redis_url and not _url_is_usable(s.redis_url):
         out.append(
             ConnectionProblem(
@@ -383,12 +361,10 @@ def changed_machines(
     store: Any, machines: Iterable[Machine], *, sample: int = CHANGE_SAMPLE
 ) -> list[ChangedMachine]:
     """The machines some of whose stored instances this code cannot load
-    (``xsm.E015``): each is restored exactly as a request would, so a
-    ``MigrationError`` here is one there. Per machine, at most ``sample``
-    instances, the first in key order (``store.list_page(machine=...)``:
-    one round trip, a ``LIST_PAGE`` call per bucket), each read with
-    ``store.load`` (one round trip, nothing written); restoring is pure.
-    Raises ``StoreUnavailableError`` when Redis does not answer."""
+    (``xsm.E015``). Per machine, at most ``sample`` instances, the first in
+    key order, are read and restored exactly as a request would (nothing is
+    written), so a ``MigrationError`` here is one there. Raises
+    ``StoreUnavailableError`` when Redis does not answer."""
     out: list[ChangedMachine] = []
     for machine in {m.id: m for m in machines}.values():
         keys, _ = store.list_page(machine=machine.id, limit=sample)

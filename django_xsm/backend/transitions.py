@@ -1,28 +1,15 @@
-"""Transition signals and structured transition logging, as one plugin.
+"""Transition signals and structured transition logging, as one plugin
+(docs/django.md, Signals and Transition log lines).
 
-:class:`TransitionPlugin` is part of every block the Django layer opens
-(views, ``machines[...].objects.open()``, the timer scanner). It names
-machines by their registered name, which it gets from whoever builds it
-(``name_of``: machine id -> name); it never imports the registry. For each
-event it:
-
-* sends ``pre_transition`` before the engine runs it (a receiver may raise
-  to refuse it);
-* after the commit is durable, writes one log line per accepted event to
-  the ``django_xsm.transitions`` logger (INFO), sends ``post_commit``
-  (inside the caller's database transaction) and ``post_transition`` once
-  that transaction commits (``transaction.on_commit`` of the plugin's
-  database, ``"default"`` unless the block was given one with
-  :meth:`TransitionPlugin.using`; right away outside a transaction);
-* logs an event the current state did not take (``send()`` without
-  ``strict``) at INFO with ``accepted: false`` right away, since nothing
-  will be committed for it. Strict refusals raise
-  ``EventNotAcceptedError``; ``@stateful_view`` logs those.
-
-Every line carries the structured fields in ``record.xsm`` (a dict):
-``machine``, ``key``, ``event``, ``from``, ``to``, ``accepted``,
-``version``, ``seq``, ``actor``, ``correlation_id``. :class:`JsonFormatter`
-prints them as one JSON object per line.
+:class:`TransitionPlugin` is part of every block the Django layer opens.
+It names machines through ``name_of`` (machine id -> registered name) and
+never imports the registry. ``pre_transition`` goes out before the engine
+runs an event; after the durable commit, one INFO line per accepted event
+on the ``django_xsm.transitions`` logger, ``post_commit`` (inside the
+caller's database transaction) and ``post_transition`` once that
+transaction commits. An event the state did not take (``send()`` without
+``strict``) is logged right away with ``accepted: false``. Each line's
+fields are in ``record.xsm``; :class:`JsonFormatter` prints them as JSON.
 """
 
 from __future__ import annotations
@@ -57,6 +44,10 @@ class _Pending:
     to_state: Any = None
 
 
+#: An async block's ``post_commit`` and ``post_transition`` keyword arguments.
+_Signals = tuple[dict[str, Any], list[dict[str, Any]]]
+
+
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -89,30 +80,17 @@ def _fields(
 def _log(fields: Mapping[str, Any]) -> None:
     if not logger.isEnabledFor(logging.INFO):
         return  # nothing to format
+    machine, key = fields["machine"], fields["key"]
+    event, version = fields["event"], fields["version"]
     if fields["accepted"]:
-        logger.info(
-            "%s %s: %s -> %s on %s (v%d)",
-            fields["machine"],
-            fields["key"],
-            _text(fields["from"]),
-            _text(fields["to"]),
-            fields["event"],
-            fields["version"],
-            extra={"xsm": dict(fields)},
-        )
+        message = "%s %s: %s -> %s on %s (v%d)"
+        args = (machine, key, _text(fields["from"]), _text(fields["to"]), event, version)
     else:
         guards = fields.get("guards") or ()
         why = f"guard {', '.join(guards)} said no" if guards else fields.get("reason", "")
-        logger.info(
-            "%s %s: %s not accepted in %s (v%d)%s",
-            fields["machine"],
-            fields["key"],
-            fields["event"],
-            _text(fields["from"]),
-            fields["version"],
-            f": {why}" if why else "",
-            extra={"xsm": dict(fields)},
-        )
+        message = "%s %s: %s not accepted in %s (v%d)%s"
+        args = (machine, key, event, _text(fields["from"]), version, f": {why}" if why else "")
+    logger.info(message, *args, extra={"xsm": dict(fields)})
 
 
 def log_refused(
@@ -150,12 +128,11 @@ def log_refused(
 class TransitionPlugin(Plugin):
     """Signals and log lines for every block (see the module docstring).
 
-    ``name_of(machine_id)`` gives the registered name of a machine (the id
-    itself is used for a machine it does not know). One instance may serve
-    many blocks at once (the backend shares it): per-block state is kept in
-    weak dictionaries keyed by the block, so an aborted block leaves nothing
-    behind. ``database``: the one whose transaction ``post_transition``
-    waits for.
+    ``name_of(machine_id)`` gives a machine's registered name (else its id
+    is used). One instance serves many blocks at once: per-block state is
+    kept in weak dictionaries keyed by the block, so an aborted block
+    leaves nothing behind. ``database``: the one whose transaction
+    ``post_transition`` waits for.
     """
 
     def __init__(
@@ -170,10 +147,8 @@ class TransitionPlugin(Plugin):
         self._accepted: weakref.WeakKeyDictionary[PersistedInstance, list[_Pending]] = (
             weakref.WeakKeyDictionary()
         )
-        self._deferred: weakref.WeakKeyDictionary[PersistedInstance, list[dict[str, Any]]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._deferred_commit: weakref.WeakKeyDictionary[PersistedInstance, dict[str, Any]] = (
+        # an async block's post_commit and post_transition keyword arguments
+        self._deferred: weakref.WeakKeyDictionary[PersistedInstance, _Signals] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -235,9 +210,10 @@ class TransitionPlugin(Plugin):
             "state_ids": tuple(block.state_ids),
             "version": result.version,
         }
+        transitions: list[dict[str, Any]] = []
         if is_async:
             with self._lock:
-                self._deferred_commit[block] = committed
+                self._deferred[block] = (committed, transitions)
         else:
             # Now, inside the caller's database transaction (if any): a
             # user's projection moves, or rolls back, with it.
@@ -261,16 +237,11 @@ class TransitionPlugin(Plugin):
             if is_async:
                 # Sync receivers must not block the event loop: the async
                 # driver awaits asend_robust() after the block (aafter_commit).
-                with self._lock:
-                    self._deferred.setdefault(block, []).append(kwargs)
+                transitions.append(kwargs)
             elif post_transition.has_listeners(name):
-                # send_robust: the change is durable; a failing receiver is
-                # logged by Django (logger "django.dispatch") and must not
-                # turn a stored transition into an error response. Through
-                # on_commit: inside a database transaction that later rolls
-                # back, receivers must not have acted on a ghost state.
-                # With no receiver there is nothing to wait for (as Django's
-                # deletion collector, which asks has_listeners() too).
+                # send_robust: the change is durable, a failing receiver must
+                # not turn it into an error response. on_commit: receivers
+                # must not act on a state a rolled-back transaction discards.
                 _when_committed(
                     functools.partial(post_transition.send_robust, fields["machine"], **kwargs),
                     self.database,
@@ -281,17 +252,11 @@ class TransitionPlugin(Plugin):
         opened with these plugins (the manager's, a view's, or your own
         ``apersisted(store, key, machine, plugins=backend.plugins)``) sends
         its signals the same way."""
-        await self.send_deferred(block)
-
-    async def send_deferred(self, block: PersistedInstance) -> None:
-        """Send the ``post_commit`` / ``post_transition`` signals an async
-        block committed."""
         with self._lock:
-            committed = self._deferred_commit.pop(block, None)
-            items = self._deferred.pop(block, [])
+            committed, transitions = self._deferred.pop(block, (None, []))
         if committed is not None:
             await post_commit.asend_robust(sender=committed["machine"], **committed)
-        for kwargs in items:
+        for kwargs in transitions:
             await post_transition.asend_robust(sender=kwargs["machine"], **kwargs)
 
 

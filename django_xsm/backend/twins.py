@@ -1,16 +1,7 @@
-"""Asyncio twins of blocking Redis clients: the same server, database,
-cluster or Sentinel service, for the async views of a process whose
-connection came from a django-redis cache alias (which hands out blocking
-clients only).
-
-Only options that mean the same on both sides are copied: everything else
-in a sync pool's kwargs (parsers, retry objects, event handlers) has a
-sync-only type. The address of a cluster or Sentinel connection is not an
-option at all: the cluster's slot map and the sentinels decide it.
-
-The clients of the sentinels themselves, sync or asyncio, ask each sentinel
-once (:func:`ask_each_sentinel_once`), so master discovery is bounded by
-their timeouts.
+"""Asyncio twins of blocking Redis clients (the same server, database,
+cluster or Sentinel service), for the async views of a process whose
+connection came from a django-redis cache alias, which hands out blocking
+clients only.
 """
 
 from __future__ import annotations
@@ -45,30 +36,22 @@ _ADDRESS = ("host", "port", "path")
 
 def ask_each_sentinel_once(options: Mapping[str, Any], *, is_async: bool) -> dict[str, Any]:
     """The options of the clients of the sentinels (``sentinel_kwargs``),
-    with retries off unless they ask for their own.
+    with retries off unless they ask for their own (a ``retry``, even None,
+    a true ``retry_on_timeout`` or a non-empty ``retry_on_error`` is kept).
 
-    Master discovery asks the sentinels in turn, each through a
-    ``redis.Redis`` built from these options. redis-py 6 and later give
-    such a client retries on timeouts and connection errors by default
-    (8.x: 10, with backoff; 5.x: none), so three sentinels that accept and
-    never answer, with a 1 s timeout, held each call some 45 s. Without
-    retries discovery takes at most the connect and socket timeouts of
-    each sentinel. A ``retry`` (even None), a true ``retry_on_timeout``
-    or a non-empty ``retry_on_error`` is the caller's choice and is kept.
+    redis-py 6 and later retry such a client by default, which held a
+    discovery some 45 s on three silent sentinels with a 1 s timeout;
+    without retries it takes at most each sentinel's connect and socket
+    timeouts (docs/settings.md, Unreachable sentinels).
     """
     found = dict(options)
     if "retry" in found or found.get("retry_on_timeout") or found.get("retry_on_error"):
         return found
+    from redis.asyncio.retry import Retry as AsyncRetry
     from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
-    if is_async:
-        from redis.asyncio.retry import Retry as AsyncRetry
-
-        found["retry"] = AsyncRetry(NoBackoff(), 0)
-    else:
-        from redis.retry import Retry
-
-        found["retry"] = Retry(NoBackoff(), 0)
+    found["retry"] = (AsyncRetry if is_async else Retry)(NoBackoff(), 0)
     return found
 
 
@@ -85,11 +68,8 @@ def _uses_tls(connection_class: Any) -> bool:
 
 
 def _cluster_twin(client: Any) -> Any:
-    """An asyncio cluster client seeded with the nodes the blocking one knows.
-
-    redis-py's asyncio ``RedisCluster`` takes only the options it names, so
-    the blocking client's node options are filtered down to those.
-    """
+    """An asyncio cluster client seeded with the nodes the blocking one
+    knows, with those of its options redis-py's asyncio ``RedisCluster`` names."""
     import redis.asyncio.cluster
 
     manager = client.nodes_manager

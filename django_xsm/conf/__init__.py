@@ -6,14 +6,10 @@
     get_settings().prefix          # "shop"
     get_settings().idempotency.header
 
-Every key of ``settings.XSM`` and of its nested ``IDEMPOTENCY`` / ``AUDIT`` /
-``TIMERS`` / ``OUTBOX`` / ``DURABILITY`` / ``SENTINEL`` / ``STREAM`` dicts is
-checked: an unknown key or a value of the wrong type raises ``ImproperlyConfigured`` naming the key
-(``XSM['AUDIT']['MAXLEN']``) and, when it looks like a typo, the key meant.
-The parsed settings are cached until Django sends ``setting_changed`` for ``XSM``, ``DEBUG``,
-``CACHES`` or ``BASE_DIR`` (``override_settings`` in tests); modules that
-cache things built from settings (the backend, the machine registry) register a
-callback with :func:`on_reset` so they are rebuilt too.
+Every key, nested ones included, is checked (:mod:`.validation`). The parsed
+settings are cached until Django sends ``setting_changed`` for one of
+:data:`WATCHED` (``override_settings`` in tests); modules that cache things
+built from settings register a callback with :func:`on_reset`.
 
 This module imports nothing from the rest of django_xsm.
 """

@@ -1,14 +1,11 @@
 """``XSM['OUTBOX']``: the handler patterns and the delivery retry policy.
 
-A pattern names which emitted events a handler takes, in the words the
-engine uses for event descriptors (docs/engine.md): an exact type
-(``"order.paid"``), a prefix wildcard by whole tokens (``"order.*"``:
-``order`` and ``order.<anything>``), or ``"*"`` for every event. Anything
-else (``"order*"``, ``"*.paid"``, ``"order..paid"``) is refused here, when
-the settings are read, because a pattern that can never match would only
-show up later as dead letters. The handlers' dotted paths are imported by
-:mod:`django_xsm.outbox.handlers` (a path that does not import is
-``xsm.E014``, not a settings error: importing user code is not parsing).
+A pattern is an exact type (``"order.paid"``), a prefix wildcard by whole
+tokens (``"order.*"``) or ``"*"`` (docs/outbox.md, Handlers and patterns).
+Anything else is refused when the settings are read, because a pattern
+that can never match would only show up later as dead letters. The
+handlers' paths are imported by :mod:`django_xsm.outbox.handlers`
+(``xsm.E014``: importing user code is not parsing).
 """
 
 from __future__ import annotations
@@ -66,17 +63,12 @@ def _handlers(value: Any, p: Problems) -> dict[str, str]:
         where = (*parts, pattern[:60] if isinstance(pattern, str) else brief(pattern))
         why = pattern_problem(pattern)
         if why is not None:
-            p.found.append(str(fail(why, *where)))
+            p.report(why, *where)
         elif not isinstance(path, str) or not path.strip():
-            hint = "e.g. 'shop.effects.send_receipt', a function handler(event, *, delivery)"
-            p.found.append(
-                str(
-                    fail(
-                        f"expected the dotted path of a handler, got {brief(path)}",
-                        *where,
-                        hint=hint,
-                    )
-                )
+            p.report(
+                f"expected the dotted path of a handler, got {brief(path)}",
+                *where,
+                hint="e.g. 'shop.effects.send_receipt', a function handler(event, *, delivery)",
             )
         else:
             found[pattern] = path
@@ -99,32 +91,29 @@ def backoff_fits(section: str, backoff_s: float, max_backoff_s: float) -> None:
 
 def outbox(m: Mapping[str, Any], p: Problems) -> Outbox:
     """``XSM['OUTBOX']`` merged with its defaults, every problem recorded."""
-    parts = ("OUTBOX",)
     found = Outbox(
-        handlers=p.take(lambda: _handlers(m["HANDLERS"], p), {}),
+        handlers=p.take(_handlers, m["HANDLERS"], p, default={}),
         max_attempts=p.take(
-            lambda: number(m["MAX_ATTEMPTS"], *parts, "MAX_ATTEMPTS", integer=True, minimum=1),
-            1,
+            number, m["MAX_ATTEMPTS"], "OUTBOX", "MAX_ATTEMPTS", integer=True, minimum=1, default=1
         ),
-        backoff_s=float(p.take(lambda: number(m["BACKOFF_S"], *parts, "BACKOFF_S"), 0)),
+        backoff_s=float(p.take(number, m["BACKOFF_S"], "OUTBOX", "BACKOFF_S", default=0)),
         # an unreadable cap takes no part in the check against BACKOFF_S below
         max_backoff_s=float(
-            p.take(lambda: number(m["MAX_BACKOFF_S"], *parts, "MAX_BACKOFF_S"), math.inf)
+            p.take(number, m["MAX_BACKOFF_S"], "OUTBOX", "MAX_BACKOFF_S", default=math.inf)
         ),
         visibility_timeout_s=float(
             p.take(
-                lambda: number(
-                    m["VISIBILITY_TIMEOUT_S"],
-                    *parts,
-                    "VISIBILITY_TIMEOUT_S",
-                    minimum=0.01,
-                    maximum=7 * 86_400,
-                    hint="longer than your slowest handler: a lease held past it is "
-                    "handed to another worker",
-                ),
-                60,
+                number,
+                m["VISIBILITY_TIMEOUT_S"],
+                "OUTBOX",
+                "VISIBILITY_TIMEOUT_S",
+                minimum=0.01,
+                maximum=7 * 86_400,
+                hint="longer than your slowest handler: a lease held past it is "
+                "handed to another worker",
+                default=60,
             )
         ),
     )
-    p.take(lambda: backoff_fits("OUTBOX", found.backoff_s, found.max_backoff_s))
+    p.take(backoff_fits, "OUTBOX", found.backoff_s, found.max_backoff_s)
     return found

@@ -45,14 +45,20 @@ class Problems:
     def __init__(self) -> None:
         self.found: list[str] = []
 
-    def take(self, build: Callable[[], Any], default: Any = None) -> Any:
-        """``build()``, or ``default`` after recording the
+    def take(
+        self, build: Callable[..., Any], *args: Any, default: Any = None, **options: Any
+    ) -> Any:
+        """``build(*args, **options)``, or ``default`` after recording the
         ``ImproperlyConfigured`` it raised."""
         try:
-            return build()
+            return build(*args, **options)
         except ImproperlyConfigured as exc:
             self.found.append(str(exc))
             return default
+
+    def report(self, message: str, *parts: str | int, hint: str = "") -> None:
+        """Record the problem ``message`` of the setting at ``parts`` (see :func:`fail`)."""
+        self.found.append(str(fail(message, *parts, hint=hint)))
 
 
 def setting_name(*parts: str | int) -> str:

@@ -1,20 +1,10 @@
-"""The settings that say which Redis topology the app talks to and how
-durable a commit must be: ``REDIS_CLUSTER``, ``SENTINEL`` and
-``DURABILITY``.
-
-They are checked here, apart from the single-server settings, because
-their rules are about combinations (a cluster needs a seed URL; Sentinel
-brings its own connection options) and about secrets: ``SENTINEL``'s
-``OPTIONS`` and ``SENTINEL_OPTIONS`` carry passwords, so no message ever
-shows one of their values, only key names and types.
-
-Which source wins when several are set (``REDIS_URL``, ``CACHE_ALIAS``,
-``SENTINEL``) is a connection problem (``xsm.E003``), decided by
-:mod:`django_xsm.backend.readiness` with the others.
-
-``DURABILITY['TIMEOUT_MS']`` is checked against the socket timeout of the
-connection the commits run on (:func:`wait_fits`), read from wherever that
-connection's settings put it (:func:`commit_socket_timeout`).
+"""``REDIS_CLUSTER``, ``SENTINEL`` and ``DURABILITY``: which Redis topology
+the app talks to and how durable a commit must be. Beyond types, the checks
+are about combinations (a cluster needs a seed URL; Sentinel brings its own
+connection options) and secrets: ``SENTINEL``'s ``OPTIONS`` and
+``SENTINEL_OPTIONS`` carry passwords, so a message shows their key names
+and types, never a value. Several sources at once is a connection problem
+(``xsm.E003``, :mod:`django_xsm.backend.readiness`).
 """
 
 from __future__ import annotations
@@ -171,18 +161,19 @@ def sentinel(value: Any, into: Problems) -> Sentinel | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        what = f"expected a dict or None, got {type(value).__name__}"
-        into.found.append(str(fail(what, "SENTINEL", hint=_EXAMPLE)))
+        into.report(
+            f"expected a dict or None, got {type(value).__name__}", "SENTINEL", hint=_EXAMPLE
+        )
         return None
     check_keys(value, SENTINEL_DEFAULTS, "SENTINEL", into=into)
     given = {**SENTINEL_DEFAULTS, **{k: v for k, v in value.items() if k in SENTINEL_DEFAULTS}}
     before = len(into.found)
-    hosts = into.take(lambda: _hosts(given["HOSTS"]), ())
-    service = into.take(lambda: _service(given["SERVICE"]), "")
-    db = into.take(lambda: number(given["DB"], "SENTINEL", "DB", integer=True), 0)
-    options = into.take(lambda: _options(given["OPTIONS"], "OPTIONS", _MASTER_OWNED), {})
+    hosts = into.take(_hosts, given["HOSTS"], default=())
+    service = into.take(_service, given["SERVICE"], default="")
+    db = into.take(number, given["DB"], "SENTINEL", "DB", integer=True, default=0)
+    options = into.take(_options, given["OPTIONS"], "OPTIONS", _MASTER_OWNED, default={})
     sentinel_options = into.take(
-        lambda: _options(given["SENTINEL_OPTIONS"], "SENTINEL_OPTIONS", _SENTINEL_OWNED), {}
+        _options, given["SENTINEL_OPTIONS"], "SENTINEL_OPTIONS", _SENTINEL_OWNED, default={}
     )
     if len(into.found) > before:
         return None
@@ -208,18 +199,17 @@ def durability(value: Mapping[str, Any], into: Problems) -> Durability:
     """``DURABILITY`` (already merged with its defaults): how many replicas
     must acknowledge each commit, and how long to wait for them."""
     replicas = into.take(
-        lambda: number(
-            value["MIN_REPLICAS"],
-            "DURABILITY",
-            "MIN_REPLICAS",
-            integer=True,
-            maximum=MAX_MIN_REPLICAS,
-            hint=f"0 does not wait; at most {MAX_MIN_REPLICAS} replicas can be asked to "
-            "acknowledge each commit",
-        ),
-        0,
+        number,
+        value["MIN_REPLICAS"],
+        "DURABILITY",
+        "MIN_REPLICAS",
+        integer=True,
+        maximum=MAX_MIN_REPLICAS,
+        hint=f"0 does not wait; at most {MAX_MIN_REPLICAS} replicas can be asked to "
+        "acknowledge each commit",
+        default=0,
     )
-    timeout = into.take(lambda: _timeout_ms(value["TIMEOUT_MS"]), 1)
+    timeout = into.take(_timeout_ms, value["TIMEOUT_MS"], default=1)
     return Durability(min_replicas=replicas, timeout_ms=timeout)
 
 
@@ -300,17 +290,10 @@ def commit_socket_timeout(
     s: XsmSettings, caches: Mapping[str, Any] | None
 ) -> tuple[float, str] | None:
     """The socket (read) timeout of the connection commits run on, in
-    seconds, and the setting it comes from; None when that connection has
-    none or it cannot be known from the settings.
-
-    The connection is the backend's (``REDIS_URL``, else ``CACHE_ALIAS``,
-    else ``SENTINEL``), and for each the strongest setting wins, as in
-    redis-py and django-redis: for ``REDIS_URL`` the URL's
-    ``?socket_timeout=``, then ``REDIS_OPTIONS['socket_timeout']``, then
-    ``SOCKET_TIMEOUT_S``; for ``SENTINEL`` its ``OPTIONS['socket_timeout']``,
-    then ``SOCKET_TIMEOUT_S``; for ``CACHE_ALIAS`` see
-    :func:`_cache_sources` (``caches`` is Django's ``CACHES``). The
-    embedded store has no socket.
+    seconds, and the setting it comes from, the strongest first as redis-py
+    and django-redis apply them (docs/settings.md, ``TIMEOUT_MS`` and the
+    socket timeout; ``caches`` is Django's ``CACHES``); None when that
+    connection has none, or it cannot be known from the settings.
     """
     sources: list[tuple[Any, str]]
     if s.redis_url:
@@ -343,14 +326,9 @@ def commit_socket_timeout(
 
 def wait_fits(s: XsmSettings, caches: Mapping[str, Any] | None) -> None:
     """With ``MIN_REPLICAS`` above 0, ``TIMEOUT_MS`` must be at most half
-    the socket timeout of the commits' connection.
-
-    A commit's ``WAIT`` holds that connection's read for up to
-    ``TIMEOUT_MS`` when the replicas lag; the commit script, the round trip
-    and a busy server need the rest. A ``WAIT`` that outlasts the socket
-    timeout ends in a socket timeout: ``StoreUnavailableError`` (503
-    unavailable) after the socket timeout instead of ``NotDurableError``
-    (503 not-durable) after ``TIMEOUT_MS``.
+    the socket timeout of the commits' connection: a ``WAIT`` that outlasts
+    it ends as ``StoreUnavailableError`` instead of ``NotDurableError``
+    (docs/settings.md, ``TIMEOUT_MS`` and the socket timeout).
     """
     wait_ms = s.durability.timeout_ms
     if not s.durability.min_replicas:

@@ -2,11 +2,9 @@
 
 :func:`parse` goes on after the first problem and raises
 :class:`InvalidSettings` listing all of them, so ``manage.py check`` shows
-a user everything to fix in one round. Values in messages are bounded
-(``reprlib``): a huge or deeply nested value cannot make a huge or a
-crashing message. The checks of single values are in :mod:`.parsing`;
-those of the topology settings (``REDIS_CLUSTER``, ``SENTINEL``,
-``DURABILITY``) in :mod:`.topology`, ``OUTBOX`` in :mod:`.outbox`.
+a user everything to fix in one round. Single values are checked in
+:mod:`.parsing`, ``REDIS_CLUSTER``, ``SENTINEL`` and ``DURABILITY`` in
+:mod:`.topology`, ``OUTBOX`` in :mod:`.outbox`.
 """
 
 from __future__ import annotations
@@ -89,58 +87,88 @@ def _header(value: Any, *parts: str) -> str:
     return value
 
 
+#: The numeric settings: path -> (:func:`.parsing.number`'s limits, the value
+#: taken in its place while the problem is reported).
+_NUMBERS: dict[tuple[str, ...], tuple[dict[str, Any], Any]] = {
+    ("LOCK_TTL_MS",): ({"integer": True, "minimum": 1}, 1),
+    ("LOCK_TIMEOUT_S",): ({}, 0),
+    ("CONFLICT_RETRIES",): ({"integer": True}, 0),
+    ("SOCKET_TIMEOUT_S",): ({"minimum": 0.001}, 1),
+    ("MAX_SNAPSHOT_BYTES",): ({"integer": True, "minimum": 1}, 1),
+    ("MAX_PAYLOAD_BYTES",): ({"integer": True, "minimum": 1}, 1),
+    ("INSTANCE_TTL_S",): ({"optional": True, "minimum": 1}, None),
+    ("BUCKETS",): ({"optional": True, "integer": True, "minimum": 1}, None),
+    ("REQUEST_TIMEOUT_S",): ({"optional": True, "minimum": 0.001}, None),
+    ("IDEMPOTENCY", "TTL_S"): ({"minimum": 1}, 1),
+    ("IDEMPOTENCY", "LEASE_S"): ({"optional": True, "minimum": 1}, None),
+    ("IDEMPOTENCY", "MAX_RESPONSE_BYTES"): ({"integer": True}, 0),
+    ("AUDIT", "MAXLEN"): (
+        {"optional": True, "integer": True, "minimum": 1, "maximum": MAX_LOG_MAXLEN},
+        None,
+    ),
+    ("TIMERS", "MAX_ATTEMPTS"): ({"integer": True, "minimum": 1}, 1),
+    ("TIMERS", "BACKOFF_S"): ({}, 0),
+    # an unreadable cap takes no part in the check against BACKOFF_S
+    ("TIMERS", "MAX_BACKOFF_S"): ({}, math.inf),
+    ("ADMIN", "BULK_MAX"): (
+        {
+            "integer": True,
+            "minimum": 1,
+            "maximum": 10_000,
+            "hint": "each selected instance is read and sent one by one in the request",
+        },
+        1,
+    ),
+    ("STREAM", "HEARTBEAT_S"): (
+        {
+            "minimum": 0.1,
+            "maximum": 3600,
+            "hint": "proxies close a silent connection, often after 30 to 60 s",
+        },
+        15,
+    ),
+    ("STREAM", "MAX_SECONDS"): (
+        {
+            "optional": True,
+            "minimum": 1,
+            "maximum": 86_400,
+            "hint": "a stream ends after this long and the client resumes where it left off",
+        },
+        300,
+    ),
+    ("STREAM", "MAX_CONNECTIONS"): ({"integer": True, "minimum": 1}, 1),
+}
+
+
+def _number(m: Mapping[str, Any], p: Problems, *path: str) -> Any:
+    """The numeric setting at ``path``, within its :data:`_NUMBERS` limits."""
+    limits, stand_in = _NUMBERS[path]
+    value = m[path[0]] if len(path) == 1 else m[path[0]][path[1]]
+    return p.take(number, value, *path, default=stand_in, **limits)
+
+
 def _stream(m: Mapping[str, Any], p: Problems) -> Stream:
     """``XSM['STREAM']``; the permission's path is imported by the stream
     (a path that does not import is ``xsm.E010``, not a settings error)."""
-    parts = ("STREAM",)
-    permission = m["PERMISSION"]
+    permission = m["STREAM"]["PERMISSION"]
     if not isinstance(permission, str) or not permission.strip():
-        p.found.append(
-            str(
-                fail(
-                    "expected the dotted path of fn(request, key) -> bool, "
-                    f"got {brief(permission)}",
-                    *parts,
-                    "PERMISSION",
-                    hint="the default is 'django_xsm.stream.staff_may_view'",
-                )
-            )
+        p.report(
+            f"expected the dotted path of fn(request, key) -> bool, got {brief(permission)}",
+            "STREAM",
+            "PERMISSION",
+            hint="the default is 'django_xsm.stream.staff_may_view'",
         )
         permission = ""
     return Stream(
-        heartbeat_s=float(
-            p.take(
-                lambda: number(
-                    m["HEARTBEAT_S"],
-                    *parts,
-                    "HEARTBEAT_S",
-                    minimum=0.1,
-                    maximum=3600,
-                    hint="proxies close a silent connection, often after 30 to 60 s",
-                ),
-                15,
-            )
-        ),
-        max_seconds=p.take(
-            lambda: number(
-                m["MAX_SECONDS"],
-                *parts,
-                "MAX_SECONDS",
-                optional=True,
-                minimum=1,
-                maximum=86_400,
-                hint="a stream ends after this long and the client resumes where it left off",
-            ),
-            300,
-        ),
-        max_connections=p.take(
-            lambda: number(
-                m["MAX_CONNECTIONS"], *parts, "MAX_CONNECTIONS", integer=True, minimum=1
-            ),
-            1,
-        ),
+        heartbeat_s=float(_number(m, p, "STREAM", "HEARTBEAT_S")),
+        max_seconds=_number(m, p, "STREAM", "MAX_SECONDS"),
+        max_connections=_number(m, p, "STREAM", "MAX_CONNECTIONS"),
         permission=permission,
     )
+
+
+_LOCKS = ("adaptive", "optimistic", "pessimistic")
+_RENDERERS = ("auto", "graphviz", "builtin")
 
 
 def _merged(user: Mapping[str, Any], into: Problems) -> dict[str, Any]:
@@ -150,7 +178,7 @@ def _merged(user: Mapping[str, Any], into: Problems) -> dict[str, Any]:
             continue  # reported by _check_keys
         if key in _NESTED:
             if not isinstance(value, Mapping):
-                into.found.append(str(fail(f"expected a dict, got {type(value).__name__}", key)))
+                into.report(f"expected a dict, got {type(value).__name__}", key)
                 continue
             check_keys(value, DEFAULTS[key], key, into=into)
             merged[key].update({k: v for k, v in value.items() if k in DEFAULTS[key]})
@@ -218,32 +246,25 @@ def _is_fernet_key(key: str) -> bool:
 
 def _connection(m: Mapping[str, Any], p: Problems) -> dict[str, Any]:
     """The connection settings: where Redis is and what shape it has."""
-    url = p.take(lambda: opt_str(m["REDIS_URL"], "REDIS_URL", secret=True))
-    alias = p.take(lambda: opt_str(m["CACHE_ALIAS"], "CACHE_ALIAS"))
-    options = p.take(
-        lambda: mapping(m["REDIS_OPTIONS"], "a dict of redis-py client options", "REDIS_OPTIONS"),
-        {},
-    )
+    url = p.take(opt_str, m["REDIS_URL"], "REDIS_URL", secret=True)
+    alias = p.take(opt_str, m["CACHE_ALIAS"], "CACHE_ALIAS")
+    what = "a dict of redis-py client options"
+    options = p.take(mapping, m["REDIS_OPTIONS"], what, "REDIS_OPTIONS", default={})
     sentinel = topology.sentinel(m["SENTINEL"], p)
     if options and m["SENTINEL"] is not None:
-        p.found.append(
-            str(
-                fail(
-                    "is not used with SENTINEL",
-                    "REDIS_OPTIONS",
-                    hint="put the primary's connection options in XSM['SENTINEL']['OPTIONS'] "
-                    "and the sentinels' in XSM['SENTINEL']['SENTINEL_OPTIONS']",
-                )
-            )
+        p.report(
+            "is not used with SENTINEL",
+            "REDIS_OPTIONS",
+            hint="put the primary's connection options in XSM['SENTINEL']['OPTIONS'] "
+            "and the sentinels' in XSM['SENTINEL']['SENTINEL_OPTIONS']",
         )
     cluster = p.take(
-        lambda: topology.redis_cluster(
-            m["REDIS_CLUSTER"],
-            redis_url=url,
-            cache_alias=alias,
-            sentinel_set=m["SENTINEL"] is not None,
-        ),
-        False,
+        topology.redis_cluster,
+        m["REDIS_CLUSTER"],
+        redis_url=url,
+        cache_alias=alias,
+        sentinel_set=m["SENTINEL"] is not None,
+        default=False,
     )
     return {
         "redis_url": url,
@@ -268,135 +289,71 @@ def parse(user: Any, *, debug: bool, caches: Mapping[str, Any] | None = None) ->
     p = Problems()
     check_keys(user, DEFAULTS, into=p, removed=REMOVED)
     m = _merged(user, p)
-    idem, audit, timers = m["IDEMPOTENCY"], m["AUDIT"], m["TIMERS"]
+    idem, audit = m["IDEMPOTENCY"], m["AUDIT"]
     request_id = m["REQUEST_ID_HEADER"]
     found = XsmSettings(
         **_connection(m, p),
-        embedded=p.take(lambda: choice(m["EMBEDDED"], (None, True, False), "EMBEDDED")),
+        embedded=p.take(choice, m["EMBEDDED"], (None, True, False), "EMBEDDED"),
         # The prefix's alphabet is checked with the connection
         # (django_xsm.backend.readiness, xsm.E002).
-        prefix=p.take(lambda: opt_str(m["PREFIX"], "PREFIX")),
+        prefix=p.take(opt_str, m["PREFIX"], "PREFIX"),
         machines=p.take(
-            lambda: mapping(
-                m["MACHINES"],
-                "a dict of name -> dotted path",
-                "MACHINES",
-                hint="e.g. {'order': 'orders.machines.order'}",
-            ),
-            {},
+            mapping,
+            m["MACHINES"],
+            "a dict of name -> dotted path",
+            "MACHINES",
+            hint="e.g. {'order': 'orders.machines.order'}",
+            default={},
         ),
-        lock=p.take(
-            lambda: choice(m["LOCK"], ("adaptive", "optimistic", "pessimistic"), "LOCK"),
-            "adaptive",
-        ),
-        lock_ttl_ms=p.take(
-            lambda: number(m["LOCK_TTL_MS"], "LOCK_TTL_MS", integer=True, minimum=1), 1
-        ),
-        lock_timeout_s=float(p.take(lambda: number(m["LOCK_TIMEOUT_S"], "LOCK_TIMEOUT_S"), 0)),
-        conflict_retries=p.take(
-            lambda: number(m["CONFLICT_RETRIES"], "CONFLICT_RETRIES", integer=True), 0
-        ),
-        socket_timeout_s=float(
-            p.take(lambda: number(m["SOCKET_TIMEOUT_S"], "SOCKET_TIMEOUT_S", minimum=0.001), 1)
-        ),
-        max_snapshot_bytes=p.take(
-            lambda: number(m["MAX_SNAPSHOT_BYTES"], "MAX_SNAPSHOT_BYTES", integer=True, minimum=1),
-            1,
-        ),
-        max_payload_bytes=p.take(
-            lambda: number(m["MAX_PAYLOAD_BYTES"], "MAX_PAYLOAD_BYTES", integer=True, minimum=1),
-            1,
-        ),
-        instance_ttl_s=p.take(
-            lambda: number(m["INSTANCE_TTL_S"], "INSTANCE_TTL_S", optional=True, minimum=1)
-        ),
-        buckets=p.take(
-            lambda: number(m["BUCKETS"], "BUCKETS", optional=True, integer=True, minimum=1)
-        ),
-        codec=p.take(lambda: opt_str(m["CODEC"], "CODEC")),
-        codec_keys=p.take(lambda: _codec_keys(m["CODEC_KEYS"], m["CODEC"])),
-        actor=p.take(lambda: opt_str(m["ACTOR"], "ACTOR")),
+        lock=p.take(choice, m["LOCK"], _LOCKS, "LOCK", default="adaptive"),
+        lock_ttl_ms=_number(m, p, "LOCK_TTL_MS"),
+        lock_timeout_s=float(_number(m, p, "LOCK_TIMEOUT_S")),
+        conflict_retries=_number(m, p, "CONFLICT_RETRIES"),
+        socket_timeout_s=float(_number(m, p, "SOCKET_TIMEOUT_S")),
+        max_snapshot_bytes=_number(m, p, "MAX_SNAPSHOT_BYTES"),
+        max_payload_bytes=_number(m, p, "MAX_PAYLOAD_BYTES"),
+        instance_ttl_s=_number(m, p, "INSTANCE_TTL_S"),
+        buckets=_number(m, p, "BUCKETS"),
+        codec=p.take(opt_str, m["CODEC"], "CODEC"),
+        codec_keys=p.take(_codec_keys, m["CODEC_KEYS"], m["CODEC"]),
+        actor=p.take(opt_str, m["ACTOR"], "ACTOR"),
         request_id_header=None
         if request_id is None
-        else p.take(lambda: _header(request_id, "REQUEST_ID_HEADER")),
-        request_timeout_s=p.take(
-            lambda: number(
-                m["REQUEST_TIMEOUT_S"], "REQUEST_TIMEOUT_S", optional=True, minimum=0.001
-            )
-        ),
+        else p.take(_header, request_id, "REQUEST_ID_HEADER"),
+        request_timeout_s=_number(m, p, "REQUEST_TIMEOUT_S"),
         idempotency=Idempotency(
-            header=p.take(lambda: _header(idem["HEADER"], "IDEMPOTENCY", "HEADER"), "X"),
-            required=p.take(lambda: _methods(idem["REQUIRED"]), frozenset()),
-            ttl_s=p.take(lambda: number(idem["TTL_S"], "IDEMPOTENCY", "TTL_S", minimum=1), 1),
-            lease_s=p.take(
-                lambda: number(idem["LEASE_S"], "IDEMPOTENCY", "LEASE_S", optional=True, minimum=1)
-            ),
-            max_response_bytes=p.take(
-                lambda: number(
-                    idem["MAX_RESPONSE_BYTES"], "IDEMPOTENCY", "MAX_RESPONSE_BYTES", integer=True
-                ),
-                0,
-            ),
-            principal=p.take(lambda: opt_str(idem["PRINCIPAL"], "IDEMPOTENCY", "PRINCIPAL")),
+            header=p.take(_header, idem["HEADER"], "IDEMPOTENCY", "HEADER", default="X"),
+            required=p.take(_methods, idem["REQUIRED"], default=frozenset()),
+            ttl_s=_number(m, p, "IDEMPOTENCY", "TTL_S"),
+            lease_s=_number(m, p, "IDEMPOTENCY", "LEASE_S"),
+            max_response_bytes=_number(m, p, "IDEMPOTENCY", "MAX_RESPONSE_BYTES"),
+            principal=p.take(opt_str, idem["PRINCIPAL"], "IDEMPOTENCY", "PRINCIPAL"),
         ),
         audit=Audit(
-            enabled=p.take(lambda: choice(audit["ENABLED"], (True, False), "AUDIT", "ENABLED")),
-            maxlen=p.take(
-                lambda: number(
-                    audit["MAXLEN"],
-                    "AUDIT",
-                    "MAXLEN",
-                    optional=True,
-                    integer=True,
-                    minimum=1,
-                    maximum=MAX_LOG_MAXLEN,
-                )
-            ),
-            redact=p.take(lambda: _redact(audit["REDACT"]), ()),
+            enabled=p.take(choice, audit["ENABLED"], (True, False), "AUDIT", "ENABLED"),
+            maxlen=_number(m, p, "AUDIT", "MAXLEN"),
+            redact=p.take(_redact, audit["REDACT"], default=()),
         ),
         timers=Timers(
-            max_attempts=p.take(
-                lambda: number(
-                    timers["MAX_ATTEMPTS"], "TIMERS", "MAX_ATTEMPTS", integer=True, minimum=1
-                ),
-                1,
-            ),
-            backoff_s=float(p.take(lambda: number(timers["BACKOFF_S"], "TIMERS", "BACKOFF_S"), 0)),
-            max_backoff_s=float(
-                p.take(lambda: number(timers["MAX_BACKOFF_S"], "TIMERS", "MAX_BACKOFF_S"), math.inf)
-            ),
+            max_attempts=_number(m, p, "TIMERS", "MAX_ATTEMPTS"),
+            backoff_s=float(_number(m, p, "TIMERS", "BACKOFF_S")),
+            max_backoff_s=float(_number(m, p, "TIMERS", "MAX_BACKOFF_S")),
         ),
         outbox=outbox(m["OUTBOX"], p),
         durability=topology.durability(m["DURABILITY"], p),
         diagram=Diagram(
             renderer=p.take(
-                lambda: choice(
-                    m["DIAGRAM"]["RENDERER"], ("auto", "graphviz", "builtin"), "DIAGRAM", "RENDERER"
-                ),
-                "auto",
+                choice, m["DIAGRAM"]["RENDERER"], _RENDERERS, "DIAGRAM", "RENDERER", default="auto"
             )
         ),
-        admin=Admin(
-            bulk_max=p.take(
-                lambda: number(
-                    m["ADMIN"]["BULK_MAX"],
-                    "ADMIN",
-                    "BULK_MAX",
-                    integer=True,
-                    minimum=1,
-                    maximum=10_000,
-                    hint="each selected instance is read and sent one by one in the request",
-                ),
-                1,
-            )
-        ),
-        stream=_stream(m["STREAM"], p),
+        admin=Admin(bulk_max=_number(m, p, "ADMIN", "BULK_MAX")),
+        stream=_stream(m, p),
         debug=debug,
         raw=m,
     )
-    p.take(lambda: topology.durability_fits(found))
-    p.take(lambda: topology.wait_fits(found, caches))
-    p.take(lambda: backoff_fits("TIMERS", found.timers.backoff_s, found.timers.max_backoff_s))
+    p.take(topology.durability_fits, found)
+    p.take(topology.wait_fits, found, caches)
+    p.take(backoff_fits, "TIMERS", found.timers.backoff_s, found.timers.max_backoff_s)
     if p.found:
         raise InvalidSettings(p.found)
     return found

@@ -110,16 +110,7 @@ SENTINEL_DEFAULTS: dict[str, Any] = {
     "SENTINEL_OPTIONS": {},
 }
 
-_NESTED = (
-    "IDEMPOTENCY",
-    "AUDIT",
-    "TIMERS",
-    "OUTBOX",
-    "DURABILITY",
-    "DIAGRAM",
-    "ADMIN",
-    "STREAM",
-)
+_NESTED = ("IDEMPOTENCY", "AUDIT", "TIMERS", "OUTBOX", "DURABILITY", "DIAGRAM", "ADMIN", "STREAM")
 #: Settings whose change invalidates what was built from XSM.
 WATCHED = frozenset({"XSM", "DEBUG", "CACHES", "BASE_DIR"})
 _HTTP_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"})
@@ -213,9 +204,8 @@ class Durability:
 
 @dataclass(frozen=True, slots=True)
 class Diagram:
-    """``XSM['DIAGRAM']``: who draws the admin's state diagrams and
-    ``xsm_graph --format svg``: ``"auto"`` (Graphviz's ``dot`` when it is
-    on PATH, else the built-in layout), ``"graphviz"`` or ``"builtin"``."""
+    """``XSM['DIAGRAM']``: who draws the state diagrams: ``"auto"``,
+    ``"graphviz"`` or ``"builtin"`` (docs/settings.md, ``DIAGRAM``)."""
 
     renderer: str
 
@@ -230,12 +220,8 @@ class Admin:
 
 @dataclass(frozen=True, slots=True)
 class Stream:
-    """``XSM['STREAM']``: the live transition stream (``/_xsm/stream/<key>``,
-    docs/live.md). A comment line goes out at least every ``heartbeat_s``;
-    a stream ends after ``max_seconds`` (None: never) and the client
-    reconnects where it left off; at most ``max_connections`` streams are
-    open per process; ``permission`` is the dotted path of
-    ``fn(request, key) -> bool``."""
+    """``XSM['STREAM']``: the live transition stream (docs/settings.md,
+    ``STREAM``; docs/live.md)."""
 
     heartbeat_s: float
     max_seconds: float | None

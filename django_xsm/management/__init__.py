@@ -21,7 +21,14 @@ from django_xsm.exceptions import StoreUnavailableError, XsmError
 
 from .durations import MAX_DURATION, parse_duration
 
-__all__ = ["XsmCommand", "command_errors", "duration_type", "int_type", "settings_problems"]
+__all__ = [
+    "XsmCommand",
+    "command_errors",
+    "duration_type",
+    "int_type",
+    "settings_problems",
+    "summary",
+]
 
 
 class _HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -62,6 +69,11 @@ def int_type(option: str, *, minimum: int, maximum: int) -> Callable[[str], int]
     return parse
 
 
+def summary(result: Any) -> str:
+    """``name=value`` for each of ``result.as_dict()`` (stable, for log parsing)."""
+    return " ".join(f"{name}={value}" for name, value in result.as_dict().items())
+
+
 def settings_problems(problems: Sequence[str]) -> str:
     """The message of a command refused by invalid ``XSM`` settings: every
     problem on its own line, with the id ``manage.py check`` gives it."""
@@ -94,6 +106,8 @@ class XsmCommand(BaseCommand):
     included) and :meth:`say` for verbosity-gated output."""
 
     verbosity = 1
+    #: The counter of a daemon's pass result that says the pass did work.
+    work_counter = ""
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> Any:
         kwargs.setdefault("formatter_class", _HelpFormatter)
@@ -109,6 +123,25 @@ class XsmCommand(BaseCommand):
             with command_errors():
                 conf.get_settings()
         return super().execute(*args, **options)
+
+    def add_interval(self, parser: Any, help: str) -> None:
+        """The daemon's ``--interval`` (default 1s, at most 1h, ms allowed)."""
+        parser.add_argument(
+            "--interval",
+            type=duration_type("--interval", allow_ms=True, maximum=_dt.timedelta(hours=1)),
+            default=_dt.timedelta(seconds=1),
+            metavar="DURATION",
+            help=help,
+        )
+
+    def passed(self, result: Any, message: str | None) -> None:
+        """Report one pass of a daemon: the store error's ``message`` on
+        stderr, else the summary when the pass did work (its
+        :attr:`work_counter` is not 0) or the verbosity is 2."""
+        if message is not None:
+            self.stderr.write(f"{message}; retrying")
+        elif getattr(result, self.work_counter) or self.verbosity >= 2:
+            self.say(summary(result))
 
     def say(self, text: str, level: int = 1, style: Callable[[str], str] | None = None) -> None:
         """Write ``text`` to stdout when the verbosity is at least ``level``."""

@@ -1,18 +1,13 @@
-"""Durations as operators type them: ``30d``, ``12h``, ``15m``, ``90s``.
+"""Durations as operators type them (docs/commands.md): one or more
+``<digits><unit>`` parts, largest unit first, each unit at most once
+(``30d``, ``1h30m``, ``2h30m15s``); units ``d``, ``h``, ``m``, ``s`` and,
+where the caller allows them, ``ms``. Anything else is a ``ValueError``
+naming the accepted forms; so are zero and anything above ``maximum``.
 
 ::
 
     parse_duration("1h30m")                  # timedelta(hours=1, minutes=30)
-    parse_duration("500ms", allow_ms=True)   # sub-second, where asked for
     format_duration(5_400_000)               # "1h30m"
-
-A duration is one or more ``<digits><unit>`` parts, largest unit first,
-each unit at most once (``1d12h``, ``2h30m15s``). Units: ``d`` days, ``h``
-hours, ``m`` minutes, ``s`` seconds, and ``ms`` milliseconds where the
-caller allows them. Anything else — a bare number, a fraction, a sign,
-spaces, an unknown unit — is a ``ValueError`` whose message names the
-accepted forms. Zero is refused (every caller means "some time"), and so
-is anything above ``maximum``.
 """
 
 from __future__ import annotations

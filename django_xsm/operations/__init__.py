@@ -1,17 +1,12 @@
 """Operations on stored instances, shared by the ``xsm_*`` management
-commands and the admin, as functions tests call directly.
+commands and the admin, as functions tests call directly: inspect and
+forget one instance (:mod:`.instances`), due and dead-lettered timers and
+the scan loop (:mod:`.timers`), purges of old log records and expired
+idempotency rows (:mod:`.retention`).
 
-* :mod:`.instances` — inspect and forget one instance;
-* :mod:`.timers` — what is due or dead-lettered, one scan, the scan loop;
-* :mod:`.retention` — purge old transition-log records and expired
-  idempotency rows.
-
-Each command parses its arguments, calls one function here and prints what
-it returns; everything runs on the process backend built from
-``settings.XSM`` (:mod:`django_xsm.backend`). Functions raise the library's
-own errors: ``StoreUnavailableError`` when Redis cannot be reached,
-``UnknownMachineError`` for a machine name that is not configured,
-``InstanceNotFoundError`` for an absent key.
+Everything runs on the process backend (:mod:`django_xsm.backend`) and
+raises the library's own errors (``StoreUnavailableError``,
+``UnknownMachineError``, ``InstanceNotFoundError``).
 """
 
 from .instances import forget_instance, forget_preview, inspect_instance, iso, redacted

@@ -40,14 +40,11 @@ def purge_logs(
     now: float | None = None,
 ) -> PurgeReport:
     """Remove transition-log records older than ``older_than``: an age
-    (before ``now``, seconds since the epoch; default the wall clock) or a
-    moment (an aware datetime: the records written before it).
-
-    Only streams holding such records are visited (the log's per-bucket
-    index), page by page; ``progress(key, records)`` is called per stream.
-    ``machine`` keeps the instances of that machine (logs of deleted
-    instances belong to none). ``dry_run`` removes nothing and counts what
-    would go.
+    (before ``now``, epoch seconds; default the wall clock) or an aware
+    datetime. Only streams holding such records are visited (the log's
+    per-bucket index), page by page; ``progress(key, records)`` is called
+    per stream. ``machine``: only that machine's instances (logs of deleted
+    instances belong to none). ``dry_run`` counts what would go.
     """
     entry = machine_entry(machine)
     found = backend.get_backend()

@@ -1,22 +1,16 @@
-"""The outbox's workers: deliver what commits emitted to their handlers.
+"""The outbox's workers: deliver what commits emitted to their handlers
+(docs/outbox.md). The ``COMMIT`` script writes an emitted event to the
+outbox in the same atomic step as the snapshot; this package takes it from
+there:
 
-A chart's ``xstate.emit`` action (or ``instance.emit()`` in a Python
-action) puts an event into the commit; the ``COMMIT`` script writes it to
-the outbox in the same atomic step as the snapshot. This package takes it
-from there (docs/outbox.md):
-
-* :mod:`.handlers` — ``XSM['OUTBOX']['HANDLERS']``: pattern -> handler,
-  imported once; the most specific pattern wins (:mod:`.patterns`);
-* :mod:`.worker` — :class:`OutboxWorker`: take leases, call handlers, ack,
-  retry with full jitter (:mod:`.policy`), dead-letter and compensate
-  (:mod:`.compensation`: the instance gets ``xsm.outbox.failed``);
-* :mod:`.loop` — :func:`drain` (``xsm_run_outbox --once``) and
-  :func:`run_worker` (the daemon);
-* :mod:`.entries` — listings, :func:`outbox_health`, redrive and purge
-  (``xsm_outbox``, the admin);
-* :mod:`.static` — emitted types no pattern takes (check ``xsm.E013``);
-* :mod:`.celery` — handlers that forward to Celery (imported only when
-  named; Celery is an optional extra).
+* :mod:`.handlers` and :mod:`.patterns` — pattern -> handler, the most
+  specific pattern wins;
+* :mod:`.worker` — :class:`OutboxWorker`: lease, call, ack, retry
+  (:mod:`.policy`), dead-letter and compensate (:mod:`.compensation`);
+* :mod:`.loop` — :func:`drain` and :func:`run_worker` (the daemon);
+* :mod:`.entries` — listings, health, redrive and purge;
+* :mod:`.static` — emitted types no pattern takes (``xsm.E013``);
+* :mod:`.celery` — handlers that forward to Celery (optional extra).
 """
 
 from django_xsm.persistence.outbox import Delivery, OutboxEntry

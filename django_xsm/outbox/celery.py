@@ -1,21 +1,7 @@
-"""Outbox handlers that hand events to Celery (``pip install 'django-xsm[celery]'``).
-
-::
-
-    # shop/effects.py
-    from django_xsm.outbox.celery import forwarder
-    charge = forwarder("shop.tasks.charge")            # Celery's current app
-
-    # settings.py
-    XSM = {..., "OUTBOX": {"HANDLERS": {
-        "order.paid": "shop.effects.charge",
-        "shop.tasks.*": "django_xsm.outbox.celery.forward",   # task named by the event type
-    }}}
-
-Each handler calls ``app.send_task(name, args=[event], kwargs={"delivery":
-{...}}, task_id=delivery.delivery_id)``: the stable delivery id is the key a
-task uses to do its work once (delivery is at least once; see docs/outbox.md,
-Celery).
+"""Outbox handlers that hand events to Celery (``pip install
+'django-xsm[celery]'``; docs/outbox.md, Celery): :func:`forwarder` for a
+named task, :func:`forward` for the task named by the event type. The
+stable delivery id is the task id, the key a task uses to do its work once.
 
 Celery is imported on the first call (or when a forwarder is built), never
 by importing this module or :mod:`django_xsm.outbox`.

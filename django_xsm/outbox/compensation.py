@@ -1,27 +1,12 @@
-"""Telling an instance that an effect it emitted will never happen.
+"""Telling an instance that an effect it emitted will never happen: the
+``xsm.outbox.failed`` event a dead-lettered entry's instance receives
+through the registry's manager (docs/outbox.md, Compensation).
 
-When an entry is dead-lettered, the instance that emitted it is sent
-
-    {"type": "xsm.outbox.failed", "event": {...}, "error": "...",
-     "attempts": N, "delivery_id": "..."}
-
-through the registry's manager (``machines[name].objects.open`` and the
-block's ``send_reserved()``: audit, signals, transition log), so a chart
-can handle it like any event: ``"on": {"xsm.outbox.failed": "compensating"}``.
-``xsm.*`` is a reserved namespace: nothing but this worker sends it (every
-public send path refuses it, see ``Machine.check_sendable``).
-
-The send carries the delivery id as its idempotency key, with a
-fingerprint made of the delivery id alone, so a worker that crashes after
-the send and before dead-lettering the entry — and the worker that takes
-the entry over — replays the first send instead of applying it twice, even
-though its error text or attempt count may differ. It is not strict: an
-instance whose state takes no ``xsm.outbox.failed`` (or that is done)
-ignores it, and that, like an instance that no longer exists, is reported
-as ``refused`` and never retried. Only store trouble (Redis down, a lock
-held too long, conflicts past the retries) is ``deferred``: the worker
-parks the entry as a retry and sends the compensation again when it is
-due.
+It is sent at most once per delivery id: the delivery id is its
+idempotency key, with a fingerprint of the delivery id alone, so a replay
+by another worker (whose error text or attempt count may differ) is not
+applied twice. Outcomes: ``sent``, ``duplicate``, ``refused`` (never
+retried) and ``deferred`` (store trouble: the worker tries again later).
 """
 
 from __future__ import annotations

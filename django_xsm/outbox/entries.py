@@ -88,14 +88,8 @@ def outbox_health() -> dict[str, Any]:
     try:
         stats = get_outbox().stats()
     except StoreError as exc:
-        return {
-            "ok": False,
-            "pending": None,
-            "retrying": None,
-            "dead": None,
-            "lag_ms": None,
-            "error": exc.message,
-        }
+        numbers = dict.fromkeys(("pending", "retrying", "dead", "lag_ms"))
+        return {"ok": False, **numbers, "error": exc.message}
     return {"ok": True, **stats, "error": None}
 
 

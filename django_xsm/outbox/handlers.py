@@ -1,16 +1,11 @@
 """The handlers of ``XSM['OUTBOX']['HANDLERS']``, imported once, and which
 one an event type goes to.
 
-A handler is any callable ``handler(event, *, delivery)``: ``event`` is a
-copy of the emitted dict (with its ``type``), ``delivery`` a
-:class:`~django_xsm.persistence.outbox.Delivery`. Returning means
-delivered; raising means failed (retried with backoff, then dead-lettered).
-
-Paths are imported when the table is built, not on the first event, so a
-typo stops the worker at start-up (and ``manage.py check`` reports it as
-``xsm.E014``) instead of dead-lettering every event it would have taken.
-Every message names the setting (``XSM['OUTBOX']['HANDLERS']['order.paid']``)
-and says how to fix it.
+A handler is any callable ``handler(event, *, delivery)`` (docs/outbox.md,
+Handlers and patterns): returning means delivered, raising means failed.
+Paths are imported when the table is built, so a typo stops the worker at
+start-up (``manage.py check``: ``xsm.E014``) instead of dead-lettering
+every event it would have taken. Every message names the setting.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """Running a worker: drain once (cron, tests) or as a daemon (``xsm_run_outbox``).
 
-Neither loop sleeps after a failed delivery: retry times live in Redis, and
-``take()`` brings entries back once they are due. The daemon polls every
-``interval_s`` only when a batch found nothing; a batch that took entries
-is followed by the next at once. An outage (``StoreError``) is reported to
-``on_batch`` and waited out by the daemon; :func:`drain` lets it propagate,
-so ``--once`` exits non-zero.
+Neither loop sleeps after a failed delivery (retry times live in Redis);
+the daemon polls every ``interval_s`` only when a batch found nothing. An
+outage (``StoreError``) is waited out by the daemon; :func:`drain` lets it
+propagate, so ``--once`` exits non-zero.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -22,8 +21,8 @@ from .worker import OutboxWorker
 __all__ = ["drain", "run_worker"]
 
 
-def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.monotonic()
+def _deadline(max_seconds: float | None) -> float:
+    return math.inf if max_seconds is None else time.monotonic() + max_seconds
 
 
 def drain(
@@ -36,12 +35,9 @@ def drain(
     """Take batches until one comes back empty: everything due now (retries
     whose time has come included) is handled once or scheduled again.
     Stops early between batches on ``stop`` or after ``max_seconds``."""
-    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    deadline = _deadline(max_seconds)
     total = WorkResult()
-    while not (stop is not None and stop.is_set()):
-        left = _left(deadline)
-        if left is not None and left <= 0:
-            break
+    while not (stop is not None and stop.is_set()) and time.monotonic() < deadline:
         result = worker.run_batch()
         total.merge(result)
         if on_batch is not None:
@@ -67,12 +63,9 @@ def run_worker(
     The batch in hand always finishes: ``stop`` is checked between batches
     and during the wait.
     """
-    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    deadline = _deadline(max_seconds)
     total, batches = WorkResult(), 0
-    while not stop.is_set():
-        left = _left(deadline)
-        if left is not None and left <= 0:
-            break
+    while not stop.is_set() and time.monotonic() < deadline:
         message: str | None = None
         try:
             result = worker.run_batch()
@@ -84,6 +77,5 @@ def run_worker(
             on_batch(result, message)
         if message is None and result.taken:
             continue  # more may be waiting: no pause while there is work
-        left = _left(deadline)
-        stop.wait(interval_s if left is None else max(0.0, min(interval_s, left)))
+        stop.wait(max(0.0, min(interval_s, deadline - time.monotonic())))
     return LoopResult(total, batches)

@@ -1,17 +1,9 @@
-"""Which handler pattern an event type goes to: the most specific one.
-
-Every emitted event goes to exactly one handler, so overlapping patterns
-need an order that does not depend on how the settings dict was written:
-
-1. the exact type (``"order.paid"``);
-2. prefix wildcards, the longest prefix first (``"order.paid.*"`` before
-   ``"order.*"``);
-3. ``"*"``.
-
-A prefix wildcard matches by whole tokens, like the engine's event
-descriptors: ``"order.*"`` matches ``order`` and ``order.paid.late``, not
-``orders``. Two patterns can never tie: two different prefixes that both
-match one type have different lengths.
+"""Which handler pattern an event type goes to: the most specific one, in
+an order that does not depend on how the settings dict was written: the
+exact type, then prefix wildcards by length (``"order.paid.*"`` before
+``"order.*"``), then ``"*"``. A prefix wildcard matches by whole tokens:
+``"order.*"`` matches ``order`` and ``order.paid.late``, not ``orders``;
+two different prefixes that match one type never tie (their lengths differ).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """How long a failed delivery waits, and what its error says.
 
-**Full jitter.** After the n-th failed attempt the entry waits a random
-whole number of milliseconds between 0 and ``min(MAX_BACKOFF_S, BACKOFF_S
-* 2 ** (n - 1))`` seconds: the ceiling doubles per attempt, the wait is
-anywhere below it. When a downstream service falls over, every entry it
-failed fails at about the same moment; fixed delays (or delays with a
-little jitter) would bring them back together as a thundering herd, full
-jitter spreads them over the whole window. The formula is the timers' own
-(:class:`~django_xsm.persistence.backoff.Backoff`), and its random source is
-injectable so tests pin it.
-
-**Errors** are stored with the entry and sent to the instance in the
-compensation event, so they are redacted like the transition log
-(``persistence.audit.redact``: the built-in denylist plus
-``AUDIT['REDACT']``): ``name=value`` / ``"name": value`` pairs whose name is
-sensitive, and the values of the event's sensitive fields wherever they
-appear, become ``[redacted]``; then the text is cut to :data:`MAX_ERROR`
-characters.
+The wait is full jitter below a doubling ceiling, the timers' formula
+(:class:`~django_xsm.persistence.backoff.Backoff`; docs/outbox.md, Retries
+and dead letters). Errors are stored with the entry and sent to the
+instance in the compensation event, so they are redacted like the
+transition log (the built-in denylist plus ``AUDIT['REDACT']``): sensitive
+``name=value`` / ``"name": value`` pairs and the values of the event's
+sensitive fields become ``[redacted]``, then the text is cut to
+:data:`MAX_ERROR` characters.
 """
 
 from __future__ import annotations
@@ -77,10 +68,6 @@ class RetryPolicy:
         return attempt >= self.max_attempts
 
 
-def _fragments(extra: Iterable[str]) -> tuple[str, ...]:
-    return (*DEFAULT_REDACT, *extra)
-
-
 def _sensitive(name: str, fragments: tuple[str, ...]) -> bool:
     return bool(redact({name: 0}, fragments)[name] == REDACTED)
 
@@ -114,7 +101,7 @@ def _secrets(plain: Any, cleaned: Any) -> Iterator[str]:
 def redact_text(text: str, event: Mapping[str, Any] | None, extra: Iterable[str] = ()) -> str:
     """``text`` with the sensitive values of ``event`` and sensitive
     ``name=value`` pairs replaced by ``[redacted]``."""
-    fragments = _fragments(extra)
+    fragments = (*DEFAULT_REDACT, *extra)
 
     def pair(match: re.Match[str]) -> str:
         value = match["value"]

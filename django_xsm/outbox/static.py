@@ -1,11 +1,7 @@
-"""The event types charts emit that no handler pattern takes (``xsm.E013``).
-
-A chart's ``{"type": "xstate.emit", "event": ...}`` actions name their
-event types statically, so a missing handler can be found before the first
-event is dead-lettered: every entry, exit and initial action and every
-transition's actions of every registered machine is looked at. Events
-emitted from Python actions (``instance.emit()``) are not visible here;
-the worker logs and dead-letters those ("no handler for event type ...").
+"""The event types charts emit that no handler pattern takes (``xsm.E013``):
+the ``xstate.emit`` actions of every registered chart name their types
+statically. Events emitted from Python actions (``instance.emit()``) are
+not visible here; the worker dead-letters those.
 """
 
 from __future__ import annotations

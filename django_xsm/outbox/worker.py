@@ -1,30 +1,15 @@
 """OutboxWorker: one consumer of the outbox, calling each entry's handler.
 
-One batch is one ``OutboxReader.take()`` (at most three pipelined round
-trips) and, per lease:
-
-* **delivered** — the handler returned: ``ack`` (one round trip);
-* **retry** — it raised and attempts are left: ``fail`` with a retry time
-  from :class:`~.policy.RetryPolicy` (full jitter), stored in Redis: the
-  worker never sleeps on a failure and goes on with the next lease;
-* **dead-lettered** — it raised on the last attempt, no pattern matches the
-  event type, or the entry was interrupted more often than attempts allow
-  (a handler that kills its worker): first the compensation event goes to
-  the instance (:mod:`.compensation`), then ``fail`` without a retry time.
-  Compensating first means a crash in between repeats the compensation
-  (idempotent, replayed) instead of losing it. When the compensation meets
-  store trouble the entry is parked as a retry with its error instead; the
-  next take finds it out of attempts and compensates without calling the
-  handler again, so nothing is dead-lettered before its compensation was
-  sent or refused.
-
-A lease is acknowledged only after its handler returned, so delivery is at
-least once; the handler gets a stable ``delivery_id`` to pass downstream
-as an idempotency key. Leases are handled in order; those still untouched
-when 80 % of the visibility timeout has passed since the take are left for
-another worker rather than handled while their lease may already be gone.
-Every outcome is one line on the ``django_xsm.outbox`` logger with the
-structured fields in ``record.xsm``.
+One batch is one ``OutboxReader.take()``; per lease the handler's return is
+acknowledged (all of the batch in one round trip), a raise is retried at a
+full-jitter time stored in Redis (:mod:`.policy`; the worker never sleeps
+on it) or, out of attempts or without a handler, dead-lettered after the
+instance got its compensation event (:mod:`.compensation`; compensating
+first means a crash in between repeats it, replayed, instead of losing it).
+Delivery is at least once; leases still untouched at :data:`LEASE_MARGIN`
+of the visibility timeout are left to another worker. Every outcome is one
+line on the ``django_xsm.outbox`` logger with its fields in ``record.xsm``
+(docs/outbox.md, Retries and dead letters, In production).
 """
 
 from __future__ import annotations
@@ -148,8 +133,7 @@ class OutboxWorker:
             done = self.handle(lease, result)
             if done is not None:
                 handled.append((lease, done))
-        # The handlers of the batch returned: acknowledge them together, in
-        # one round trip (an ack each cost a round trip per entry).
+        # The batch's handlers returned: acknowledge them in one round trip.
         acked = self.outbox.ack_many([lease for lease, _ in handled])
         for (lease, text), ok in zip(handled, acked, strict=True):
             if ok:
@@ -201,8 +185,7 @@ class OutboxWorker:
         delay_ms = self.policy.delay_ms(attempt)
         retry_at = self.clock() + delay_ms
         if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
-            result.lost += 1
-            self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
+            self._lost(lease, error, result)
             return
         result.retried += 1
         text = (
@@ -220,8 +203,7 @@ class OutboxWorker:
             # of attempts and compensates, the handler is not called again.
             retry_at = self.clock() + self.policy.delay_ms(max(attempts, 1))
             if self.outbox.fail(lease, error, retry_at_ms=retry_at) == "lost":
-                result.lost += 1
-                self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
+                self._lost(lease, error, result)
                 return
             result.deferred += 1
             text = (
@@ -244,8 +226,11 @@ class OutboxWorker:
             text = f"dead-lettered after {attempts} attempt(s): {error}"
             self._log(logging.ERROR, lease, "dead-lettered", text, error=error)
         else:
-            result.lost += 1
-            self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
+            self._lost(lease, error, result)
+
+    def _lost(self, lease: OutboxLease, error: str, result: WorkResult) -> None:
+        result.lost += 1
+        self._log(logging.WARNING, lease, "lost", f"{error}; {_LOST}", error=error)
 
     def _log(self, level: int, lease: OutboxLease, outcome: str, text: str, **more: Any) -> None:
         if not logger.isEnabledFor(level):

@@ -75,12 +75,6 @@ examples:
             "--dry-run", action="store_true", help="Count what would be removed; remove nothing."
         )
 
-    visited = 0
-    removed = 0
-    shown_at = 0.0
-    live = False
-    dry_run = False
-
     def handle(self, *args: Any, **options: Any) -> None:
         self.dry_run = options["dry_run"]
         self.visited = 0

@@ -4,20 +4,14 @@
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 from typing import Any
 
 from django.core.management.base import CommandError
 
 from django_xsm import outbox
-from django_xsm.management import XsmCommand, command_errors, duration_type, int_type
+from django_xsm.management import XsmCommand, command_errors, int_type, summary
 from django_xsm.management.durations import format_duration
 from django_xsm.management.stopping import stop_on_signals
-
-
-def summary(result: outbox.WorkResult) -> str:
-    """``taken=... delivered=... ...`` (stable, for log parsing)."""
-    return " ".join(f"{name}={value}" for name, value in result.as_dict().items())
 
 
 def _seconds(text: str) -> float:
@@ -33,6 +27,7 @@ def _seconds(text: str) -> float:
 
 
 class Command(XsmCommand):
+    work_counter = "taken"
     help = """Deliver the outbox's entries to the handlers of XSM['OUTBOX']['HANDLERS'].
 
 Without --once: a daemon taking batches until SIGTERM or SIGINT (the batch
@@ -68,13 +63,7 @@ examples:
             help="Entries per take (default 100); a batch should finish well inside the "
             "visibility timeout.",
         )
-        parser.add_argument(
-            "--interval",
-            type=duration_type("--interval", allow_ms=True, maximum=_dt.timedelta(hours=1)),
-            default=_dt.timedelta(seconds=1),
-            metavar="DURATION",
-            help="Pause when a take found nothing, e.g. 1s, 500ms (default 1s).",
-        )
+        self.add_interval(parser, "Pause when a take found nothing, e.g. 1s, 500ms (default 1s).")
         parser.add_argument(
             "--max-seconds",
             type=_seconds,
@@ -122,9 +111,3 @@ examples:
         self.say(
             f"Stopped{stopping.reason} after {outcome.batches} batch(es): {summary(outcome.total)}"
         )
-
-    def passed(self, result: outbox.WorkResult, message: str | None) -> None:
-        if message is not None:
-            self.stderr.write(f"{message}; retrying")
-        elif result.taken or self.verbosity >= 2:
-            self.say(summary(result))

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 from typing import Any
 
 from django.core.management.base import CommandError
 
 from django_xsm import operations
-from django_xsm.management import XsmCommand, command_errors, duration_type, int_type
+from django_xsm.management import XsmCommand, command_errors, int_type, summary
 from django_xsm.management.durations import format_duration
 from django_xsm.management.stopping import stop_on_signals
 from django_xsm.persistence.timers import ScanResult
-
-
-def summary(result: ScanResult) -> str:
-    """``scanned=... fired=... ... max_lag_ms=...`` (stable, for log parsing)."""
-    return " ".join(f"{name}={value}" for name, value in result.as_dict().items())
 
 
 def _outcome(result: ScanResult) -> str:
@@ -30,6 +24,7 @@ def _outcome(result: ScanResult) -> str:
 
 
 class Command(XsmCommand):
+    work_counter = "scanned"
     help = """Fire the due `after` deadlines of every configured machine.
 
 Without --loop: one pass (for cron), a summary line, exit status 1 when any
@@ -50,12 +45,8 @@ examples:
         parser.add_argument(
             "--loop", action="store_true", help="Keep scanning until SIGTERM/SIGINT (daemon)."
         )
-        parser.add_argument(
-            "--interval",
-            type=duration_type("--interval", allow_ms=True, maximum=_dt.timedelta(hours=1)),
-            default=_dt.timedelta(seconds=1),
-            metavar="DURATION",
-            help="Pause between passes with --loop, e.g. 1s, 500ms, 1m (default 1s).",
+        self.add_interval(
+            parser, "Pause between passes with --loop, e.g. 1s, 500ms, 1m (default 1s)."
         )
         parser.add_argument(
             "--limit",
@@ -184,9 +175,3 @@ examples:
         self.say(
             f"Stopped{stopping.reason} after {outcome.passes} pass(es): {summary(outcome.total)}"
         )
-
-    def passed(self, result: ScanResult, message: str | None) -> None:
-        if message is not None:
-            self.stderr.write(f"{message}; retrying")
-        elif result.scanned or self.verbosity >= 2:
-            self.say(summary(result))
