@@ -54,15 +54,18 @@ class _Builder:
             return 0.0
         return 18 + 8 * (len(loops) - 1) + max(label_size(e)[0] for e in loops) + 6
 
+    def loops_height(self, node_id: str) -> float:
+        """The height a box needs for its loops' labels to clear each other."""
+        loops = len(self.loops.get(node_id, []))
+        return 0.0 if loops < 2 else LOOP_STEP * (loops + 1)
+
     def measure(self, node: Node) -> None:
         if node.kind == "history":
             self.size[node.id] = [HIST, HIST]
             return
         if not node.is_container:
-            loops = len(self.loops.get(node.id, []))
             width = max(MIN_W, len(node.label) * CW + 2 * PADX)
-            height = LEAF_H if loops < 2 else LOOP_STEP * (loops + 1)
-            self.size[node.id] = [width, height]
+            self.size[node.id] = [width, max(LEAF_H, self.loops_height(node.id))]
             return
         kids = [self.g.nodes[c] for c in node.children]
         for kid in kids:
@@ -93,7 +96,7 @@ class _Builder:
             head_w=title_w + 2 * PADX,
         )
         self.stacks[node.id] = stack
-        self.size[node.id] = [stack.width, stack.height]
+        self.size[node.id] = [stack.width, max(stack.height, self.loops_height(node.id))]
 
     def place(self, node: Node, x: float, y: float) -> None:
         w, h = self.size[node.id]

@@ -241,3 +241,19 @@ def test_the_layout_does_not_depend_on_hash_seeds() -> None:
         runs.append(done.stdout.split("\n", 1))
     assert runs[0][0] != runs[1][0]  # the seeds did change string hashing
     assert runs[0][1] == runs[1][1]
+
+
+@pytest.mark.parametrize("count", [2, 6, 12])
+@pytest.mark.parametrize("where", ["root", "compound"])
+def test_many_loops_on_a_container_keep_their_labels_apart(count: int, where: str) -> None:
+    """A container's box grows with its loops, as a leaf's does (six on
+    the root once drew their labels over each other)."""
+    loops = {"E" * (k + 1): "#m" if where == "root" else "#m.box" for k in range(count)}
+    if where == "root":
+        chart = {"id": "m", "initial": "only", "states": {"only": {}}, "on": loops}
+    else:
+        box = {"initial": "a", "states": {"a": {}}, "on": loops}
+        chart = {"id": "m", "initial": "box", "states": {"box": box, "end": {}}}
+    machine = create_machine(chart, logic=LOGIC)
+    found = check(with_steps(chart_graph(machine), 0))
+    assert len([r for r in found.routes if r.label is not None]) >= count
