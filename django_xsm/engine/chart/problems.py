@@ -66,7 +66,7 @@ def check_json_depth(
         else:
             continue
         if depth >= limit:
-            problems.append((f"Data is nested more than {limit} levels deep", path, "flatten it"))
+            problems.add(f"Data is nested more than {limit} levels deep", path, "flatten it")
             return False
         stack.extend((c, depth + 1) for c in children)
     return True

@@ -10,8 +10,12 @@ from typing import Any
 
 __all__ = ["ActionSpec", "GuardSpec", "Problems", "StateSpec", "TransitionSpec"]
 
-# problem = (message, JSON path, hint)
-Problems = list[tuple[str, str, str]]
+
+class Problems(list[tuple[str, str, str]]):
+    """Collected config problems: ``(message, JSON path, hint)``."""
+
+    def add(self, message: str, path: str, hint: str = "") -> None:
+        self.append((message, path, hint))
 
 
 class GuardSpec:
