@@ -139,32 +139,28 @@ def to_event(event_or_type: object, payload: Mapping[str, Any] | None = None) ->
             raise _type_in_payload(event_or_type)
         return Event(event_or_type, dict(payload) if payload else {})
     if isinstance(event_or_type, Event):
-        data = dict(event_or_type.data)
-        if payload:
-            if "type" in payload:
-                raise _type_in_payload(event_or_type)
-            data.update(payload)
-        return Event(event_or_type.type, data)
-    if isinstance(event_or_type, Mapping):
-        etype = event_or_type.get("type")
-        if type(etype) is not str or not etype:
+        etype, data = event_or_type.type, dict(event_or_type.data)
+    elif isinstance(event_or_type, Mapping):
+        name = event_or_type.get("type")
+        if type(name) is not str or not name:
             raise InvalidEventError(
-                f"Event mapping needs a non-empty string 'type', got {brief(etype)}",
+                f"Event mapping needs a non-empty string 'type', got {brief(name)}",
                 event=event_or_type,
                 hint="use {'type': 'PAY', ...payload}",
             )
-        data = {k: v for k, v in event_or_type.items() if k != "type"}
-        if payload:
-            if "type" in payload:
-                raise _type_in_payload(event_or_type)
-            data.update(payload)
-        return Event(etype, data)
-    raise InvalidEventError(
-        "An event must be a non-empty string or a mapping with a string "
-        f"'type', got {type(event_or_type).__name__}",
-        event=event_or_type,
-        hint="send 'PAY' or {'type': 'PAY', ...}",
-    )
+        etype, data = name, {k: v for k, v in event_or_type.items() if k != "type"}
+    else:
+        raise InvalidEventError(
+            "An event must be a non-empty string or a mapping with a string "
+            f"'type', got {type(event_or_type).__name__}",
+            event=event_or_type,
+            hint="send 'PAY' or {'type': 'PAY', ...}",
+        )
+    if payload:
+        if "type" in payload:
+            raise _type_in_payload(event_or_type)
+        data.update(payload)
+    return Event(etype, data)
 
 
 def _type_in_payload(event: object) -> InvalidEventError:
