@@ -136,12 +136,7 @@ class _EntrySet:
                 self.defaults |= s.bit
             self.add_descendants(s)
         for s in effective_targets(t, history):
-            ancestors = []
-            if s is not domain:
-                for anc in s.ancestors:
-                    if anc is domain:
-                        break
-                    ancestors.append(anc)
+            ancestors = _between(s, domain) if s is not domain else []
             if domain is not None and domain.type == PARALLEL:
                 ancestors.append(domain)
             self.add_ancestors(ancestors, None if (source.parent is None and t.reenter) else domain)
@@ -190,8 +185,8 @@ class _EntrySet:
                         self.add_descendants(child)
 
 
-def _between(node: StateNode, top: StateNode) -> list[StateNode]:
-    """Proper ancestors of ``node`` below ``top`` (exclusive)."""
+def _between(node: StateNode, top: StateNode | None) -> list[StateNode]:
+    """Proper ancestors of ``node`` below ``top`` (exclusive; ``None``: all)."""
     out = []
     for anc in node.ancestors:
         if anc is top:
