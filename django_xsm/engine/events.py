@@ -1,25 +1,10 @@
 """Event objects, event descriptors and the built-in event names.
 
-An event is a type (a non-empty string) plus a payload dict. Descriptors in
-``on`` match event types the way XState 5.33 does (``getCandidates``):
-
-* an exact descriptor matches only that type, and its transitions are tried
-  first;
-* ``"a.*"`` matches ``"a"`` and every ``"a.<anything>"`` (token prefix), and
-  ``"*"`` matches every event; matching wildcards are tried after the exact
-  descriptor (when each of its guards failed), the more specific (longer)
-  descriptor first, ties in document order.
-
-Built-in names: ``xstate.init`` (the start of a machine),
-``xstate.after.<delay>.<state id>`` (delayed transitions) and
-``xstate.done.state.<state id>`` (a compound state reached a final child, or
-every region of a parallel state is final).
-
-Reserved namespaces: ``xstate.*`` and ``xsm.*`` (:data:`RESERVED_NAMESPACES`)
-are django-xsm's own events (the built-in names above, the timer scanner's
-``xstate.after.*``, the outbox's ``xsm.outbox.failed``). A chart may declare
-transitions on them; only django-xsm sends them (see
-``Machine.check_sendable``). :func:`reserved_namespace` is the one rule.
+An event is a type (a non-empty string) plus a payload dict. How
+descriptors match and rank is docs/engine.md, "Wildcard ranking"; the
+reserved namespaces (``xstate.*``, ``xsm.*``: only django-xsm sends them)
+are its "Unknown and reserved event types", and :func:`reserved_namespace`
+is the one rule.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Transition selection, transition domains, exit sets and conflict removal.
 
-Follows XState v5 (``stateUtils.ts``), which differs from the SCXML
-algorithm in three ways that matter:
-
-* selection walks the active tree: a compound state asks its active child
-  first and offers its own transitions only when the child has none; a
-  parallel state offers its own only when no region selected anything;
-* the transition domain is the *least common ancestor* (parallel states
-  included), and a non-reentering transition whose targets are the source or
-  its descendants has the source as its domain (XState's default
-  ``reenter: false``);
-* conflicts are removed as in SCXML: of two transitions whose exit sets
-  intersect, the one with the deeper source wins, otherwise the first.
-
-One departure from XState: the domain is computed from the targets as
-written, a history state counting as itself (a child of its parent, as in
-SCXML), not from the states it stands for. From those, a transition that
-starts inside the history's parent can get a domain below that parent: it
-then exits less than it enters (XState enters active states again), and
-another region's transition of the same microstep is not seen as a
-conflict, so the two leave an illegal configuration (a state without its
-parent, or a compound state with two active children).
+Follows XState v5 (``stateUtils.ts``): docs/engine.md, "Semantics"
+(selection, conflicts, transition domain). One departure: the domain is
+computed from the targets as written, a history state counting as itself
+(docs/engine.md, "Differences from XState 5.33.3").
 
 Guards are evaluated through ``check(guard) -> bool`` so the caller decides
 which context they see.

@@ -1,24 +1,8 @@
 """Snapshot dict <-> runtime state (:class:`RunState`), and migrations.
 
-A snapshot is a JSON-ready dict with these keys (schema 1)::
-
-    {
-      "schema": 1,
-      "machine_id": "order",
-      "machine_version": "1",
-      "structure": "3f0c...e1",            # Machine.structure_hash
-      "value": "cart",                     # XState state value
-      "context": {"items": 0},
-      "status": "active",                  # or "done"
-      "history": {"order.a.hist": ["order.a.b"]},
-      "deadlines": [{"state_id": ..., "entry": 1, "due_ms": ...,
-                     "event_type": "xstate.after.1000.order.cart",
-                     "delay": "1000"}],
-      "entry_seq": 1                       # last entry sequence number used
-    }
-
-Restoring validates every field against the chart (``SnapshotCorruptError``
-otherwise). A snapshot of another ``machine_version`` goes through the
+The format (schema 1, :data:`SNAPSHOT_KEYS`) is docs/engine.md, "Snapshots
+and migrations". Restoring validates every field against the chart
+(``SnapshotCorruptError`` otherwise). A snapshot of another ``machine_version`` goes through the
 machine's migrations; one of the same version but another structure hash is
 a ``MigrationError`` (the chart changed without a version bump).
 """
