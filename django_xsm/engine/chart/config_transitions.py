@@ -1,17 +1,7 @@
 """Config parsing for transitions, guards and actions (used by :mod:`.config`).
 
-Accepted shapes (XState v5 JSON):
-
-* transition-like: ``"target"``, ``{"target", "actions", "guard", "reenter",
-  "description", "meta"}`` (``cond`` is the v4 alias of ``guard``), ``null``
-  (a targetless, action-less transition that only blocks its ancestors), or
-  a list of those tried in order;
-* ``after``: ``{"1000": transition-like, "TIMEOUT": ...}`` or the v4 list
-  form ``[{"delay": 1000, "target": ...}, ...]``;
-* actions: ``"name"``, ``{"type": "name", "params": {...}}``, a built-in
-  action (``{"type": "xstate.raise", "event": ...}``: each parses its own
-  form, :mod:`django_xsm.engine.actions`) or a list;
-* guards: ``"name"`` or ``{"type": "name", "params": {...}}``.
+The accepted shapes are docs/engine.md, "Transitions" and "Actions and
+guards"; a built-in action parses its own form (:mod:`django_xsm.engine.actions`).
 """
 
 from __future__ import annotations
