@@ -250,7 +250,7 @@ class Stepper:
             cfg = state.cfg
             plan = None
             if select_eventless_now and cfg.has_always:
-                enabled = select_eventless(cfg.atomic, cfg.mask, self._checker(event))
+                enabled = select_eventless(cfg.atomic, self._checker(event))
                 if enabled:
                     plan = self._plan_for(enabled)
                     before = self._context_marker(plan)

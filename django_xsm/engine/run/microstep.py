@@ -128,7 +128,7 @@ class _EntrySet:
                 self.mask |= s.bit
                 self.defaults |= s.bit
             self.add_descendants(s)
-        for s in effective_targets(t, history):
+        for s in effective_targets(t.targets or (), history):
             ancestors = _between(s, domain) if s is not domain else []
             if domain is not None and domain.type == PARALLEL:
                 ancestors.append(domain)
