@@ -328,12 +328,11 @@ class _Binder:
         if not self.missing:
             return
         names = ", ".join(m.split(" is ")[0] for m, _, _ in self.missing)
-        listing = tuple(f"{p}: {m}" + (f" ({h})" if h else "") for m, p, h in self.missing)
         raise InvalidConfigError(
             f"Missing from the logic: {names}",
             path=self.missing[0][1],
             hint="add them to MachineLogic(actions=..., guards=..., delays=...)",
-            problems=listing,
+            problems=self.missing.listing(),
         )
 
 

@@ -43,13 +43,9 @@ def raise_problems(problems: Problems) -> None:
     if not problems:
         return
     message, path, hint = problems[0]
-    listing = tuple(
-        f"{p}: {m}" + (f" ({h})" if h else "") if p else m + (f" ({h})" if h else "")
-        for m, p, h in problems
-    )
     if len(problems) > 1:
         message = f"{message} [and {len(problems) - 1} more problem(s), see .problems]"
-    raise InvalidConfigError(message, path=path, hint=hint, problems=listing)
+    raise InvalidConfigError(message, path=path, hint=hint, problems=problems.listing())
 
 
 def check_json_depth(

@@ -17,6 +17,10 @@ class Problems(list[tuple[str, str, str]]):
     def add(self, message: str, path: str, hint: str = "") -> None:
         self.append((message, path, hint))
 
+    def listing(self) -> tuple[str, ...]:
+        """``"path: message (hint)"`` per problem (without a path: the message)."""
+        return tuple((f"{p}: {m}" if p else m) + (f" ({h})" if h else "") for m, p, h in self)
+
 
 class GuardSpec:
     __slots__ = ("params", "path", "type")
