@@ -38,6 +38,10 @@ STATE_KEYS = frozenset(
     {"id", "type", *BEHAVIOUR_KEYS, "history", "target", "description", "meta", "tags"}
 )
 ROOT_ONLY_KEYS = frozenset({"version", "context"})
+HISTORY_ONLY_KEYS = (
+    ("target", "put targets inside 'on'/'always'"),
+    ("history", 'add "type": "history"'),
+)
 # XState keys this engine does not implement: say so instead of "unknown".
 UNSUPPORTED_KEYS = {
     "invoke": "invoked actors are not supported; model the work as actions",
@@ -288,18 +292,9 @@ def _parse_history(
 
 def _parse_doc_keys(raw: Mapping[str, Any], spec: StateSpec, problems: Problems) -> None:
     path = spec.path
-    if "target" in raw and spec.type != "history":
-        problems.add(
-            "'target' is only allowed on history states",
-            _join(path, "target"),
-            "put targets inside 'on'/'always'",
-        )
-    if "history" in raw and spec.type != "history":
-        problems.add(
-            "'history' is only allowed on history states",
-            _join(path, "history"),
-            'add "type": "history"',
-        )
+    for key, hint in HISTORY_ONLY_KEYS:
+        if key in raw and spec.type != "history":
+            problems.add(f"{key!r} is only allowed on history states", _join(path, key), hint)
     if "description" in raw:
         if isinstance(raw["description"], str):
             spec.description = raw["description"]
