@@ -28,14 +28,9 @@ _FIELDS = ("state_id", "entry", "due_ms", "event_type", "delay")  # of the dict 
 
 
 class Deadline(Frozen):
-    """One armed delayed transition (frozen value object).
-
-    ``state_id``: the state whose ``after`` armed it; ``entry``: the entry
-    sequence number of that state entry; ``due_ms``: absolute wall-clock
-    time in int milliseconds (``now + delay`` at entry); ``event_type``:
-    ``xstate.after.<delay>.<state id>``; ``delay``: the delay as written
-    (``"1000"`` or ``"TIMEOUT"``).
-    """
+    """One armed delayed transition (frozen; docs/engine.md, "Deadline"):
+    ``due_ms`` is absolute wall-clock time in int ms (``now + delay`` at
+    entry), ``entry`` the sequence number of the state entry that armed it."""
 
     __slots__ = ("delay", "due_ms", "entry", "event_type", "state_id")
 
