@@ -50,14 +50,12 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
     nodes: list[StateNode] = []
     node_of: dict[int, StateNode] = {}
     by_id: dict[str, StateNode] = {}
+    key_path: dict[int, str] = {id(root_spec): machine_id}  # "<machine id>.<key path>"
     for order, spec in enumerate(specs):
         parent = node_of[id(spec.parent)] if spec.parent is not None else None
-        keys = []
-        s: StateSpec | None = spec
-        while s is not None and s.parent is not None:
-            keys.append(s.key)
-            s = s.parent
-        sid = spec.explicit_id or ".".join([machine_id, *reversed(keys)])
+        if spec.parent is not None:
+            key_path[id(spec)] = f"{key_path[id(spec.parent)]}.{spec.key}"
+        sid = spec.explicit_id or key_path[id(spec)]
         ancestors = (parent, *parent.ancestors) if parent is not None else ()
         node = StateNode(
             id=sid,
