@@ -130,8 +130,7 @@ def _migrate(program: Program, data: Mapping[str, Any], found: str) -> Mapping[s
             raise _migration_error(
                 program,
                 f"Migration of {brief(program.chart.id)} from version {brief(ver)} "
-                "did not return a "
-                "snapshot with a new machine_version",
+                "did not return a snapshot with a new machine_version",
                 found,
                 "a migration returns the snapshot dict with machine_version set "
                 "to the version it migrates to",
