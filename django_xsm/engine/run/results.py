@@ -98,11 +98,7 @@ class ActionCall(Frozen):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ActionCall):
             return NotImplemented
-        return (self.type, self.params, self.event) == (
-            other.type,
-            other.params,
-            other.event,
-        )
+        return (self.type, self.params, self.event) == (other.type, other.params, other.event)
 
     __hash__ = None  # type: ignore[assignment]
 
