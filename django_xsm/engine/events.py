@@ -1,25 +1,10 @@
 """Event objects, event descriptors and the built-in event names.
 
-An event is a type (a non-empty string) plus a payload dict. Descriptors in
-``on`` match event types the way XState 5.33 does (``getCandidates``):
-
-* an exact descriptor matches only that type, and its transitions are tried
-  first;
-* ``"a.*"`` matches ``"a"`` and every ``"a.<anything>"`` (token prefix), and
-  ``"*"`` matches every event; matching wildcards are tried after the exact
-  descriptor (when each of its guards failed), the more specific (longer)
-  descriptor first, ties in document order.
-
-Built-in names: ``xstate.init`` (the start of a machine),
-``xstate.after.<delay>.<state id>`` (delayed transitions) and
-``xstate.done.state.<state id>`` (a compound state reached a final child, or
-every region of a parallel state is final).
-
-Reserved namespaces: ``xstate.*`` and ``xsm.*`` (:data:`RESERVED_NAMESPACES`)
-are django-xsm's own events (the built-in names above, the timer scanner's
-``xstate.after.*``, the outbox's ``xsm.outbox.failed``). A chart may declare
-transitions on them; only django-xsm sends them (see
-``Machine.check_sendable``). :func:`reserved_namespace` is the one rule.
+An event is a type (a non-empty string) plus a payload dict. How
+descriptors match and rank is docs/engine.md, "Wildcard ranking"; the
+reserved namespaces (``xstate.*``, ``xsm.*``: only django-xsm sends them)
+are its "Unknown and reserved event types", and :func:`reserved_namespace`
+is the one rule.
 """
 
 from __future__ import annotations
@@ -139,32 +124,28 @@ def to_event(event_or_type: object, payload: Mapping[str, Any] | None = None) ->
             raise _type_in_payload(event_or_type)
         return Event(event_or_type, dict(payload) if payload else {})
     if isinstance(event_or_type, Event):
-        data = dict(event_or_type.data)
-        if payload:
-            if "type" in payload:
-                raise _type_in_payload(event_or_type)
-            data.update(payload)
-        return Event(event_or_type.type, data)
-    if isinstance(event_or_type, Mapping):
-        etype = event_or_type.get("type")
-        if type(etype) is not str or not etype:
+        etype, data = event_or_type.type, dict(event_or_type.data)
+    elif isinstance(event_or_type, Mapping):
+        name = event_or_type.get("type")
+        if type(name) is not str or not name:
             raise InvalidEventError(
-                f"Event mapping needs a non-empty string 'type', got {brief(etype)}",
+                f"Event mapping needs a non-empty string 'type', got {brief(name)}",
                 event=event_or_type,
                 hint="use {'type': 'PAY', ...payload}",
             )
-        data = {k: v for k, v in event_or_type.items() if k != "type"}
-        if payload:
-            if "type" in payload:
-                raise _type_in_payload(event_or_type)
-            data.update(payload)
-        return Event(etype, data)
-    raise InvalidEventError(
-        "An event must be a non-empty string or a mapping with a string "
-        f"'type', got {type(event_or_type).__name__}",
-        event=event_or_type,
-        hint="send 'PAY' or {'type': 'PAY', ...}",
-    )
+        etype, data = name, {k: v for k, v in event_or_type.items() if k != "type"}
+    else:
+        raise InvalidEventError(
+            "An event must be a non-empty string or a mapping with a string "
+            f"'type', got {type(event_or_type).__name__}",
+            event=event_or_type,
+            hint="send 'PAY' or {'type': 'PAY', ...}",
+        )
+    if payload:
+        if "type" in payload:
+            raise _type_in_payload(event_or_type)
+        data.update(payload)
+    return Event(etype, data)
 
 
 def _type_in_payload(event: object) -> InvalidEventError:

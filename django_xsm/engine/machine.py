@@ -170,18 +170,12 @@ class Machine(Program):
         return self.chart.knows(event_type)
 
     def check_sendable(self, event: object) -> None:
-        """Refuse what no caller outside django-xsm may send to this machine;
-        every django-xsm API that sends runs this before any I/O.
-
-        ``event`` is an event type (or anything ``send()`` accepts). Raises
-        :class:`~django_xsm.exceptions.ReservedEventError` for a type in a
-        reserved namespace (``xstate.*``, ``xsm.*``: django-xsm sends them
-        itself), and :class:`~django_xsm.exceptions.UnknownEventError` for a
-        type no state of the chart can ever take (a typo: the message
-        suggests the closest types). Reads the chart only: whether the
-        current state takes the event is ``send()``'s question.
-        ``Instance.send()`` does not run it (the engine ignores unknown
-        events, as XState does)."""
+        """Refuse what no caller outside django-xsm may send to this machine
+        (``event``: a type or anything ``send()`` accepts): ``ReservedEventError``
+        for ``xstate.*`` / ``xsm.*``, ``UnknownEventError`` for a type no state
+        can ever take. Every django-xsm API that persists runs it before any
+        I/O; ``Instance.send()`` does not (docs/engine.md, "Unknown and
+        reserved event types")."""
         event_type = event if type(event) is str else to_event(event).type
         namespace = reserved_namespace(event_type)
         if namespace:

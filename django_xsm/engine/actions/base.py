@@ -57,12 +57,10 @@ def parse_event_action(
     """``{"type": name, "event": "E" | {"type": "E", ...}}``: one event, a
     type or a dict (the string form alone names no event)."""
     if isinstance(value, str):
-        problems.append(
-            (
-                f"{brief(value)} needs an event",
-                path,
-                f'{{"type": "{value}", "event": {{"type": "E"}}}}',
-            )
+        problems.add(
+            f"{brief(value)} needs an event",
+            path,
+            f'{{"type": "{value}", "event": {{"type": "E"}}}}',
         )
         return None
     name = value["type"]
@@ -70,12 +68,10 @@ def parse_event_action(
     event = value.get("event")
     epath = path_join(path, "event")
     if extra:
-        problems.append(
-            (
-                f"Unsupported key {brief(extra[0])} in {name}",
-                path_join(path, extra[0]),
-                "only 'event' is supported (no delays)",
-            )
+        problems.add(
+            f"Unsupported key {brief(extra[0])} in {name}",
+            path_join(path, extra[0]),
+            "only 'event' is supported (no delays)",
         )
         return None
     if isinstance(event, str) and event:
@@ -84,7 +80,7 @@ def parse_event_action(
         if not check_json_depth(event, epath, problems):
             return None
         return ActionSpec(name, None, path, dict(event))
-    problems.append((f'{name} needs an event: a type string or {{"type": ..., ...}}', epath, ""))
+    problems.add(f'{name} needs an event: a type string or {{"type": ..., ...}}', epath)
     return None
 
 

@@ -38,7 +38,7 @@ __all__ = ["compile_chart"]
 def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
     """Compile a parsed state tree, binding its names to ``logic``; raises
     :class:`InvalidConfigError` listing every problem found."""
-    problems: Problems = []
+    problems = Problems()
     specs: list[StateSpec] = []
     stack = [root_spec]
     while stack:  # pre-order, children in key order = document order
@@ -50,14 +50,12 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
     nodes: list[StateNode] = []
     node_of: dict[int, StateNode] = {}
     by_id: dict[str, StateNode] = {}
+    key_path: dict[int, str] = {id(root_spec): machine_id}  # "<machine id>.<key path>"
     for order, spec in enumerate(specs):
         parent = node_of[id(spec.parent)] if spec.parent is not None else None
-        keys = []
-        s: StateSpec | None = spec
-        while s is not None and s.parent is not None:
-            keys.append(s.key)
-            s = s.parent
-        sid = spec.explicit_id or ".".join([machine_id, *reversed(keys)])
+        if spec.parent is not None:
+            key_path[id(spec)] = f"{key_path[id(spec.parent)]}.{spec.key}"
+        sid = spec.explicit_id or key_path[id(spec)]
         ancestors = (parent, *parent.ancestors) if parent is not None else ()
         node = StateNode(
             id=sid,
@@ -79,13 +77,10 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
         )
         if sid in by_id:
             where = path_join(spec.path, "id") if spec.explicit_id else spec.path
-            problems.append(
-                (
-                    f"Duplicate state id {brief(sid)} "
-                    f"(also used by {by_id[sid].path or 'the root'})",
-                    where,
-                    "give one of them another 'id'",
-                )
+            problems.add(
+                f"Duplicate state id {brief(sid)} (also used by {by_id[sid].path or 'the root'})",
+                where,
+                "give one of them another 'id'",
             )
         else:
             by_id[sid] = node
@@ -107,12 +102,10 @@ def compile_chart(root_spec: StateSpec, logic: MachineLogic) -> Chart:
             initial_node = next((c for c in children if c.key == spec.initial), None)
             if initial_node is None:
                 hint = suggest(spec.initial, [c.key for c in children])
-                problems.append(
-                    (
-                        f"Unknown initial state {brief(spec.initial)} of {brief(node.id)}",
-                        spec.initial_path,
-                        hint or f"one of {brief(', '.join(c.key for c in children))[1:-1]}",
-                    )
+                problems.add(
+                    f"Unknown initial state {brief(spec.initial)} of {brief(node.id)}",
+                    spec.initial_path,
+                    hint or f"one of {brief(', '.join(c.key for c in children))[1:-1]}",
                 )
         node._init_fields(
             children=children,
@@ -221,13 +214,11 @@ class _Resolver:
         if target.startswith("."):
             return self.walk(source, target[1:], target, path)
         if source.parent is None:
-            self.problems.append(
-                (
-                    f"Target {brief(target)} is not valid from the root state",
-                    path,
-                    f"root transitions target children with a dot ({brief('.' + target)}) "
-                    f"or an id ({brief(f'#{source.id}.{target}')})",
-                )
+            self.problems.add(
+                f"Target {brief(target)} is not valid from the root state",
+                path,
+                f"root transitions target children with a dot ({brief('.' + target)}) "
+                f"or an id ({brief(f'#{source.id}.{target}')})",
             )
             return None
         return self.walk(source.parent, target, target, path)
@@ -249,14 +240,12 @@ class _Resolver:
             if base is not None:
                 return self.walk(base, ".".join(parts[cut:]), ref, path)
         hint = suggest(name, self.by_id)
-        self.problems.append(
-            (
-                f"Unknown target {brief(ref)}: no state has id {brief(name)}",
-                path,
-                hint.replace("'", "'#", 1)
-                if hint
-                else "ids are '<machine id>.<key path>' or an explicit 'id'",
-            )
+        self.problems.add(
+            f"Unknown target {brief(ref)}: no state has id {brief(name)}",
+            path,
+            hint.replace("'", "'#", 1)
+            if hint
+            else "ids are '<machine id>.<key path>' or an explicit 'id'",
         )
         return None
 
@@ -273,7 +262,7 @@ class _Resolver:
                     if keys
                     else f"{brief(node.id)} has no child states"
                 )
-                self.problems.append((f"Unknown target {brief(written)}", path, hint))
+                self.problems.add(f"Unknown target {brief(written)}", path, hint)
                 return None
             node = child
         return node
@@ -285,12 +274,10 @@ class _Resolver:
                     continue
                 lca = next(x for x in a.ancestors if b.anc_mask & x.bit)
                 if lca.type != PARALLEL:
-                    self.problems.append(
-                        (
-                            f"Targets {brief(a.id)} and {brief(b.id)} cannot be active together",
-                            path,
-                            "several targets must lie in different regions of a parallel state",
-                        )
+                    self.problems.add(
+                        f"Targets {brief(a.id)} and {brief(b.id)} cannot be active together",
+                        path,
+                        "several targets must lie in different regions of a parallel state",
                     )
 
 
@@ -301,7 +288,7 @@ class _Binder:
         self.actions = logic.actions
         self.guards = logic.guards
         self.delays = logic.delays
-        self.missing: Problems = []
+        self.missing = Problems()
 
     def action(self, spec: ActionSpec) -> Action:
         builtin = BUILTIN_ACTIONS.get(spec.type)
@@ -329,24 +316,21 @@ class _Binder:
 
     def _missing(self, what: str, name: str, path: str, known: Mapping[str, Any]) -> None:
         hint = suggest(name, known)
-        self.missing.append(
-            (
-                f"{what} {brief(name)} is not in the logic",
-                path,
-                hint or f"add it to MachineLogic({what}s=...)",
-            )
+        self.missing.add(
+            f"{what} {brief(name)} is not in the logic",
+            path,
+            hint or f"add it to MachineLogic({what}s=...)",
         )
 
     def check(self) -> None:
         if not self.missing:
             return
         names = ", ".join(m.split(" is ")[0] for m, _, _ in self.missing)
-        listing = tuple(f"{p}: {m}" + (f" ({h})" if h else "") for m, p, h in self.missing)
         raise InvalidConfigError(
             f"Missing from the logic: {names}",
             path=self.missing[0][1],
             hint="add them to MachineLogic(actions=..., guards=..., delays=...)",
-            problems=listing,
+            problems=self.missing.listing(),
         )
 
 

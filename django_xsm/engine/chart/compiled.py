@@ -19,16 +19,10 @@ __all__ = ["Chart", "build_match_index", "structure_hash"]
 
 
 class Chart(Frozen):
-    """A checked, compiled chart (immutable).
-
-    ``id`` (the machine id), ``root``, ``nodes`` (document order, root
-    first), ``by_id`` (full id -> node), ``match_index`` (every name
-    ``matches()`` accepts -> node), ``events`` (the event descriptors of
-    every transition, first occurrence first), ``wildcards`` (those of them
-    that are wildcards: ``*``, ``order.*``) and ``event_types`` (the exact
-    descriptors outside the reserved namespaces: the types a caller sends
-    by name). All computed once, here.
-    """
+    """A checked, compiled chart (immutable), its indexes computed once:
+    ``nodes`` in document order (root first), ``events`` (every transition's
+    descriptor, first occurrence first), ``event_types`` (the exact ones
+    outside the reserved namespaces: what a caller sends by name)."""
 
     __slots__ = (
         "_descriptors",

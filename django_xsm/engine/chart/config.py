@@ -38,6 +38,10 @@ STATE_KEYS = frozenset(
     {"id", "type", *BEHAVIOUR_KEYS, "history", "target", "description", "meta", "tags"}
 )
 ROOT_ONLY_KEYS = frozenset({"version", "context"})
+HISTORY_ONLY_KEYS = (
+    ("target", "put targets inside 'on'/'always'"),
+    ("history", 'add "type": "history"'),
+)
 # XState keys this engine does not implement: say so instead of "unknown".
 UNSUPPORTED_KEYS = {
     "invoke": "invoked actors are not supported; model the work as actions",
@@ -75,32 +79,24 @@ def parse_config(config: object) -> ParsedConfig:
             f"A machine config must be a dict, got {type(config).__name__}",
             hint='pass e.g. {"id": "order", "initial": "cart", "states": {...}}',
         )
-    problems: Problems = []
+    problems = Problems()
     machine_id = config.get("id", DEFAULT_MACHINE_ID)
     if not isinstance(machine_id, str) or not machine_id or "#" in machine_id:
-        problems.append(
-            (
-                "The machine id must be a non-empty string without '#'",
-                "id",
-                'e.g. "order"',
-            )
-        )
+        problems.add("The machine id must be a non-empty string without '#'", "id", 'e.g. "order"')
         machine_id = DEFAULT_MACHINE_ID
     version = config.get("version", "")
     if not isinstance(version, str):
-        problems.append(
-            (
-                f"The machine version must be a string, got {type(version).__name__}",
-                "version",
-                'write it as a string, e.g. "1"',
-            )
+        problems.add(
+            f"The machine version must be a string, got {type(version).__name__}",
+            "version",
+            'write it as a string, e.g. "1"',
         )
         version = ""
     context = config.get("context", {})
     if context is None:
         context = {}
     if not isinstance(context, Mapping) or not all(isinstance(k, str) for k in context):
-        problems.append(("The context must be a dict with string keys", "context", ""))
+        problems.add("The context must be a dict with string keys", "context")
         context = {}
     elif not check_json_depth(context, "context", problems):
         context = {}
@@ -117,12 +113,10 @@ def _walk(config: Mapping[str, Any], root: StateSpec, problems: Problems) -> Non
         raw, spec = stack.pop()
         children = _parse_state(raw, spec, problems)
         if children and spec.depth + 1 > MAX_STATE_DEPTH:
-            problems.append(
-                (
-                    f"States are nested more than {MAX_STATE_DEPTH} levels deep",
-                    _join(spec.path, "states"),
-                    "flatten the chart",
-                )
+            problems.add(
+                f"States are nested more than {MAX_STATE_DEPTH} levels deep",
+                _join(spec.path, "states"),
+                "flatten the chart",
             )
             continue
         for key, child_raw in children:
@@ -139,46 +133,34 @@ def _parse_state(
     is_root = spec.parent is None
     for key in raw:
         if not isinstance(key, str):
-            problems.append((f"Config keys must be strings, got {brief(key)}", path, ""))
+            problems.add(f"Config keys must be strings, got {brief(key)}", path)
             continue
         if key in STATE_KEYS or (is_root and key in ROOT_ONLY_KEYS):
             continue
         where = _join(path, key)
         if key in ROOT_ONLY_KEYS:
-            problems.append(
-                (
-                    f"{brief(key)} is only allowed on the root of the config",
-                    where,
-                    "move it to the top level",
-                )
+            problems.add(
+                f"{brief(key)} is only allowed on the root of the config",
+                where,
+                "move it to the top level",
             )
         elif key in UNSUPPORTED_KEYS:
-            problems.append(
-                (
-                    f"{brief(key)} is not supported by django-xsm",
-                    where,
-                    UNSUPPORTED_KEYS[key],
-                )
+            problems.add(
+                f"{brief(key)} is not supported by django-xsm", where, UNSUPPORTED_KEYS[key]
             )
         else:
             allowed = STATE_KEYS | ROOT_ONLY_KEYS if is_root else STATE_KEYS
-            problems.append(
-                (
-                    f"Unknown key {brief(key)}",
-                    where,
-                    suggest(key, allowed) or f"allowed keys: {', '.join(sorted(allowed))}",
-                )
+            problems.add(
+                f"Unknown key {brief(key)}",
+                where,
+                suggest(key, allowed) or f"allowed keys: {', '.join(sorted(allowed))}",
             )
 
     if not is_root and "id" in raw:
         sid = raw["id"]
         if not isinstance(sid, str) or not sid or sid.startswith("#"):
-            problems.append(
-                (
-                    "A state id must be a non-empty string not starting with '#'",
-                    _join(path, "id"),
-                    "",
-                )
+            problems.add(
+                "A state id must be a non-empty string not starting with '#'", _join(path, "id")
             )
         else:
             spec.explicit_id = sid
@@ -188,25 +170,21 @@ def _parse_state(
     if states is not None:
         spath = _join(path, "states")
         if not isinstance(states, Mapping):
-            problems.append(("'states' must be a dict of state key -> state config", spath, ""))
+            problems.add("'states' must be a dict of state key -> state config", spath)
         else:
             for key, child in states.items():
                 cpath = _join(spath, key)
                 if not isinstance(key, str) or not key or "." in key or key.startswith("#"):
-                    problems.append(
-                        (
-                            f"Invalid state key {brief(key)}",
-                            cpath,
-                            "state keys are non-empty strings without '.' or a leading '#'",
-                        )
+                    problems.add(
+                        f"Invalid state key {brief(key)}",
+                        cpath,
+                        "state keys are non-empty strings without '.' or a leading '#'",
                     )
                 elif not isinstance(child, Mapping):
-                    problems.append(
-                        (
-                            f"A state config must be a dict, got {type(child).__name__}",
-                            cpath,
-                            "use {} for a plain atomic state",
-                        )
+                    problems.add(
+                        f"A state config must be a dict, got {type(child).__name__}",
+                        cpath,
+                        "use {} for a plain atomic state",
                     )
                 else:
                     children.append((key, child))
@@ -220,33 +198,27 @@ def _parse_state(
         init = raw["initial"]
         ipath = _join(path, "initial")
         if spec.type != "compound":
-            problems.append(
-                (
-                    f"'initial' is only allowed on compound states (this one is {spec.type})",
-                    ipath,
-                    "remove it",
-                )
+            problems.add(
+                f"'initial' is only allowed on compound states (this one is {spec.type})",
+                ipath,
+                "remove it",
             )
         else:
             parse_initial(init, ipath, spec, problems)
     elif spec.type == "compound":
         first = next(iter(children), ("<child>", None))[0]
-        problems.append(
-            (
-                "A compound state needs 'initial'",
-                _join(path, "initial"),
-                f'add "initial": {brief(first)}',
-            )
+        problems.add(
+            "A compound state needs 'initial'",
+            _join(path, "initial"),
+            f'add "initial": {brief(first)}',
         )
 
     parse_transitions(raw, spec, problems)
     if "onDone" in raw and spec.type not in ("compound", "parallel"):
-        problems.append(
-            (
-                f"'onDone' only fires for compound or parallel states (this one is {spec.type})",
-                _join(path, "onDone"),
-                "remove it",
-            )
+        problems.add(
+            f"'onDone' only fires for compound or parallel states (this one is {spec.type})",
+            _join(path, "onDone"),
+            "remove it",
         )
     for key in ("entry", "exit"):
         if key in raw:
@@ -266,34 +238,26 @@ def _parse_type(
     tpath = _join(path, "type")
     if stype not in STATE_TYPES:
         hint = suggest(stype, STATE_TYPES) if isinstance(stype, str) else ""
-        problems.append(
-            (
-                f"Unknown state type {brief(stype)}",
-                tpath,
-                hint or f"one of {', '.join(STATE_TYPES)}",
-            )
+        problems.add(
+            f"Unknown state type {brief(stype)}", tpath, hint or f"one of {', '.join(STATE_TYPES)}"
         )
         spec.type = "compound" if has_states else "atomic"
         return
     spec.type = stype
     if stype in ("atomic", "final", "history") and has_states:
-        problems.append(
-            (
-                f"A {stype} state cannot have child states",
-                _join(path, "states"),
-                'remove "states" or the type',
-            )
+        problems.add(
+            f"A {stype} state cannot have child states",
+            _join(path, "states"),
+            'remove "states" or the type',
         )
     if stype in ("compound", "parallel") and not has_states:
-        problems.append(
-            (
-                f"A {stype} state needs child states",
-                _join(path, "states"),
-                "add states or drop the type",
-            )
+        problems.add(
+            f"A {stype} state needs child states",
+            _join(path, "states"),
+            "add states or drop the type",
         )
     if spec.parent is None and stype in ("history", "final"):
-        problems.append((f"The root cannot be a {stype} state", tpath, ""))
+        problems.add(f"The root cannot be a {stype} state", tpath)
 
 
 def _parse_history(
@@ -302,23 +266,17 @@ def _parse_history(
     path = spec.path
     hist = raw.get("history", "shallow")
     if hist not in ("shallow", "deep"):
-        problems.append(
-            (
-                f"Unknown history type {brief(hist)}",
-                _join(path, "history"),
-                'use "shallow" or "deep"',
-            )
+        problems.add(
+            f"Unknown history type {brief(hist)}", _join(path, "history"), 'use "shallow" or "deep"'
         )
         hist = "shallow"
     spec.history = hist
     for key in BEHAVIOUR_KEYS:
         if key in raw:
-            problems.append(
-                (
-                    f"A history state cannot have {key!r}",
-                    _join(path, key),
-                    "history states only take 'history' and 'target'",
-                )
+            problems.add(
+                f"A history state cannot have {key!r}",
+                _join(path, key),
+                "history states only take 'history' and 'target'",
             )
     if "target" in raw:
         target = raw["target"]
@@ -328,35 +286,20 @@ def _parse_history(
         elif isinstance(target, list) and target and all(isinstance(t, str) and t for t in target):
             spec.history_target = tuple(target)
         else:
-            problems.append(
-                ("A history target must be a state key/id or a list of them", tpath, "")
-            )
+            problems.add("A history target must be a state key/id or a list of them", tpath)
     return []
 
 
 def _parse_doc_keys(raw: Mapping[str, Any], spec: StateSpec, problems: Problems) -> None:
     path = spec.path
-    if "target" in raw and spec.type != "history":
-        problems.append(
-            (
-                "'target' is only allowed on history states",
-                _join(path, "target"),
-                "put targets inside 'on'/'always'",
-            )
-        )
-    if "history" in raw and spec.type != "history":
-        problems.append(
-            (
-                "'history' is only allowed on history states",
-                _join(path, "history"),
-                'add "type": "history"',
-            )
-        )
+    for key, hint in HISTORY_ONLY_KEYS:
+        if key in raw and spec.type != "history":
+            problems.add(f"{key!r} is only allowed on history states", _join(path, key), hint)
     if "description" in raw:
         if isinstance(raw["description"], str):
             spec.description = raw["description"]
         else:
-            problems.append(("'description' must be a string", _join(path, "description"), ""))
+            problems.add("'description' must be a string", _join(path, "description"))
     if "meta" in raw and check_json_depth(raw["meta"], _join(path, "meta"), problems):
         spec.meta = freeze(raw["meta"])
     if "tags" in raw:
@@ -366,10 +309,4 @@ def _parse_doc_keys(raw: Mapping[str, Any], spec: StateSpec, problems: Problems)
         elif isinstance(tags, list) and all(isinstance(t, str) for t in tags):
             spec.tags = tuple(tags)
         else:
-            problems.append(
-                (
-                    "'tags' must be a string or a list of strings",
-                    _join(path, "tags"),
-                    "",
-                )
-            )
+            problems.add("'tags' must be a string or a list of strings", _join(path, "tags"))

@@ -1,17 +1,7 @@
 """Config parsing for transitions, guards and actions (used by :mod:`.config`).
 
-Accepted shapes (XState v5 JSON):
-
-* transition-like: ``"target"``, ``{"target", "actions", "guard", "reenter",
-  "description", "meta"}`` (``cond`` is the v4 alias of ``guard``), ``null``
-  (a targetless, action-less transition that only blocks its ancestors), or
-  a list of those tried in order;
-* ``after``: ``{"1000": transition-like, "TIMEOUT": ...}`` or the v4 list
-  form ``[{"delay": 1000, "target": ...}, ...]``;
-* actions: ``"name"``, ``{"type": "name", "params": {...}}``, a built-in
-  action (``{"type": "xstate.raise", "event": ...}``: each parses its own
-  form, :mod:`django_xsm.engine.actions`) or a list;
-* guards: ``"name"`` or ``{"type": "name", "params": {...}}``.
+The accepted shapes are docs/engine.md, "Transitions" and "Actions and
+guards"; a built-in action parses its own form (:mod:`django_xsm.engine.actions`).
 """
 
 from __future__ import annotations
@@ -43,25 +33,21 @@ def parse_transitions(raw: Mapping[str, Any], spec: StateSpec, problems: Problem
     if on is not None:
         opath = path_join(path, "on")
         if not isinstance(on, Mapping):
-            problems.append(("'on' must be a dict of event descriptor -> transition", opath, ""))
+            problems.add("'on' must be a dict of event descriptor -> transition", opath)
         else:
             for desc, value in on.items():
                 dpath = path_join(opath, desc)
                 if not isinstance(desc, str) or not desc:
-                    problems.append(
-                        (
-                            "Event descriptors must be non-empty strings",
-                            dpath,
-                            "use 'always' for eventless transitions",
-                        )
+                    problems.add(
+                        "Event descriptors must be non-empty strings",
+                        dpath,
+                        "use 'always' for eventless transitions",
                     )
                 elif not is_valid_descriptor(desc):
-                    problems.append(
-                        (
-                            f"Invalid event descriptor {brief(desc)}",
-                            dpath,
-                            "a wildcard is only allowed as the last token: '*' or 'prefix.*'",
-                        )
+                    problems.add(
+                        f"Invalid event descriptor {brief(desc)}",
+                        dpath,
+                        "a wildcard is only allowed as the last token: '*' or 'prefix.*'",
                     )
                 else:
                     out += _transition_list(value, dpath, "on", desc, problems)
@@ -80,37 +66,29 @@ def parse_initial(init: Any, path: str, spec: StateSpec, problems: Problems) -> 
         spec.initial, spec.initial_path = init, path
         return
     if not isinstance(init, Mapping):
-        problems.append(
-            (
-                '\'initial\' must be the key of a child state or {"target": key, "actions": ...}',
-                path,
-                "",
-            )
+        problems.add(
+            '\'initial\' must be the key of a child state or {"target": key, "actions": ...}', path
         )
         return
     ok = True
     for key in init:
         if not isinstance(key, str):
-            problems.append(
-                (f"Initial keys must be strings, got {brief(key)}", path_join(path, key), "")
-            )
+            problems.add(f"Initial keys must be strings, got {brief(key)}", path_join(path, key))
             ok = False
         elif key not in INITIAL_KEYS:
             hint = (
                 suggest(key, INITIAL_KEYS)
                 or "an initial transition takes target, actions and description"
             )
-            problems.append((f"Unknown initial key {brief(key)}", path_join(path, key), hint))
+            problems.add(f"Unknown initial key {brief(key)}", path_join(path, key), hint)
             ok = False
     target = init.get("target")
     tpath = path_join(path, "target")
     if not isinstance(target, str) or not target:
-        problems.append(
-            ("The initial transition needs a 'target': the key of a child state", tpath, "")
-        )
+        problems.add("The initial transition needs a 'target': the key of a child state", tpath)
         ok = False
     if "description" in init and not isinstance(init["description"], str):
-        problems.append(("'description' must be a string", path_join(path, "description"), ""))
+        problems.add("'description' must be a string", path_join(path, "description"))
         ok = False
     actions = parse_actions(init.get("actions"), path_join(path, "actions"), problems)
     if ok:
@@ -129,12 +107,10 @@ def _parse_after(after: Any, apath: str, out: list[TransitionSpec], problems: Pr
         for i, item in enumerate(after):
             ipath = path_join(apath, i)
             if not isinstance(item, Mapping) or "delay" not in item:
-                problems.append(
-                    (
-                        "Items of the list form of 'after' need a 'delay'",
-                        ipath,
-                        'e.g. {"delay": 1000, "target": "next"}',
-                    )
+                problems.add(
+                    "Items of the list form of 'after' need a 'delay'",
+                    ipath,
+                    'e.g. {"delay": 1000, "target": "next"}',
                 )
                 continue
             delay = _delay(item["delay"], path_join(ipath, "delay"), problems)
@@ -144,12 +120,10 @@ def _parse_after(after: Any, apath: str, out: list[TransitionSpec], problems: Pr
                 spec.delay, spec.delay_ms = delay
                 out.append(spec)
     else:
-        problems.append(
-            (
-                "'after' must be a dict of delay -> transition (or a list)",
-                apath,
-                'e.g. {"1000": "next"}',
-            )
+        problems.add(
+            "'after' must be a dict of delay -> transition (or a list)",
+            apath,
+            'e.g. {"1000": "next"}',
         )
 
 
@@ -172,13 +146,11 @@ def _delay(key: Any, path: str, problems: Problems) -> tuple[str, int | None] | 
         return key, None
     if ms is not None and 0 <= ms < MAX_DELAY_MS:
         return str(ms), ms
-    problems.append(
-        (
-            f"Invalid delay {brief(key)}",
-            path,
-            'use whole milliseconds in [0, 2**53) ("1000") '
-            "or the name of a delay in MachineLogic(delays=...)",
-        )
+    problems.add(
+        f"Invalid delay {brief(key)}",
+        path,
+        'use whole milliseconds in [0, 2**53) ("1000") '
+        "or the name of a delay in MachineLogic(delays=...)",
     )
     return None
 
@@ -210,55 +182,43 @@ def _transition(
         return TransitionSpec(kind, event, None, actions=[], guard=None, reenter=False, path=path)
     if isinstance(value, str):
         if not value:
-            problems.append(
-                (
-                    "A target must be a non-empty string",
-                    path,
-                    "use null for a targetless transition",
-                )
+            problems.add(
+                "A target must be a non-empty string", path, "use null for a targetless transition"
             )
             return None
         t = TransitionSpec(kind, event, (value,), actions=[], guard=None, reenter=False, path=path)
         t.target_path = path
         return t
     if not isinstance(value, Mapping):
-        problems.append(
-            (
-                "A transition must be a target string, a dict or a list, "
-                f"got {type(value).__name__}",
-                path,
-                "",
-            )
+        problems.add(
+            f"A transition must be a target string, a dict or a list, got {type(value).__name__}",
+            path,
         )
         return None
     ok = True
     for key in value:
         if not isinstance(key, str):
             ok = False
-            problems.append(
-                (f"Transition keys must be strings, got {brief(key)}", path_join(path, key), "")
-            )
+            problems.add(f"Transition keys must be strings, got {brief(key)}", path_join(path, key))
         elif key not in TRANSITION_KEYS:
             ok = False
             hint = (
                 "use 'reenter' (XState v5)" if key == "internal" else suggest(key, TRANSITION_KEYS)
             )
-            problems.append((f"Unknown transition key {brief(key)}", path_join(path, key), hint))
+            problems.add(f"Unknown transition key {brief(key)}", path_join(path, key), hint)
     seen = len(problems)
     targets = _targets(value.get("target"), path_join(path, "target"), problems)
     ok = ok and len(problems) == seen
     reenter = value.get("reenter", False)
     if not isinstance(reenter, bool):
-        problems.append(("'reenter' must be true or false", path_join(path, "reenter"), ""))
+        problems.add("'reenter' must be true or false", path_join(path, "reenter"))
         ok = False
     guard = None
     if "guard" in value and "cond" in value:
-        problems.append(
-            (
-                "Use either 'guard' or its v4 alias 'cond', not both",
-                path_join(path, "cond"),
-                "remove 'cond'",
-            )
+        problems.add(
+            "Use either 'guard' or its v4 alias 'cond', not both",
+            path_join(path, "cond"),
+            "remove 'cond'",
         )
         ok = False
     elif "guard" in value or "cond" in value:
@@ -267,7 +227,7 @@ def _transition(
         ok = ok and guard is not None
     actions = parse_actions(value.get("actions"), path_join(path, "actions"), problems)
     if "description" in value and not isinstance(value["description"], str):
-        problems.append(("'description' must be a string", path_join(path, "description"), ""))
+        problems.add("'description' must be a string", path_join(path, "description"))
         ok = False
     if "meta" in value:
         ok = check_json_depth(value["meta"], path_join(path, "meta"), problems) and ok
@@ -295,7 +255,7 @@ def _targets(target: Any, path: str, problems: Problems) -> tuple[str, ...] | No
         return (target,)
     if isinstance(target, list) and all(isinstance(t, str) and t for t in target):
         return tuple(target) or None
-    problems.append(("A target must be a state key, '.child', '#id', or a list of them", path, ""))
+    problems.add("A target must be a state key, '.child', '#id', or a list of them", path)
     return None
 
 
@@ -326,7 +286,7 @@ def _guard(value: Any, path: str, problems: Problems) -> GuardSpec | None:
     if ref is not None:
         name, params = ref
         return None if _deep_params(params, path, problems) else GuardSpec(name, params, path)
-    problems.append(('A guard must be a name or {"type": name, "params": {...}}', path, ""))
+    problems.add('A guard must be a name or {"type": name, "params": {...}}', path)
     return None
 
 
@@ -337,12 +297,8 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
         out: list[ActionSpec] = []
         for i, item in enumerate(value):
             if isinstance(item, list):
-                problems.append(
-                    (
-                        "Action lists cannot be nested",
-                        path_join(path, i),
-                        "flatten the list",
-                    )
+                problems.add(
+                    "Action lists cannot be nested", path_join(path, i), "flatten the list"
                 )
                 continue
             out += parse_actions(item, path_join(path, i), problems)
@@ -358,24 +314,19 @@ def parse_actions(value: Any, path: str, problems: Problems) -> list[ActionSpec]
         if ref is not None:
             name, params = ref
             if name.startswith("xstate."):
-                problems.append(
-                    (
-                        f"Built-in action {brief(name)} is not supported",
-                        path,
-                        f"only {_listed([repr(n) for n in BUILTIN_ACTIONS], 'and')} are",
-                    )
+                problems.add(
+                    f"Built-in action {brief(name)} is not supported",
+                    path,
+                    f"only {_listed([repr(n) for n in BUILTIN_ACTIONS], 'and')} are",
                 )
                 return []
             if _deep_params(params, path, problems):
                 return []
             return [ActionSpec(name, params, path)]
-    problems.append(
-        (
-            'An action must be a name, {"type": name, "params": {...}}, '
-            + _listed([f"an {n}" for n in BUILTIN_ACTIONS], "or"),
-            path,
-            "",
-        )
+    problems.add(
+        'An action must be a name, {"type": name, "params": {...}}, '
+        + _listed([f"an {n}" for n in BUILTIN_ACTIONS], "or"),
+        path,
     )
     return []
 

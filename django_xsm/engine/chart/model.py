@@ -118,15 +118,9 @@ class Guard(Frozen):
 
 
 class Transition(Frozen):
-    """One transition of the chart.
-
-    ``event`` is the descriptor as written (``"PAY"``, ``"a.*"``, ``"*"``),
-    ``""`` for ``always``, ``xstate.after.<delay>.<id>`` for ``after`` and
-    ``xstate.done.state.<id>`` for ``onDone``; ``kind`` says which key it
-    came from. ``source_id`` / ``target_ids`` are full state ids
-    (``target_ids`` is ``()`` for a targetless transition). Receipts list the
-    transitions taken as these objects.
-    """
+    """One transition of the chart; its public fields are docs/engine.md,
+    "StateNode, Transition". Receipts list the transitions taken as these
+    objects."""
 
     __slots__ = (
         "actions",
@@ -179,17 +173,9 @@ class Transition(Frozen):
 
 
 class StateNode(Frozen):
-    """A state of the compiled chart.
-
-    Public: ``id`` (full dotted id, or the explicit ``id``), ``key``,
-    ``type`` (atomic/compound/parallel/final/history), ``parent``,
-    ``children`` (document order, history nodes included), ``initial``
-    (child key), ``initial_actions`` (of the object form of ``initial``),
-    ``history`` (shallow/deep for history nodes),
-    ``transitions`` (every transition: on, always, after, onDone, in that
-    order), ``entry`` / ``exit`` (actions), ``after`` (``(delay, event
-    type)`` pairs), ``description``, ``meta``, ``tags``, ``order``, ``depth``.
-    """
+    """A state of the compiled chart; its public fields are docs/engine.md,
+    "StateNode, Transition" (``transitions``: on, always, after, onDone, in
+    that order; ``initial_actions``: of the object form of ``initial``)."""
 
     __slots__ = (
         "_memo",

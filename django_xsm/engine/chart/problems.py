@@ -43,13 +43,9 @@ def raise_problems(problems: Problems) -> None:
     if not problems:
         return
     message, path, hint = problems[0]
-    listing = tuple(
-        f"{p}: {m}" + (f" ({h})" if h else "") if p else m + (f" ({h})" if h else "")
-        for m, p, h in problems
-    )
     if len(problems) > 1:
         message = f"{message} [and {len(problems) - 1} more problem(s), see .problems]"
-    raise InvalidConfigError(message, path=path, hint=hint, problems=listing)
+    raise InvalidConfigError(message, path=path, hint=hint, problems=problems.listing())
 
 
 def check_json_depth(
@@ -66,7 +62,7 @@ def check_json_depth(
         else:
             continue
         if depth >= limit:
-            problems.append((f"Data is nested more than {limit} levels deep", path, "flatten it"))
+            problems.add(f"Data is nested more than {limit} levels deep", path, "flatten it")
             return False
         stack.extend((c, depth + 1) for c in children)
     return True

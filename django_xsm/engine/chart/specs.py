@@ -10,8 +10,16 @@ from typing import Any
 
 __all__ = ["ActionSpec", "GuardSpec", "Problems", "StateSpec", "TransitionSpec"]
 
-# problem = (message, JSON path, hint)
-Problems = list[tuple[str, str, str]]
+
+class Problems(list[tuple[str, str, str]]):
+    """Collected config problems: ``(message, JSON path, hint)``."""
+
+    def add(self, message: str, path: str, hint: str = "") -> None:
+        self.append((message, path, hint))
+
+    def listing(self) -> tuple[str, ...]:
+        """``"path: message (hint)"`` per problem (without a path: the message)."""
+        return tuple((f"{p}: {m}" if p else m) + (f" ({h})" if h else "") for m, p, h in self)
 
 
 class GuardSpec:

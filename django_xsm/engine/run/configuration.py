@@ -3,12 +3,8 @@
 A configuration (the set of active states, SCXML's word) is an int mask of
 node bits; :class:`Configuration` objects are interned per machine and cache
 everything derived from the mask (document-ordered nodes, atomic states,
-state ids, the XState state value, selected transitions per event).
-
-State values follow XState v5 (``getStateValue``): a compound state whose
-active child is atomic/final gives the child's key (``"cart"``); otherwise
-``{key: value}``; a parallel state gives ``{region: value, ...}``; an
-atomic region of a parallel state (and an atomic root) gives ``{}``.
+state ids, the XState state value, selected transitions per event). State
+values follow XState v5's ``getStateValue`` (docs/engine.md, "State values").
 """
 
 from __future__ import annotations

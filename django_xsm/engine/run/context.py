@@ -1,19 +1,9 @@
-"""Context data: copies (to detect and undo changes) and read-only views
-(what guards see).
-
-``copy_data`` copies dicts, lists and tuples without recursion and returns
-scalars as they are; any other object goes through ``copy.deepcopy``
-(imported on first use). Data nested more than :data:`MAX_DATA_DEPTH`
-levels is refused with :class:`~django_xsm.exceptions.DataTooDeepError`
-(:func:`too_deep`): deeper data could not be
-compared, serialised or printed without ``RecursionError`` anyway. Equality
-of the copy with the live context is how the engine notices that actions
-changed the context.
-
-``read_only(value)`` wraps a dict or list in a view that reads like it and
-refuses every write (:class:`ReadOnlyError`, a ``TypeError``); nested dicts
-and lists are wrapped when they are read, so the view costs nothing up
-front. Other mutable objects are handed out as copies.
+"""Context data: copies (to detect and undo changes: the engine notices that
+actions changed the context by comparing it with its copy) and read-only
+views (what guards see; nested dicts and lists are wrapped when read, so a
+view costs nothing up front). Data nested more than :data:`MAX_DATA_DEPTH`
+levels could not be compared, serialised or printed without
+``RecursionError``: it is refused (:func:`too_deep`).
 """
 
 from __future__ import annotations

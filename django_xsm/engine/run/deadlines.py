@@ -24,17 +24,13 @@ __all__ = ["Deadline", "delay_ms"]
 #: Entry numbers and due times of a stored deadline fit a signed 64-bit
 #: int (Redis scores, index values): a larger one is damage.
 _INT64 = 2**63
+_FIELDS = ("state_id", "entry", "due_ms", "event_type", "delay")  # of the dict form, in order
 
 
 class Deadline(Frozen):
-    """One armed delayed transition (frozen value object).
-
-    ``state_id``: the state whose ``after`` armed it; ``entry``: the entry
-    sequence number of that state entry; ``due_ms``: absolute wall-clock
-    time in int milliseconds (``now + delay`` at entry); ``event_type``:
-    ``xstate.after.<delay>.<state id>``; ``delay``: the delay as written
-    (``"1000"`` or ``"TIMEOUT"``).
-    """
+    """One armed delayed transition (frozen; docs/engine.md, "Deadline"):
+    ``due_ms`` is absolute wall-clock time in int ms (``now + delay`` at
+    entry), ``entry`` the sequence number of the state entry that armed it."""
 
     __slots__ = ("delay", "due_ms", "entry", "event_type", "state_id")
 
@@ -49,8 +45,8 @@ class Deadline(Frozen):
             state_id=state_id, entry=entry, due_ms=due_ms, event_type=event_type, delay=delay
         )
 
-    def _key(self) -> tuple[str, int, int, str, str]:
-        return (self.state_id, self.entry, self.due_ms, self.event_type, self.delay)
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _FIELDS)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Deadline):
@@ -61,20 +57,11 @@ class Deadline(Frozen):
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return (
-            f"Deadline(state_id={self.state_id!r}, entry={self.entry}, "
-            f"due_ms={self.due_ms}, event_type={self.event_type!r}, "
-            f"delay={self.delay!r})"
-        )
+        fields = ", ".join(f"{name}={value!r}" for name, value in self.to_dict().items())
+        return f"Deadline({fields})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "state_id": self.state_id,
-            "entry": self.entry,
-            "due_ms": self.due_ms,
-            "event_type": self.event_type,
-            "delay": self.delay,
-        }
+        return dict(zip(_FIELDS, self._key(), strict=True))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Deadline:

@@ -1,14 +1,6 @@
-"""Running microstep plans to completion: :class:`Stepper`.
-
-Macrostep (run-to-completion): after the event's microstep, eventless
-(``always``) transitions are taken first; when none is enabled the next
-raised event (FIFO) is processed; the macrostep ends when neither is left
-or the machine is done. More than ``max_microsteps`` microsteps raise
-:class:`MicrostepLimitError`.
-
-Actions run for real (with the instance as their first argument) or, for
-the pure ``Machine.transition()``, are collected as :class:`ActionCall`
-objects; guards see the live context.
+"""Running microstep plans to completion (docs/engine.md, "Semantics"):
+:class:`Stepper`. Actions run for real or, for the pure
+``Machine.transition()``, are collected as :class:`ActionCall` objects.
 """
 
 from __future__ import annotations
@@ -258,7 +250,7 @@ class Stepper:
             cfg = state.cfg
             plan = None
             if select_eventless_now and cfg.has_always:
-                enabled = select_eventless(cfg.atomic, cfg.mask, self._checker(event))
+                enabled = select_eventless(cfg.atomic, self._checker(event))
                 if enabled:
                     plan = self._plan_for(enabled)
                     before = self._context_marker(plan)

@@ -108,15 +108,8 @@ class _EntrySet:
     addAncestorStatesToEnter over a mask.
 
     ``defaults`` are XState's ``statesForDefaultEntry``: the entered states
-    whose ``initial`` actions run. A state is one when it is a target of
-    the transition, the initial state of its parent, a region filled in
-    below a parallel state that is itself entered from the top (a target,
-    an initial state, a region so filled in, a history default), or the
-    parent of a history state that stands for the parent's initial state
-    (no record, no ``target``). It is not one when it is entered as an
-    ancestor of a target, as a sibling region filled in around a target
-    below it, or because a history state recorded it or names it as its
-    ``target`` (docs/engine.md, "Initial actions")."""
+    whose ``initial`` actions run (the rule is docs/engine.md, "Initial
+    actions")."""
 
     __slots__ = ("defaults", "history", "mask", "used_history")
 
@@ -135,13 +128,8 @@ class _EntrySet:
                 self.mask |= s.bit
                 self.defaults |= s.bit
             self.add_descendants(s)
-        for s in effective_targets(t, history):
-            ancestors = []
-            if s is not domain:
-                for anc in s.ancestors:
-                    if anc is domain:
-                        break
-                    ancestors.append(anc)
+        for s in effective_targets(t.targets or (), history):
+            ancestors = _between(s, domain) if s is not domain else []
             if domain is not None and domain.type == PARALLEL:
                 ancestors.append(domain)
             self.add_ancestors(ancestors, None if (source.parent is None and t.reenter) else domain)
@@ -190,8 +178,8 @@ class _EntrySet:
                         self.add_descendants(child)
 
 
-def _between(node: StateNode, top: StateNode) -> list[StateNode]:
-    """Proper ancestors of ``node`` below ``top`` (exclusive)."""
+def _between(node: StateNode, top: StateNode | None) -> list[StateNode]:
+    """Proper ancestors of ``node`` below ``top`` (exclusive; ``None``: all)."""
     out = []
     for anc in node.ancestors:
         if anc is top:

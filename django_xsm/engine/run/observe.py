@@ -1,21 +1,11 @@
-"""One process-wide observer of the microsteps the engine runs.
+"""One process-wide observer of the microsteps the engine runs (what chart
+coverage counts with); its contract is docs/engine.md, ``observe_steps``.
 
-Chart coverage (``pytest --xsm-coverage``, :mod:`django_xsm.testing`)
-counts the states entered and the transitions taken with it. It is
-``None`` unless something sets it, and then costs one check per microstep
-of the general path; the fast path of ``send()`` (a cached transition that
-only runs actions) is not offered while an observer is set, so every step
-reaches it (plans cached before it was set keep their fast path: set it
-before the machines run).
-
-The observer is called as ``observer(program, transitions, entered)``
-after each microstep: the :class:`~.program.Program` (the
-:class:`~django_xsm.engine.Machine`), the transitions the microstep took
-(empty for the initial one) and the states it entered as a mask of their
-``bit`` (the initial microstep enters the root). A microstep is reported once its
-actions ran: one whose action raised is not, the microsteps its send ran
-before it are (the send is rolled back all the same). The observer must
-not raise nor call back into the engine's instances: it only counts.
+It costs one check per microstep of the general path; while one is set,
+``send()`` offers no new fast path, but plans cached before it was set keep
+theirs: set it before the machines run. A microstep whose action raised is
+not reported; the ones its send ran before it are (the send is rolled back
+all the same). The observer must not raise nor call back into the engine.
 """
 
 from __future__ import annotations

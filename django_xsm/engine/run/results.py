@@ -15,20 +15,11 @@ __all__ = ["ActionCall", "Receipt", "TransitionResult"]
 
 
 class Receipt(Frozen):
-    """What one ``send()`` did (immutable; cheap: receipts of the fast path
-    are built once per configuration and event type and then reused).
-
-    ``event_type``; ``accepted``: a transition was taken for this event;
-    ``changed``: the state value, context, history, deadlines or status
-    changed; ``value`` (a fresh copy) and ``status`` after the send;
-    ``state_ids``; ``transitions``: the :class:`Transition` objects taken
-    during the whole macrostep, in order (each has ``source_id``,
-    ``target_ids``, ``event``); ``emitted``: the events the send's actions
-    emitted (``xstate.emit``, ``instance.emit()``), in order, as dicts with
-    a ``type`` — delivered by nobody here (``persisted()`` writes them to
-    the outbox with its commit). A send that emitted something counts as
-    ``changed``.
-    """
+    """What one ``send()`` did (immutable; the fields are docs/engine.md,
+    "Receipt"). Receipts of the fast path are built once per configuration
+    and event type and then reused; ``value`` is a fresh copy each time.
+    The ``emitted`` events are delivered by nobody here (``persisted()``
+    writes them to the outbox with its commit)."""
 
     __slots__ = (
         "_cfg",
@@ -107,11 +98,7 @@ class ActionCall(Frozen):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ActionCall):
             return NotImplemented
-        return (self.type, self.params, self.event) == (
-            other.type,
-            other.params,
-            other.event,
-        )
+        return (self.type, self.params, self.event) == (other.type, other.params, other.event)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -120,15 +107,9 @@ class ActionCall(Frozen):
 
 
 class TransitionResult:
-    """Result of the pure ``Machine.transition()`` / ``initial_snapshot()``.
-
-    ``snapshot``: the next snapshot dict (new, shares nothing with the
-    input); ``actions``: the :class:`ActionCall` objects to run, in
-    execution order (``xstate.raise`` already processed); ``accepted``,
-    ``changed``: as on :class:`Receipt`; ``transitions``: taken, in order;
-    ``emitted``: the events the chart's ``xstate.emit`` actions emitted (the
-    collected Python actions did not run, so theirs are not here).
-    """
+    """Result of the pure ``Machine.transition()`` / ``initial_snapshot()``
+    (docs/engine.md, "TransitionResult and ActionCall"); ``snapshot`` is new
+    and shares nothing with the input."""
 
     __slots__ = ("accepted", "actions", "changed", "emitted", "snapshot", "transitions")
 

@@ -1,26 +1,9 @@
 """Transition selection, transition domains, exit sets and conflict removal.
 
-Follows XState v5 (``stateUtils.ts``), which differs from the SCXML
-algorithm in three ways that matter:
-
-* selection walks the active tree: a compound state asks its active child
-  first and offers its own transitions only when the child has none; a
-  parallel state offers its own only when no region selected anything;
-* the transition domain is the *least common ancestor* (parallel states
-  included), and a non-reentering transition whose targets are the source or
-  its descendants has the source as its domain (XState's default
-  ``reenter: false``);
-* conflicts are removed as in SCXML: of two transitions whose exit sets
-  intersect, the one with the deeper source wins, otherwise the first.
-
-One departure from XState: the domain is computed from the targets as
-written, a history state counting as itself (a child of its parent, as in
-SCXML), not from the states it stands for. From those, a transition that
-starts inside the history's parent can get a domain below that parent: it
-then exits less than it enters (XState enters active states again), and
-another region's transition of the same microstep is not seen as a
-conflict, so the two leave an illegal configuration (a state without its
-parent, or a compound state with two active children).
+Follows XState v5 (``stateUtils.ts``): docs/engine.md, "Semantics"
+(selection, conflicts, transition domain). One departure: the domain is
+computed from the targets as written, a history state counting as itself
+(docs/engine.md, "Differences from XState 5.33.3").
 
 Guards are evaluated through ``check(guard) -> bool`` so the caller decides
 which context they see.
@@ -86,26 +69,19 @@ class Guarded(Exception):
     """Selection consulted a guard (so its result cannot be cached)."""
 
 
-def select_eventless(
-    atomic: tuple[StateNode, ...], mask: int, check: GuardCheck
-) -> list[Transition]:
+def select_eventless(atomic: tuple[StateNode, ...], check: GuardCheck) -> list[Transition]:
     """XState's ``selectEventlessTransitions``: for each active atomic state
     (document order), the first enabled ``always`` transition of it or its
-    nearest ancestor that has one enabled; then conflicts are removed."""
+    nearest ancestor that has one enabled. Their conflicts are removed by
+    the microstep (:func:`~.microstep.compute_plan`)."""
     enabled: list[Transition] = []
     for leaf in atomic:
         for s in (leaf, *leaf.ancestors):
-            chosen = None
-            for t in s.always:
-                if t.guard is None or check(t.guard):
-                    chosen = t
-                    break
+            chosen = next((t for t in s.always if t.guard is None or check(t.guard)), None)
             if chosen is not None:
                 if chosen not in enabled:
                     enabled.append(chosen)
                 break
-    if len(enabled) > 1:
-        return remove_conflicts(enabled, mask)
     return enabled
 
 
@@ -121,19 +97,13 @@ def default_history_targets(hist: StateNode) -> tuple[StateNode, ...]:
     return parent.regions
 
 
-def effective_targets(t: Transition, history: History) -> list[StateNode]:
-    """Targets with history states replaced by what they stand for."""
-    if not t.targets:
-        return []
-    return _effective(t.targets, history)
-
-
-def _effective(targets: tuple[StateNode, ...], history: History) -> list[StateNode]:
+def effective_targets(targets: tuple[StateNode, ...], history: History) -> list[StateNode]:
+    """``targets`` with history states replaced by what they stand for."""
     out: list[StateNode] = []
     for target in targets:
         if target.type == HISTORY:
             stored = history.get(target.id)
-            more = list(stored) if stored else _effective(default_history_targets(target), history)
+            more = stored or effective_targets(default_history_targets(target), history)
         else:
             more = [target]
         for node in more:
@@ -178,14 +148,11 @@ def exit_mask(t: Transition, mask: int, root: StateNode) -> int:
     return out
 
 
-def remove_conflicts(
-    transitions: list[Transition], mask: int, root: StateNode | None = None
-) -> list[Transition]:
+def remove_conflicts(transitions: list[Transition], mask: int, root: StateNode) -> list[Transition]:
     """SCXML ``removeConflictingTransitions`` (as XState v5 implements it)."""
     if len(transitions) < 2:
         return transitions
-    top = root if root is not None else _root_of(transitions[0].source)
-    exits = {id(t): exit_mask(t, mask, top) for t in transitions}
+    exits = {id(t): exit_mask(t, mask, root) for t in transitions}
     kept: list[Transition] = []
     for t1 in transitions:
         e1 = exits[id(t1)]
@@ -203,10 +170,6 @@ def remove_conflicts(
                 kept.remove(t2)
             kept.append(t1)
     return kept
-
-
-def _root_of(node: StateNode) -> StateNode:
-    return node.ancestors[-1] if node.ancestors else node
 
 
 #: Why an event took no transition (see :func:`refusal_reason`).

@@ -1,24 +1,8 @@
 """Snapshot dict <-> runtime state (:class:`RunState`), and migrations.
 
-A snapshot is a JSON-ready dict with these keys (schema 1)::
-
-    {
-      "schema": 1,
-      "machine_id": "order",
-      "machine_version": "1",
-      "structure": "3f0c...e1",            # Machine.structure_hash
-      "value": "cart",                     # XState state value
-      "context": {"items": 0},
-      "status": "active",                  # or "done"
-      "history": {"order.a.hist": ["order.a.b"]},
-      "deadlines": [{"state_id": ..., "entry": 1, "due_ms": ...,
-                     "event_type": "xstate.after.1000.order.cart",
-                     "delay": "1000"}],
-      "entry_seq": 1                       # last entry sequence number used
-    }
-
-Restoring validates every field against the chart (``SnapshotCorruptError``
-otherwise). A snapshot of another ``machine_version`` goes through the
+The format (schema 1, :data:`SNAPSHOT_KEYS`) is docs/engine.md, "Snapshots
+and migrations". Restoring validates every field against the chart
+(``SnapshotCorruptError`` otherwise). A snapshot of another ``machine_version`` goes through the
 machine's migrations; one of the same version but another structure hash is
 a ``MigrationError`` (the chart changed without a version bump).
 """
@@ -146,8 +130,7 @@ def _migrate(program: Program, data: Mapping[str, Any], found: str) -> Mapping[s
             raise _migration_error(
                 program,
                 f"Migration of {brief(program.chart.id)} from version {brief(ver)} "
-                "did not return a "
-                "snapshot with a new machine_version",
+                "did not return a snapshot with a new machine_version",
                 found,
                 "a migration returns the snapshot dict with machine_version set "
                 "to the version it migrates to",
