@@ -42,6 +42,7 @@ __all__ = [
     "parse_record",
     "parse_stream_rows",
     "score_pairs",
+    "stream_fields",
 ]
 
 
@@ -74,9 +75,11 @@ def _dumps(value: Any, path: str = "$") -> str:
     return dumps_text(value, path).decode()
 
 
-def _pairs(flat: Sequence[Any]) -> dict[bytes, Any]:
-    it = iter(flat)
-    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in zip(it, it, strict=False)}
+def stream_fields(raw: Any) -> dict[bytes, Any]:
+    """A stream entry's or hash's fields: redis-py's dict or a flat list (the
+    last value of a repeated field wins)."""
+    pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=False)
+    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in pairs}
 
 
 def score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
@@ -126,7 +129,7 @@ def parse_record(
     """A StoredRecord from the snapshot hash (HGETALL as dict or flat list).
     A snapshot over ``limit`` bytes raises ``SnapshotTooLargeError`` before
     it is decoded."""
-    h = fields if isinstance(fields, Mapping) else _pairs(fields)
+    h = fields if isinstance(fields, Mapping) else stream_fields(fields)
     if not h:
         return None
     try:
@@ -222,8 +225,8 @@ def open_call(layout: KeyLayout, request: records.OpenRequest, limit: int) -> Ca
     return Call("OPEN", keys, args)
 
 
-def _outcome(
-    request: records.ClaimRequest, reply: Sequence[Any], codec: Codec | None = None
+def parse_claim(
+    claim: records.ClaimRequest, reply: Sequence[Any], codec: Codec | None = None
 ) -> records.ClaimOutcome:
     status, receipt, retry = b2s(reply[0]), reply[1], int(reply[2] or 0)
     stored: Any = None
@@ -232,7 +235,7 @@ def _outcome(
             stored = loads_tagged(unseal(codec, receipt))
         except ValueError:
             stored = None
-    return records.ClaimOutcome(status, request, receipt=stored, retry_after_ms=retry)
+    return records.ClaimOutcome(status, claim, receipt=stored, retry_after_ms=retry)
 
 
 #: The snapshot hash fields OPEN reads (HMGET order).
@@ -261,7 +264,7 @@ def parse_open(
         record=parse_record(request.key, fields, codec, limit),
         floor=int(floor),
         locked=bool(int(locked)),
-        claims=tuple(_outcome(r, c, codec) for r, c in zip(request.claims, claims, strict=True)),
+        claims=tuple(parse_claim(r, c, codec) for r, c in zip(request.claims, claims, strict=True)),
         lock_held_ms=int(reply[7]) if len(reply) > 7 else 0,
     )
 
@@ -269,12 +272,6 @@ def parse_open(
 def claim_call(layout: KeyLayout, claim: records.ClaimRequest) -> Call:
     keys, args = _claim_args(layout, claim)
     return Call("CLAIM", keys, args)
-
-
-def parse_claim(
-    claim: records.ClaimRequest, reply: Sequence[Any], codec: Codec | None = None
-) -> records.ClaimOutcome:
-    return _outcome(claim, reply, codec)
 
 
 # --- commit ----------------------------------------------------------------------
@@ -441,8 +438,7 @@ def parse_stream_rows(
     keys to configure), a malformed one a damaged entry."""
     out = []
     for entry_id, fields in rows:
-        f = fields if isinstance(fields, Mapping) else _pairs(fields)
-        f = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in f.items()}
+        f = stream_fields(fields)
         try:
             seq = int(b2s(entry_id).split("-", 1)[0])
             out.append(

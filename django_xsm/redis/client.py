@@ -396,6 +396,7 @@ class RedisSide:
     runs the core generators on it."""
 
     prefix: str
+    client: Any
     driver: SyncDriver | AsyncDriver
 
     def composed(self, op: Generator[Any, Any, T], key: str | None) -> Generator[Any, Any, T]:
@@ -405,6 +406,10 @@ class RedisSide:
         ``XsmError`` at the ``yield from``, never a redis-py error."""
         with translate_errors(key, cluster=self.driver.cluster):
             return (yield from op)
+
+    def _connect(self, client_or_url: Any) -> None:
+        """Set ``client`` and ``driver`` (blocking or asyncio)."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} prefix={self.prefix!r}>"

@@ -31,21 +31,12 @@ from .client import AsyncSide, RedisSide, SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .durability import Durability
 from .keys import SEP, escape_glob
+from .outbox_entries import allocate
 
 __all__ = ["AsyncRedisInbox", "InboxCore", "RedisInbox"]
 
 #: Members a ZSCAN call asks for (a hint to Redis, not a limit).
 PAGE = 500
-
-
-def _shares(left: int | None, buckets: int, batch: int) -> list[int]:
-    """How many rows to ask of each of ``buckets`` buckets in one round:
-    ``batch`` each, or ``left`` split as evenly as possible when that is
-    less (the sizes never add up to more than ``left``)."""
-    if left is None or left >= buckets * batch:
-        return [batch] * buckets
-    share, extra = divmod(left, buckets)
-    return [share + 1 if i < extra else share for i in range(buckets)]
 
 
 def _scope(scope: str) -> str:
@@ -154,13 +145,13 @@ class InboxCore:
         layout = yield from self.state.ensure()
         active, removed = list(range(layout.buckets)), 0
         while active and (limit is None or removed < limit):
-            sizes = _shares(None if limit is None else limit - removed, len(active), batch)
-            asked = [(b, n) for b, n in zip(active, sizes, strict=True) if n]
+            left = len(active) * batch if limit is None else limit - removed
+            asked = allocate(left, dict.fromkeys(active, batch), 0)
             replies = yield Many(
-                tuple(Call("PURGE_INBOX", [layout.inbox_expiry(b)], [n]) for b, n in asked)
+                tuple(Call("PURGE_INBOX", [layout.inbox_expiry(b)], [n]) for b, n in asked.items())
             )
             # A bucket that gave fewer than asked has no expired row left.
-            spent = {b for (b, n), got in zip(asked, replies, strict=True) if int(got) < n}
+            spent = {b for (b, n), got in zip(asked.items(), replies, strict=True) if int(got) < n}
             removed += sum(int(got) for got in replies)
             active = [b for b in active if b not in spent]
         return removed
@@ -234,10 +225,6 @@ class _InboxBase(RedisSide):
         self.prefix = prefix
         self.core = InboxCore(prefix, buckets, Durability(min_replicas, replica_timeout_ms), codec)
 
-    def _connect(self, client_or_url: Any) -> None:
-        """Set ``client`` and ``driver`` (blocking or asyncio)."""
-        raise NotImplementedError
-
     # --- the operations a persisted block composes (InboxOps): run by the
     # store's driver, whose Redis this inbox shares (shares_commit)
 
@@ -282,10 +269,6 @@ class RedisInbox(SyncSide, _InboxBase):
         ceil(removed / batch) + 1`` round trips; rows kept cost nothing.
         Under a limit, rows go earliest-expired first within each bucket,
         not across the namespace.
-
-        ``limit`` used to cap each bucket (a call removed up to ``limit``
-        rows per bucket); calling until it returns 0 removes the same rows
-        either way.
         """
         return self.driver.run(self.core.purge_expired(limit, batch))
 

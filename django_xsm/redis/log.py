@@ -32,7 +32,7 @@ from django_xsm.persistence.records import LogEntry, TransitionRecord
 
 from . import calls
 from .calls import Call, b2s
-from .client import AsyncSide, SyncSide, socket_timeout_of
+from .client import AsyncSide, RedisSide, SyncSide, socket_timeout_of
 from .core import Cmd, LayoutState, Many, Op
 
 __all__ = ["MAX_SEQ", "AsyncRedisLog", "LogCore", "RedisLog"]
@@ -277,13 +277,11 @@ class LogCore:
         return int(n)
 
 
-class _LogBase:
+class _LogBase(RedisSide):
     """The constructor shared by both twins. ``maxlen`` caps each stream
     approximately (``MAXLEN ~``); None keeps every record. ``codec``: the
     store's codec; one that encrypts (``FernetCodec``) seals each record's
     payload, actor and reason (docs/security.md)."""
-
-    client: Any
 
     def __init__(
         self,
@@ -301,13 +299,6 @@ class _LogBase:
         timeout = socket_timeout_of(self.client)
         if timeout is not None:
             self.core.wait_slice_s = min(self.core.wait_slice_s, timeout / 2)
-
-    def _connect(self, client_or_url: Any) -> None:
-        """Set ``client`` and ``driver`` (blocking or asyncio)."""
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} prefix={self.prefix!r} maxlen={self.maxlen}>"
 
 
 class RedisLog(SyncSide, _LogBase):

@@ -46,7 +46,7 @@ from django_xsm.persistence.outbox import (
 )
 from django_xsm.persistence.sealing import seal
 
-from .calls import b2s, score_pairs
+from .calls import b2s, score_pairs, stream_fields
 from .client import SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .keys import KeyLayout
@@ -67,7 +67,6 @@ from .outbox_entries import (
     key_of,
     lenient_entry,
     parse_entry,
-    stream_fields,
     stream_rows,
     waiting_fields,
 )

@@ -29,11 +29,11 @@ from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.arguments import validate_prefix
 from django_xsm.persistence.sealing import SEALED, SealingCodec, is_sealed
 
-from .calls import Call, b2s, join_long
+from .calls import Call, b2s, join_long, stream_fields
 from .client import SyncSide, is_cluster
 from .core import Cmd, Op
 from .keys import LONG_PART, escape_glob
-from .outbox_entries import stream_fields, stream_rows
+from .outbox_entries import stream_rows
 
 __all__ = ["ReencryptStep", "Reencryptor"]
 
@@ -165,8 +165,7 @@ class Reencryptor(SyncSide):
     def _hash_changes(self, name: str, kind: str) -> tuple[list[Any], int, int]:
         """HASH_CAS's arguments for ``name``, how many values they rewrite
         (a snapshot in parts is one value) and how many are in clear."""
-        h: Mapping[bytes, Any] = self._send(Cmd("HGETALL", (name,)), name) or {}
-        h = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in h.items()}
+        h = stream_fields(self._send(Cmd("HGETALL", (name,)), name) or {})
         if kind == "s:":
             data = join_long(h, b"d")
             if data is not None and data[:1] == b"{":

@@ -83,7 +83,6 @@ class _StoreBase(RedisSide):
     after construction (checked like the constructor's arguments).
     """
 
-    client: Any
     inbox: Any
     log: Any
     #: the classes of this twin's ``inbox`` and ``log``
@@ -124,10 +123,6 @@ class _StoreBase(RedisSide):
         self.clock = system_clock_ms
         validate_maxlen(log_maxlen, "log_maxlen")
         self._attach_parts(buckets, log_maxlen)
-
-    def _connect(self, client_or_url: Any) -> None:
-        """Set ``client`` and ``driver`` (blocking or asyncio)."""
-        raise NotImplementedError
 
     def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
         """Build this twin's ``inbox`` and ``log`` (its ``_part_kinds``) on
