@@ -1,20 +1,13 @@
-"""Re-encrypt a namespace with the codec's newest key (``xsm_reencrypt``).
+"""Re-encrypt a namespace with the codec's newest key (``xsm_reencrypt``,
+docs/commands.md).
 
-Walks every key of the namespace with ``SCAN`` (resumable: each step
-reports its cursor) and rewrites each value an older key encrypted:
-snapshots (``d``, whole or in parts), the receipts of idempotency rows,
-the sealed fields of log records, outbox entries, entries waiting for a
-retry and dead letters. Values the newest key wrote, and values in clear,
-are left alone; the values in clear are counted from the same reads (a
-codec turned on over existing data leaves them: see docs/security.md).
-
-A value is rewritten only while it is still what was read: hashes through
-``HASH_CAS``, streams through ``STREAM_REWRITE`` (a log or the dead letters
-are rebuilt with the same ids; in the outbox the undelivered entries move
-to the end in order, and entries a worker holds are left for the next
-run). A concurrent commit is never lost: a key that changed between the
-read and the rewrite is read again (three times at most) and otherwise
-counted as ``busy``.
+Walks the namespace with ``SCAN`` (resumable: each step reports its cursor)
+and rewrites each value an older key encrypted; values in clear are only
+counted. A value is rewritten only while it is still what was read
+(``HASH_CAS``, ``STREAM_REWRITE``; in the outbox the undelivered entries
+move to the end in order, entries a worker holds are left): a key that
+changed in between is read again (three times at most), else counted as
+``busy``.
 """
 
 from __future__ import annotations
