@@ -43,6 +43,7 @@ __all__ = [
     "parse_stream_rows",
     "score_pairs",
     "stream_fields",
+    "time_ms",
 ]
 
 
@@ -89,6 +90,11 @@ def score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
     if reply and isinstance(reply[0], list | tuple):
         return [(m, s) for m, s in reply]
     return list(zip(reply[::2], reply[1::2], strict=True))
+
+
+def time_ms(reply: Sequence[Any]) -> int:
+    """A ``TIME`` reply (seconds, microseconds) as epoch ms."""
+    return int(reply[0]) * 1000 + int(reply[1]) // 1000
 
 
 def check_ttl(value: Any, name: str) -> None:
@@ -194,7 +200,8 @@ def checked_claim(claim: records.ClaimRequest) -> records.ClaimRequest:
     return claim
 
 
-def _claim_args(layout: KeyLayout, claim: records.ClaimRequest) -> tuple[list[str], list[Any]]:
+def claim_args(layout: KeyLayout, claim: records.ClaimRequest) -> tuple[list[str], list[Any]]:
+    """A claim's KEYS (inbox hash, inbox expiry) and ARGV (field, fingerprint, owner, lease ms)."""
     bucket = layout.bucket(claim.instance_key)
     keys = [layout.inbox(claim.scope, claim.instance_key), layout.inbox_expiry(bucket)]
     args = [
@@ -219,7 +226,7 @@ def open_call(layout: KeyLayout, request: records.OpenRequest, limit: int) -> Ca
     ]
     args: list[Any] = [key, request.lock_token, request.lock_ttl_ms, len(request.claims), limit]
     for claim in request.claims:
-        ck, ca = _claim_args(layout, claim)
+        ck, ca = claim_args(layout, claim)
         keys += ck
         args += ca
     return Call("OPEN", keys, args)
@@ -242,11 +249,6 @@ def parse_claim(
 RECORD_FIELDS = (b"d", b"v", b"mv", b"m", b"u", b"tf")
 
 
-def open_fields(reply: Sequence[Any]) -> dict[bytes, Any]:
-    """The snapshot hash fields an OPEN reply carries (absent ones left out)."""
-    return {n: v for n, v in zip(RECORD_FIELDS, reply[3], strict=True) if v is not None}
-
-
 def parse_open(
     request: records.OpenRequest, reply: Sequence[Any], codec: Codec, limit: int
 ) -> records.OpenResult:
@@ -256,7 +258,7 @@ def parse_open(
     if int(size):
         # OPEN took nothing for us (no lock, no claim) and sent no bytes
         raise SnapshotTooLargeError(request.key, size=int(size), limit=limit, stored=True)
-    fields = open_fields(reply)
+    fields = {n: v for n, v in zip(RECORD_FIELDS, reply[3], strict=True) if v is not None}
     if int(exists) and not fields:
         # a hash holding none of a record's fields: damaged, not absent
         fields = {b"?": b""}
@@ -270,8 +272,7 @@ def parse_open(
 
 
 def claim_call(layout: KeyLayout, claim: records.ClaimRequest) -> Call:
-    keys, args = _claim_args(layout, claim)
-    return Call("CLAIM", keys, args)
+    return Call("CLAIM", *claim_args(layout, claim))
 
 
 # --- commit ----------------------------------------------------------------------
@@ -403,23 +404,6 @@ def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.Comm
 
 
 # --- log ---------------------------------------------------------------------------
-
-
-def log_append_call(
-    layout: KeyLayout,
-    key: str,
-    seq: int,
-    version: int,
-    entry: records.LogEntry,
-    maxlen: int,
-    codec: Codec | None = None,
-) -> Call:
-    b = layout.bucket(key)
-    return Call(
-        "LOG_APPEND",
-        [layout.log(key), layout.log_index(b)],
-        [key, seq, maxlen, version, *_entry_args(entry, codec)],
-    )
 
 
 def _loads(raw: Any) -> Any:

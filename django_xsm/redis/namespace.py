@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from django_xsm.exceptions import StoreError
 
-from .calls import Call, b2s
+from .calls import Call, b2s, stream_fields
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, MAX_BUCKETS, KeyLayout
 
 __all__ = ["UPGRADABLE", "LayoutState", "config_value", "parse_schema", "upgrade_call"]
@@ -124,9 +124,4 @@ def upgrade_call(prefix: str, from_layout: int) -> Call:
 
 def config_value(reply: Any, name: str) -> str:
     """One value of a CONFIG GET reply (a flat list, or a dict with RESP3)."""
-    if isinstance(reply, Mapping):
-        pairs = {b2s(k): v for k, v in reply.items()}
-    else:
-        flat = list(reply or ())
-        pairs = {b2s(k): v for k, v in zip(flat[::2], flat[1::2], strict=False)}
-    return b2s(pairs.get(name)).strip()
+    return b2s(stream_fields(reply or ()).get(name.encode())).strip()
