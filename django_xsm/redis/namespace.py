@@ -61,13 +61,9 @@ def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) 
 
 class LayoutState:
     """The namespace layout, read from the schema marker on first need, and
-    the namespace id that marker carries.
-
-    The id is random and written when the namespace is created. A marker
-    that later carries another id (Redis lost its data, for instance a
-    restart without persistence, and the namespace was created again) sets
-    ``reset``, and one ERROR is logged.
-    """
+    the random namespace id written when the namespace was created. A
+    marker that later carries another id (Redis lost its data and the
+    namespace was created again) sets ``reset`` and logs one ERROR."""
 
     def __init__(self, prefix: str, buckets: int | None) -> None:
         KeyLayout(prefix, buckets or DEFAULT_BUCKETS)  # validates both early

@@ -13,7 +13,7 @@ except ``retry_at_ms`` and ``take(now_ms=...)``, which the caller names.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -173,12 +173,7 @@ class OutboxCore:
         layout = yield from self.state.ensure()
         last = int(at_bucket) if at_bucket else layout.buckets  # a bare id: after it everywhere
         starts = {b: "-" if not at else at if b > last else "(" + at for b in range(layout.buckets)}
-        replies = yield Many(
-            tuple(
-                Cmd("XRANGE", (layout.outbox_dead(b), s, "+", "COUNT", limit))
-                for b, s in starts.items()
-            )
-        )
+        replies = yield _dead_pages(layout, starts, limit)
         letters = []
         for b, reply in zip(starts, replies, strict=True):
             for sid, raw in stream_rows(reply):
@@ -244,14 +239,9 @@ class OutboxCore:
         layout = yield from self.state.ensure()
         starts = dict.fromkeys(range(layout.buckets), "-")
         for _ in range(0, REDRIVE_SCAN, PAGE):
-            asked = list(starts.items())
-            replies = yield Many(
-                tuple(
-                    Cmd("XRANGE", (layout.outbox_dead(b), s, "+", "COUNT", PAGE)) for b, s in asked
-                )
-            )
-            starts = {}
-            for (b, _), reply in zip(asked, replies, strict=True):
+            asked, starts = starts, {}
+            replies = yield _dead_pages(layout, asked, PAGE)
+            for b, reply in zip(asked, replies, strict=True):
                 rows = stream_rows(reply)
                 for sid, raw in rows:
                     if b2s(stream_fields(raw).get(b"id")) == delivery_id:
@@ -296,6 +286,14 @@ class OutboxCore:
                 if b2s(after):
                     starts[b] = b2s(after)
         return total
+
+
+def _dead_pages(layout: KeyLayout, starts: Mapping[int, str], count: int) -> Many:
+    """Up to ``count`` dead letters of each bucket from ``starts[bucket]`` (one XRANGE each)."""
+    pages = (
+        Cmd("XRANGE", (layout.outbox_dead(b), s, "+", "COUNT", count)) for b, s in starts.items()
+    )
+    return Many(tuple(pages))
 
 
 # --- the blocking backend ---------------------------------------------------------------
