@@ -42,6 +42,8 @@ __all__ = [
     "parse_record",
     "parse_stream_rows",
     "score_pairs",
+    "stream_fields",
+    "time_ms",
 ]
 
 
@@ -74,9 +76,11 @@ def _dumps(value: Any, path: str = "$") -> str:
     return dumps_text(value, path).decode()
 
 
-def _pairs(flat: Sequence[Any]) -> dict[bytes, Any]:
-    it = iter(flat)
-    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in zip(it, it, strict=False)}
+def stream_fields(raw: Any) -> dict[bytes, Any]:
+    """A stream entry's or hash's fields: redis-py's dict or a flat list (the
+    last value of a repeated field wins)."""
+    pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=False)
+    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in pairs}
 
 
 def score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
@@ -86,6 +90,11 @@ def score_pairs(reply: Sequence[Any]) -> list[tuple[Any, Any]]:
     if reply and isinstance(reply[0], list | tuple):
         return [(m, s) for m, s in reply]
     return list(zip(reply[::2], reply[1::2], strict=True))
+
+
+def time_ms(reply: Sequence[Any]) -> int:
+    """A ``TIME`` reply (seconds, microseconds) as epoch ms."""
+    return int(reply[0]) * 1000 + int(reply[1]) // 1000
 
 
 def check_ttl(value: Any, name: str) -> None:
@@ -126,7 +135,7 @@ def parse_record(
     """A StoredRecord from the snapshot hash (HGETALL as dict or flat list).
     A snapshot over ``limit`` bytes raises ``SnapshotTooLargeError`` before
     it is decoded."""
-    h = fields if isinstance(fields, Mapping) else _pairs(fields)
+    h = fields if isinstance(fields, Mapping) else stream_fields(fields)
     if not h:
         return None
     try:
@@ -191,7 +200,8 @@ def checked_claim(claim: records.ClaimRequest) -> records.ClaimRequest:
     return claim
 
 
-def _claim_args(layout: KeyLayout, claim: records.ClaimRequest) -> tuple[list[str], list[Any]]:
+def claim_args(layout: KeyLayout, claim: records.ClaimRequest) -> tuple[list[str], list[Any]]:
+    """A claim's KEYS (inbox hash, inbox expiry) and ARGV (field, fingerprint, owner, lease ms)."""
     bucket = layout.bucket(claim.instance_key)
     keys = [layout.inbox(claim.scope, claim.instance_key), layout.inbox_expiry(bucket)]
     args = [
@@ -216,14 +226,14 @@ def open_call(layout: KeyLayout, request: records.OpenRequest, limit: int) -> Ca
     ]
     args: list[Any] = [key, request.lock_token, request.lock_ttl_ms, len(request.claims), limit]
     for claim in request.claims:
-        ck, ca = _claim_args(layout, claim)
+        ck, ca = claim_args(layout, claim)
         keys += ck
         args += ca
     return Call("OPEN", keys, args)
 
 
-def _outcome(
-    request: records.ClaimRequest, reply: Sequence[Any], codec: Codec | None = None
+def parse_claim(
+    claim: records.ClaimRequest, reply: Sequence[Any], codec: Codec | None = None
 ) -> records.ClaimOutcome:
     status, receipt, retry = b2s(reply[0]), reply[1], int(reply[2] or 0)
     stored: Any = None
@@ -232,16 +242,11 @@ def _outcome(
             stored = loads_tagged(unseal(codec, receipt))
         except ValueError:
             stored = None
-    return records.ClaimOutcome(status, request, receipt=stored, retry_after_ms=retry)
+    return records.ClaimOutcome(status, claim, receipt=stored, retry_after_ms=retry)
 
 
 #: The snapshot hash fields OPEN reads (HMGET order).
 RECORD_FIELDS = (b"d", b"v", b"mv", b"m", b"u", b"tf")
-
-
-def open_fields(reply: Sequence[Any]) -> dict[bytes, Any]:
-    """The snapshot hash fields an OPEN reply carries (absent ones left out)."""
-    return {n: v for n, v in zip(RECORD_FIELDS, reply[3], strict=True) if v is not None}
 
 
 def parse_open(
@@ -253,7 +258,7 @@ def parse_open(
     if int(size):
         # OPEN took nothing for us (no lock, no claim) and sent no bytes
         raise SnapshotTooLargeError(request.key, size=int(size), limit=limit, stored=True)
-    fields = open_fields(reply)
+    fields = {n: v for n, v in zip(RECORD_FIELDS, reply[3], strict=True) if v is not None}
     if int(exists) and not fields:
         # a hash holding none of a record's fields: damaged, not absent
         fields = {b"?": b""}
@@ -261,20 +266,13 @@ def parse_open(
         record=parse_record(request.key, fields, codec, limit),
         floor=int(floor),
         locked=bool(int(locked)),
-        claims=tuple(_outcome(r, c, codec) for r, c in zip(request.claims, claims, strict=True)),
+        claims=tuple(parse_claim(r, c, codec) for r, c in zip(request.claims, claims, strict=True)),
         lock_held_ms=int(reply[7]) if len(reply) > 7 else 0,
     )
 
 
 def claim_call(layout: KeyLayout, claim: records.ClaimRequest) -> Call:
-    keys, args = _claim_args(layout, claim)
-    return Call("CLAIM", keys, args)
-
-
-def parse_claim(
-    claim: records.ClaimRequest, reply: Sequence[Any], codec: Codec | None = None
-) -> records.ClaimOutcome:
-    return _outcome(claim, reply, codec)
+    return Call("CLAIM", *claim_args(layout, claim))
 
 
 # --- commit ----------------------------------------------------------------------
@@ -408,23 +406,6 @@ def parse_commit(unit: records.CommitUnit, reply: Sequence[Any]) -> records.Comm
 # --- log ---------------------------------------------------------------------------
 
 
-def log_append_call(
-    layout: KeyLayout,
-    key: str,
-    seq: int,
-    version: int,
-    entry: records.LogEntry,
-    maxlen: int,
-    codec: Codec | None = None,
-) -> Call:
-    b = layout.bucket(key)
-    return Call(
-        "LOG_APPEND",
-        [layout.log(key), layout.log_index(b)],
-        [key, seq, maxlen, version, *_entry_args(entry, codec)],
-    )
-
-
 def _loads(raw: Any) -> Any:
     try:
         return loads_tagged(raw) if raw not in (None, b"", "") else None
@@ -441,8 +422,7 @@ def parse_stream_rows(
     keys to configure), a malformed one a damaged entry."""
     out = []
     for entry_id, fields in rows:
-        f = fields if isinstance(fields, Mapping) else _pairs(fields)
-        f = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in f.items()}
+        f = stream_fields(fields)
         try:
             seq = int(b2s(entry_id).split("-", 1)[0])
             out.append(

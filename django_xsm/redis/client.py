@@ -28,9 +28,9 @@ from django_xsm.exceptions import InvalidConfigError
 
 from . import scripts
 from .calls import Call
-from .core import Cmd, Many, Request
 from .durability import Replicated
 from .errors import translate_errors
+from .requests import Cmd, Many, Request
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -47,6 +47,10 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT_S = 5.0
+_URL_TIMEOUTS: dict[str, Any] = {
+    "socket_timeout": DEFAULT_TIMEOUT_S,
+    "socket_connect_timeout": DEFAULT_TIMEOUT_S,
+}
 SOURCES: dict[str, str] = {name: getattr(scripts, name) for name in scripts.__all__}
 #: SHA1 of each script, as EVALSHA wants it (computed here: no round trip).
 SHAS: dict[str, str] = {
@@ -122,11 +126,7 @@ def resolve_client(client_or_url: Any) -> Any:
         with _url_lock:
             client = _url_clients.get(client_or_url)
             if client is None:
-                client = redis.Redis.from_url(
-                    client_or_url,
-                    socket_timeout=DEFAULT_TIMEOUT_S,
-                    socket_connect_timeout=DEFAULT_TIMEOUT_S,
-                )
+                client = redis.Redis.from_url(client_or_url, **_URL_TIMEOUTS)
                 _url_clients[client_or_url] = client
         return _checked_client(client, want_async=False)
     return _checked_client(client_or_url, want_async=False)
@@ -136,11 +136,7 @@ def resolve_async_client(client_or_url: Any) -> Any:
     """An asyncio client: the one given, or a new one from the URL."""
     if isinstance(client_or_url, str):
         _check_url(client_or_url)
-        client_or_url = redis.asyncio.Redis.from_url(
-            client_or_url,
-            socket_timeout=DEFAULT_TIMEOUT_S,
-            socket_connect_timeout=DEFAULT_TIMEOUT_S,
-        )
+        client_or_url = redis.asyncio.Redis.from_url(client_or_url, **_URL_TIMEOUTS)
     return _checked_client(client_or_url, want_async=True)
 
 
@@ -277,6 +273,15 @@ class _Commands(Protocol):
     def execute_command(self, *args: Any) -> Any: ...
 
 
+def _queued(owner: Any, wire: _Pipeline) -> Any:
+    """A pipeline of ``owner`` holding the commands of ``wire``, not yet sent."""
+    pipe = owner.pipeline(transaction=False)
+    queue: _Commands = pipe
+    for command in wire.commands:
+        queue.execute_command(*command)
+    return pipe
+
+
 class SyncDriver:
     """Runs store operations (generators of :data:`~.requests.Request`) on a
     blocking client: the one loop between a block, or any operation, and
@@ -301,13 +306,11 @@ class SyncDriver:
             return result
 
     def _send(self, request: Request) -> Any:
-        if isinstance(request, Call):
+        if isinstance(request, Call | Cmd):
             try:
                 return self._commands.execute_command(*_command(request))
-            except NoScriptError:
+            except NoScriptError:  # a Call only: plain commands never meet NOSCRIPT
                 return self._commands.execute_command(*_command(request, by_source=True))
-        if isinstance(request, Cmd):
-            return self._commands.execute_command(*_command(request))
         step = _Stepper(_pipelined(request))
         while (pipeline := step.next()) is not _DONE:
             step.reply = self._pipeline(pipeline)
@@ -317,11 +320,7 @@ class SyncDriver:
         owner: Any = self.client
         if wire.pin is not None and self.cluster:
             owner = owner.get_node_from_key(wire.pin).redis_connection
-        pipe = owner.pipeline(transaction=False)
-        queue: _Commands = pipe
-        for command in wire.commands:
-            queue.execute_command(*command)
-        replies: list[Any] = pipe.execute(raise_on_error=False)
+        replies: list[Any] = _queued(owner, wire).execute(raise_on_error=False)
         return replies
 
 
@@ -347,13 +346,11 @@ class AsyncDriver:
             return result
 
     async def _send(self, request: Request) -> Any:
-        if isinstance(request, Call):
+        if isinstance(request, Call | Cmd):
             try:
                 return await self._commands.execute_command(*_command(request))
-            except NoScriptError:
+            except NoScriptError:  # a Call only: plain commands never meet NOSCRIPT
                 return await self._commands.execute_command(*_command(request, by_source=True))
-        if isinstance(request, Cmd):
-            return await self._commands.execute_command(*_command(request))
         step = _Stepper(_pipelined(request))
         while (pipeline := step.next()) is not _DONE:
             step.reply = await self._pipeline(pipeline)
@@ -363,11 +360,7 @@ class AsyncDriver:
         owner: Any = self.client
         if wire.pin is not None and self.cluster:
             owner = await self._node_client(wire.pin)
-        pipe = owner.pipeline(transaction=False)
-        queue: _Commands = pipe
-        for command in wire.commands:
-            queue.execute_command(*command)
-        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        replies: list[Any] = await _queued(owner, wire).execute(raise_on_error=False)
         return replies
 
     async def aclose_nodes(self) -> None:
@@ -396,6 +389,7 @@ class RedisSide:
     runs the core generators on it."""
 
     prefix: str
+    client: Any
     driver: SyncDriver | AsyncDriver
 
     def composed(self, op: Generator[Any, Any, T], key: str | None) -> Generator[Any, Any, T]:
@@ -405,6 +399,10 @@ class RedisSide:
         ``XsmError`` at the ``yield from``, never a redis-py error."""
         with translate_errors(key, cluster=self.driver.cluster):
             return (yield from op)
+
+    def _connect(self, client_or_url: Any) -> None:
+        """Set ``client`` and ``driver`` (blocking or asyncio)."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} prefix={self.prefix!r}>"

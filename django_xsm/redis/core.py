@@ -11,7 +11,7 @@ logic and only differ in how a request is sent.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from django_xsm.persistence import records
 from django_xsm.persistence.arguments import (
@@ -28,9 +28,9 @@ from . import calls
 from .calls import Call, Cmd, b2s
 from .durability import Durability
 from .keys import KeyLayout
-from .namespace import UPGRADABLE, LayoutState, parse_schema, upgrade_call
+from .namespace import UPGRADABLE, LayoutState, upgrade_call
 from .queries import StoreQueries
-from .requests import Many, Op, Request
+from .requests import Many, Op
 
 __all__ = [
     "LOCK_WAIT_SLICE_S",
@@ -38,13 +38,9 @@ __all__ = [
     "LayoutState",
     "Many",
     "Op",
-    "Request",
     "StoreCore",
-    "parse_schema",
     "ttl_ms_of",
 ]
-
-T = TypeVar("T")
 
 #: The longest single BLPOP of a lock waiter (s). A wake-up that never comes
 #: (a holder that died and let its lease run out, FORGET) costs a waiter at
@@ -186,22 +182,13 @@ class StoreCore(StoreQueries):
     def delete(self, key: str) -> Op[bool]:
         validate_key(key)
         layout = yield from self.state.ensure()
-        b = layout.bucket(key)
-        keys = [layout.snapshot(key), layout.floors(b), *layout.index_keys(b)]
-        return bool(int((yield Call("DELETE", keys, [key]))))
+        return bool(int((yield Call("DELETE", _record_keys(layout, key), [key]))))
 
     def forget(self, key: str) -> Op[dict[str, int]]:
         validate_key(key)
         layout = yield from self.state.ensure()
         b = layout.bucket(key)
-        keys = [
-            layout.snapshot(key),
-            layout.floors(b),
-            *layout.index_keys(b),
-            layout.lock(key),
-            layout.log(key),
-            layout.log_index(b),
-        ]
+        keys = [*_record_keys(layout, key), layout.lock(key), layout.log(key), layout.log_index(b)]
         snap, due, lock, logged = yield Call("FORGET", keys, [key])
         return {
             "snapshot": int(snap),
@@ -230,6 +217,12 @@ class StoreCore(StoreQueries):
         if now > 0:
             yield from self.state.ensure()  # refuses what it cannot read, clearly
         return before, now
+
+
+def _record_keys(layout: KeyLayout, key: str) -> list[str]:
+    """KEYS of DELETE, and the first of FORGET: snapshot, floors, index keys."""
+    b = layout.bucket(key)
+    return [layout.snapshot(key), layout.floors(b), *layout.index_keys(b)]
 
 
 def ttl_ms_of(ttl_s: object) -> int:

@@ -1,15 +1,12 @@
-"""Replicated durability: what ``min_replicas`` asks of commits and replays.
+"""Replicated durability: what ``min_replicas`` asks of commits and replays
+(docs/redis.md, "Topologies").
 
-Redis replicates asynchronously: a primary that acknowledged a write and
-then died before its replicas had it loses that write in a failover. With
-``min_replicas`` above 0 a commit is followed by ``WAIT`` on the same
-connection (see :class:`~django_xsm.redis.core.Replicated`) and is refused
-with :class:`~django_xsm.exceptions.NotDurableError` when fewer replicas
-acknowledged it in time. A replay (a retried commit, a done idempotency
-claim) wrote nothing on its own connection, so WAIT there proves nothing:
-it first writes a small expiring key in the instance's bucket and waits for
-that (replication is ordered, so every earlier write of the primary is then
-on the replicas too). docs/redis.md, "Topologies", has the trade-offs.
+A commit is followed by ``WAIT`` on the same connection (:class:`Replicated`)
+and refused with :class:`~django_xsm.exceptions.NotDurableError` when too few
+replicas acknowledged it in time. A replay (a retried commit, a done
+idempotency claim) wrote nothing on its own connection, so it first writes a
+small expiring key in the instance's bucket and waits for that: replication
+is ordered, so every earlier write of the primary is then on the replicas.
 """
 
 from __future__ import annotations

@@ -2,12 +2,8 @@
 
 The translated message names the exception class, never its text: redis-py
 puts ``host:port`` into connection errors, and these messages reach HTTP
-responses and health checks. The original stays chained for tracebacks.
-
-An outage is logged once (:data:`outages`): one WARNING on the
-``django_xsm.redis`` logger when calls start failing as unavailable,
-naming the cause (the class or reply code), and one INFO when a call is
-answered again; not one line per failed call.
+responses and health checks. The original stays chained for tracebacks. An
+outage is logged once, not once per failed call (:class:`Outages`).
 """
 
 from __future__ import annotations

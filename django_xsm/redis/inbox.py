@@ -31,21 +31,12 @@ from .client import AsyncSide, RedisSide, SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .durability import Durability
 from .keys import SEP, escape_glob
+from .outbox_entries import allocate
 
 __all__ = ["AsyncRedisInbox", "InboxCore", "RedisInbox"]
 
 #: Members a ZSCAN call asks for (a hint to Redis, not a limit).
 PAGE = 500
-
-
-def _shares(left: int | None, buckets: int, batch: int) -> list[int]:
-    """How many rows to ask of each of ``buckets`` buckets in one round:
-    ``batch`` each, or ``left`` split as evenly as possible when that is
-    less (the sizes never add up to more than ``left``)."""
-    if left is None or left >= buckets * batch:
-        return [batch] * buckets
-    share, extra = divmod(left, buckets)
-    return [share + 1 if i < extra else share for i in range(buckets)]
 
 
 def _scope(scope: str) -> str:
@@ -81,13 +72,8 @@ class InboxCore:
     def _row_keys(self, claim: ClaimRequest) -> Op[tuple[list[str], str]]:
         calls.checked_claim(claim)
         layout = yield from self.state.ensure()
-        return (
-            [
-                layout.inbox(claim.scope, claim.instance_key),
-                layout.inbox_expiry(layout.bucket(claim.instance_key)),
-            ],
-            layout.inbox_field(claim.instance_key, claim.idempotency_key),
-        )
+        keys, args = calls.claim_args(layout, claim)
+        return keys, args[0]
 
     def mark(self, mark: InboxMark) -> Op[bool]:
         c = mark.claim
@@ -102,18 +88,11 @@ class InboxCore:
 
     def get(self, scope: str, instance_key: str, idempotency_key: str) -> Op[dict[str, Any] | None]:
         layout = yield from self.state.ensure()
-        raw, now = yield Many(
-            (
-                Cmd(
-                    "HGET",
-                    (
-                        layout.inbox(_scope(scope), instance_key),
-                        layout.inbox_field(instance_key, idempotency_key),
-                    ),
-                ),
-                Cmd("TIME", ()),
-            )
+        where = (
+            layout.inbox(_scope(scope), instance_key),
+            layout.inbox_field(instance_key, idempotency_key),
         )
+        raw, now = yield Many((Cmd("HGET", where), Cmd("TIME", ())))
         if raw is None:
             return None
         try:
@@ -121,8 +100,7 @@ class InboxCore:
             expires = int(row.get("x", 0))
         except (ValueError, TypeError, AttributeError):
             return None  # unreadable: absent, as for claim() and mark()
-        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-        if expires <= now_ms:
+        if expires <= calls.time_ms(now):
             return None
         try:
             receipt = loads_tagged(unseal(self.codec, row["r"])) if row.get("r") else None
@@ -137,9 +115,8 @@ class InboxCore:
 
     def count_expired(self) -> Op[int]:
         layout = yield from self.state.ensure()
-        seconds, micros = yield Cmd("TIME", ())
         # Inclusive, as PURGE_INBOX reads the index (ZRANGEBYSCORE -inf now).
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        now_ms = calls.time_ms((yield Cmd("TIME", ())))
         counts = yield Many(
             tuple(
                 Cmd("ZCOUNT", (layout.inbox_expiry(b), "-inf", now_ms))
@@ -154,13 +131,13 @@ class InboxCore:
         layout = yield from self.state.ensure()
         active, removed = list(range(layout.buckets)), 0
         while active and (limit is None or removed < limit):
-            sizes = _shares(None if limit is None else limit - removed, len(active), batch)
-            asked = [(b, n) for b, n in zip(active, sizes, strict=True) if n]
+            left = len(active) * batch if limit is None else limit - removed
+            asked = allocate(left, dict.fromkeys(active, batch), 0)
             replies = yield Many(
-                tuple(Call("PURGE_INBOX", [layout.inbox_expiry(b)], [n]) for b, n in asked)
+                tuple(Call("PURGE_INBOX", [layout.inbox_expiry(b)], [n]) for b, n in asked.items())
             )
             # A bucket that gave fewer than asked has no expired row left.
-            spent = {b for (b, n), got in zip(asked, replies, strict=True) if int(got) < n}
+            spent = {b for (b, n), got in zip(asked.items(), replies, strict=True) if int(got) < n}
             removed += sum(int(got) for got in replies)
             active = [b for b in active if b not in spent]
         return removed
@@ -198,16 +175,12 @@ class InboxCore:
 
     def forget(self, scope: str) -> Op[int]:
         layout = yield from self.state.ensure()
-        replies = yield Many(
-            tuple(
-                Call(
-                    "FORGET_SCOPE",
-                    [layout.inbox_for_bucket(_scope(scope), b), layout.inbox_expiry(b)],
-                    [],
-                )
-                for b in range(layout.buckets)
-            )
-        )
+        scope = _scope(scope)
+        keys = [
+            [layout.inbox_for_bucket(scope, b), layout.inbox_expiry(b)]
+            for b in range(layout.buckets)
+        ]
+        replies = yield Many(tuple(Call("FORGET_SCOPE", k, []) for k in keys))
         return sum(int(r) for r in replies)
 
 
@@ -233,10 +206,6 @@ class _InboxBase(RedisSide):
         self._connect(client_or_url)
         self.prefix = prefix
         self.core = InboxCore(prefix, buckets, Durability(min_replicas, replica_timeout_ms), codec)
-
-    def _connect(self, client_or_url: Any) -> None:
-        """Set ``client`` and ``driver`` (blocking or asyncio)."""
-        raise NotImplementedError
 
     # --- the operations a persisted block composes (InboxOps): run by the
     # store's driver, whose Redis this inbox shares (shares_commit)
@@ -265,45 +234,29 @@ class RedisInbox(SyncSide, _InboxBase):
 
     def count_expired(self) -> int:
         """Rows whose time is up by the Redis server's clock: what
-        ``purge_expired(limit=None)`` would remove now. Read-only; two round
-        trips (``TIME``, then one pipelined ``ZCOUNT`` per bucket), each
-        count O(log N): the rows kept cost nothing."""
+        ``purge_expired(limit=None)`` would remove now. Read-only; costs of
+        this and the methods below: docs/redis.md, "Maintenance"."""
         return self.driver.run(self.core.count_expired())
 
     def purge_expired(self, *, limit: int | None = 1000, batch: int = 1000) -> int:
         """Remove expired rows, at most ``limit`` in total (None: every
-        expired row); returns how many.
-
-        A round is one pipeline of ``PURGE_INBOX`` calls, one per bucket
-        that may still hold expired rows, each removing at most ``batch``
-        rows (how long Redis is busy per call), sized so that a round never
-        removes more than what is left of ``limit``. Cost: the rows removed
-        plus one index read per bucket per round, in at most ``buckets +
-        ceil(removed / batch) + 1`` round trips; rows kept cost nothing.
-        Under a limit, rows go earliest-expired first within each bucket,
-        not across the namespace.
-
-        ``limit`` used to cap each bucket (a call removed up to ``limit``
-        rows per bucket); calling until it returns 0 removes the same rows
-        either way.
-        """
+        expired row), in rounds of one ``PURGE_INBOX`` per bucket, each
+        removing at most ``batch`` rows; returns how many. Under a limit,
+        rows go earliest-expired first within each bucket, not across the
+        namespace."""
         return self.driver.run(self.core.purge_expired(limit, batch))
 
     def count_for_instance(self, instance_key: str) -> int:
         """Rows used with instance ``instance_key`` in every scope (an
         expired row counts until it is purged): what :meth:`forget_instance`
-        would delete. Read-only; walks the expiry index of the instance's
-        bucket with ``ZSCAN`` (about total rows / buckets members, one round
-        trip per 500)."""
+        would delete. Read-only."""
         return self.driver.run(self.core.count_for_instance(instance_key), instance_key)
 
     def forget_instance(self, instance_key: str) -> int:
         """Delete the rows used with instance ``instance_key`` in every
         scope, expired ones included; returns how many. Rows of any other
-        instance stay, even one whose key starts with this one. Costs what
-        :meth:`count_for_instance` costs plus one pipelined round trip
-        (``HDEL`` and ``ZREM`` per row). Not atomic: a row claimed for the
-        instance while it runs may survive."""
+        instance stay, even one whose key starts with this one. Not atomic:
+        a row claimed for the instance while it runs may survive."""
         return self.driver.run(self.core.forget_instance(instance_key), instance_key)
 
     def forget(self, scope: str) -> int:

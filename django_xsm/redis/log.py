@@ -32,7 +32,7 @@ from django_xsm.persistence.records import LogEntry, TransitionRecord
 
 from . import calls
 from .calls import Call, b2s
-from .client import AsyncSide, SyncSide, socket_timeout_of
+from .client import AsyncSide, RedisSide, SyncSide, socket_timeout_of
 from .core import Cmd, LayoutState, Many, Op
 
 __all__ = ["MAX_SEQ", "AsyncRedisLog", "LogCore", "RedisLog"]
@@ -62,18 +62,7 @@ class LogCore:
         self.wait_slice_s = WAIT_SLICE_S
 
     def append(self, record: TransitionRecord) -> Op[int]:
-        validate_key(record.key)
-        layout = yield from self.state.ensure()
-        call = calls.log_append_call(
-            layout,
-            record.key,
-            record.seq,
-            record.version,
-            record.entry,
-            self.maxlen or 0,
-            self.codec,
-        )
-        seq = int((yield call))
+        seq = yield from self.append_next(record.key, record.entry, record.version, record.seq)
         if seq < 0:
             raise InvalidConfigError(
                 f"seq {record.seq} is not above the last seq of {record.key!r}",
@@ -82,16 +71,14 @@ class LogCore:
             )
         return seq
 
-    def append_next(self, key: str, entry: LogEntry, version: int) -> Op[int]:
+    def append_next(self, key: str, entry: LogEntry, version: int, seq: int = 0) -> Op[int]:
+        """LOG_APPEND: the seq used (``seq`` 0: the last + 1), or -1 when
+        ``seq`` is not above the last."""
         validate_key(key)
         layout = yield from self.state.ensure()
-        return int(
-            (
-                yield calls.log_append_call(
-                    layout, key, 0, version, entry, self.maxlen or 0, self.codec
-                )
-            )
-        )
+        keys = [layout.log(key), layout.log_index(layout.bucket(key))]
+        args = [key, seq, self.maxlen or 0, version, *calls._entry_args(entry, self.codec)]
+        return int((yield Call("LOG_APPEND", keys, args)))
 
     def read(self, key: str, after_seq: int, limit: int | None) -> Op[list[TransitionRecord]]:
         validate_key(key)
@@ -157,7 +144,7 @@ class LogCore:
             record for rows in streams for record in calls.parse_stream_rows(key, rows, self.codec)
         ]
 
-    def _purge_stream(self, key: str, cutoff: int) -> Op[int]:
+    def purge_stream(self, key: str, cutoff: int) -> Op[int]:
         layout = yield from self.state.ensure()
         removed, start, oldest = 0, "-", ""
         while True:
@@ -171,7 +158,7 @@ class LogCore:
                 return removed
             start, oldest = b2s(start), b2s(oldest)
 
-    def _each_old_stream(
+    def each_old_stream(
         self,
         cutoff: float | _dt.datetime,
         key: str | None,
@@ -199,14 +186,6 @@ class LogCore:
                 if progress:
                     progress(k, n)
         return total
-
-    def purge_older_than(
-        self,
-        cutoff: float | _dt.datetime,
-        key: str | None,
-        progress: Callable[[str, int], None] | None,
-    ) -> Op[int]:
-        return (yield from self._each_old_stream(cutoff, key, progress, self._purge_stream))
 
     def bucket_count(self) -> Op[int]:
         layout = yield from self.state.ensure()
@@ -244,7 +223,7 @@ class LogCore:
     def streams_older_than(self, cutoff: float | _dt.datetime, bucket: int | None) -> Op[list[str]]:
         return (yield from self._old_streams(wall_to_ms(cutoff), bucket))
 
-    def _count_stream(self, key: str, cutoff: int) -> Op[int]:
+    def count_stream(self, key: str, cutoff: int) -> Op[int]:
         # What LOG_PURGE removes: every record older than the cutoff.
         layout = yield from self.state.ensure()
         count, start = 0, "-"
@@ -255,14 +234,6 @@ class LogCore:
             if len(page) < PAGE:
                 return count
             start = f"({page[-1].seq}-0"
-
-    def count_older_than(
-        self,
-        cutoff: float | _dt.datetime,
-        key: str | None,
-        progress: Callable[[str, int], None] | None,
-    ) -> Op[int]:
-        return (yield from self._each_old_stream(cutoff, key, progress, self._count_stream))
 
     def forget(self, key: str) -> Op[int]:
         validate_key(key)
@@ -277,13 +248,11 @@ class LogCore:
         return int(n)
 
 
-class _LogBase:
+class _LogBase(RedisSide):
     """The constructor shared by both twins. ``maxlen`` caps each stream
     approximately (``MAXLEN ~``); None keeps every record. ``codec``: the
     store's codec; one that encrypts (``FernetCodec``) seals each record's
     payload, actor and reason (docs/security.md)."""
-
-    client: Any
 
     def __init__(
         self,
@@ -301,13 +270,6 @@ class _LogBase:
         timeout = socket_timeout_of(self.client)
         if timeout is not None:
             self.core.wait_slice_s = min(self.core.wait_slice_s, timeout / 2)
-
-    def _connect(self, client_or_url: Any) -> None:
-        """Set ``client`` and ``driver`` (blocking or asyncio)."""
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} prefix={self.prefix!r} maxlen={self.maxlen}>"
 
 
 class RedisLog(SyncSide, _LogBase):
@@ -350,11 +312,11 @@ class RedisLog(SyncSide, _LogBase):
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
         """Remove every record older than ``cutoff`` (seconds since the epoch
-        or an aware datetime), page by page, also records that sit behind
-        newer ones (written under skewed clocks): each stream holding an
-        old record is read whole. ``progress(key, removed)`` is called per
-        stream. Returns the number removed."""
-        return self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)
+        or an aware datetime), also records that sit behind newer ones
+        (skewed clocks); ``progress(key, removed)`` is called per stream.
+        Returns the number removed (costs: docs/redis.md, "Maintenance")."""
+        op = self.core.each_old_stream(cutoff, key, progress, self.core.purge_stream)
+        return self.driver.run(op, key)
 
     def count_older_than(
         self,
@@ -364,11 +326,9 @@ class RedisLog(SyncSide, _LogBase):
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
         """How many records ``purge_older_than`` with the same arguments
-        would remove now (every record older than ``cutoff``);
-        ``progress(key, records)`` is called per stream. Read-only. Visits
-        the streams :meth:`streams_older_than` returns, one bucket at a
-        time, reading each whole (one ``XRANGE`` per 500 records)."""
-        op = self.core.count_older_than(cutoff, key, progress)
+        would remove now; ``progress(key, records)`` is called per stream.
+        Read-only."""
+        op = self.core.each_old_stream(cutoff, key, progress, self.core.count_stream)
         return self.driver.run(op, key)
 
     def streams_older_than(
@@ -377,10 +337,8 @@ class RedisLog(SyncSide, _LogBase):
         """Keys of the streams whose oldest record is older than ``cutoff``
         (seconds since the epoch or an aware datetime), oldest first per
         bucket; only ``bucket`` (0 to ``bucket_count() - 1``) when given.
-        Read-only; at most two round trips (a pipelined ``ZCOUNT`` per
-        bucket, then ``ZRANGE`` by rank in pages of 500): O(buckets * log N
-        + streams returned). A stream whose instance expired or was deleted
-        keeps its place until purged."""
+        Read-only. A stream whose instance expired or was deleted keeps its
+        place until purged."""
         return self.driver.run(self.core.streams_older_than(cutoff, bucket))
 
     def bucket_count(self) -> int:
@@ -427,7 +385,8 @@ class AsyncRedisLog(AsyncSide, _LogBase):
         key: str | None = None,
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
-        return await self.driver.run(self.core.purge_older_than(cutoff, key, progress), key)
+        op = self.core.each_old_stream(cutoff, key, progress, self.core.purge_stream)
+        return await self.driver.run(op, key)
 
     async def count_older_than(
         self,
@@ -436,7 +395,7 @@ class AsyncRedisLog(AsyncSide, _LogBase):
         key: str | None = None,
         progress: Callable[[str, int], None] | None = None,
     ) -> int:
-        op = self.core.count_older_than(cutoff, key, progress)
+        op = self.core.each_old_stream(cutoff, key, progress, self.core.count_stream)
         return await self.driver.run(op, key)
 
     async def streams_older_than(

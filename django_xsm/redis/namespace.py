@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from django_xsm.exceptions import StoreError
 
-from .calls import Call, b2s
+from .calls import Call, b2s, stream_fields
 from .keys import DEFAULT_BUCKETS, LAYOUT_VERSION, MAX_BUCKETS, KeyLayout
 
 __all__ = ["UPGRADABLE", "LayoutState", "config_value", "parse_schema", "upgrade_call"]
@@ -61,13 +61,9 @@ def parse_schema(prefix: str, reply: Sequence[Any], wanted_buckets: int | None) 
 
 class LayoutState:
     """The namespace layout, read from the schema marker on first need, and
-    the namespace id that marker carries.
-
-    The id is random and written when the namespace is created. A marker
-    that later carries another id (Redis lost its data, for instance a
-    restart without persistence, and the namespace was created again) sets
-    ``reset``, and one ERROR is logged.
-    """
+    the random namespace id written when the namespace was created. A
+    marker that later carries another id (Redis lost its data and the
+    namespace was created again) sets ``reset`` and logs one ERROR."""
 
     def __init__(self, prefix: str, buckets: int | None) -> None:
         KeyLayout(prefix, buckets or DEFAULT_BUCKETS)  # validates both early
@@ -124,9 +120,4 @@ def upgrade_call(prefix: str, from_layout: int) -> Call:
 
 def config_value(reply: Any, name: str) -> str:
     """One value of a CONFIG GET reply (a flat list, or a dict with RESP3)."""
-    if isinstance(reply, Mapping):
-        pairs = {b2s(k): v for k, v in reply.items()}
-    else:
-        flat = list(reply or ())
-        pairs = {b2s(k): v for k, v in zip(flat[::2], flat[1::2], strict=False)}
-    return b2s(pairs.get(name)).strip()
+    return b2s(stream_fields(reply or ()).get(name.encode())).strip()

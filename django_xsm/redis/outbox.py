@@ -1,34 +1,19 @@
 """RedisOutbox: workers deliver what commits emitted (the read side of the outbox).
 
-COMMIT appends every emitted event to its bucket's outbox stream
-(``{p:b}:ob``) in the same atomic step as the snapshot. Workers read the
-streams through one consumer group (``group``, created from id 0 on first
-use, so entries written before it existed are delivered too) and get
-:class:`OutboxLease` objects; a lease ends with :meth:`RedisOutbox.ack` or
-:meth:`RedisOutbox.fail`, both of which remove the entry from the stream
-(XACK + XDEL in one script) only while its consumer still holds it.
-
-Delivery is at least once: a lease that is neither acknowledged nor failed
-within the visibility timeout (its worker died or hung) is reclaimed by the
-next ``take()`` of any consumer, and the late ack of the first one is
-refused (``False``), so a handler must be idempotent — pass
-``Delivery.delivery_id`` downstream as the idempotency key. A failed entry
-waits in ``{p:b}:obr`` / ``{p:b}:obw`` for its retry time and then goes
-back into the stream with its attempts and last error; one out of attempts
-goes to the dead-letter stream ``{p:b}:obd``. Entries of one instance share
-a stream, so they are taken in commit order (and in emit order within a
-commit) as long as none of them fails; a retried entry goes behind the
-ones emitted after it.
-
-Times are the Redis server's (``TIME`` in the scripts), except
-``retry_at_ms``, which the caller computes, and ``take(now_ms=...)``, the
-time retries are due by when the caller names one (tests that move the
-clock, :mod:`django_xsm.testing`).
+Workers read the buckets' outbox streams, which COMMIT appends to, through
+one consumer group (created from id 0 on first use) and get
+:class:`OutboxLease` objects; :meth:`RedisOutbox.ack` and
+:meth:`RedisOutbox.fail` remove the entry (XACK + XDEL in one script) only
+while its consumer still holds it. Delivery is at least once: a lease
+neither acknowledged nor failed within the visibility timeout is reclaimed
+by the next ``take()``, and the late ack is refused (``False``). Retries,
+dead letters and ordering: docs/outbox.md. Times are the Redis server's,
+except ``retry_at_ms`` and ``take(now_ms=...)``, which the caller names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -46,7 +31,7 @@ from django_xsm.persistence.outbox import (
 )
 from django_xsm.persistence.sealing import seal
 
-from .calls import b2s, score_pairs
+from .calls import b2s, score_pairs, stream_fields, time_ms
 from .client import SyncSide
 from .core import Cmd, LayoutState, Many, Op
 from .keys import KeyLayout
@@ -67,7 +52,6 @@ from .outbox_entries import (
     key_of,
     lenient_entry,
     parse_entry,
-    stream_fields,
     stream_rows,
     waiting_fields,
 )
@@ -146,10 +130,13 @@ class OutboxCore:
             raise InvalidConfigError("this lease is not from this namespace's take()", path="lease")
         return layout
 
+    def _held(self, lease: OutboxLease) -> list[Any]:
+        """The ARGV that names a lease: group, stream id, consumer, deliveries."""
+        return [self.group, lease.stream_id, lease.consumer, lease.deliveries]
+
     def ack(self, lease: OutboxLease) -> Op[bool]:
         layout = yield from self._lease_layout(lease)
-        args = [self.group, lease.stream_id, lease.consumer, lease.deliveries]
-        return bool(int((yield bucket_call(layout, "OUTBOX_ACK", lease.bucket, args))))
+        return bool(int((yield bucket_call(layout, "OUTBOX_ACK", lease.bucket, self._held(lease)))))
 
     def ack_many(self, leases: Sequence[OutboxLease]) -> Op[list[bool]]:
         if not leases:
@@ -157,32 +144,17 @@ class OutboxCore:
         layout = yield from self._lease_layout(leases[0])
         for lease in leases[1:]:  # the same checks as one ack, for each
             yield from self._lease_layout(lease)
-        calls = tuple(
-            bucket_call(
-                layout,
-                "OUTBOX_ACK",
-                lease.bucket,
-                [self.group, lease.stream_id, lease.consumer, lease.deliveries],
-            )
-            for lease in leases
+        replies = yield Many(
+            tuple(bucket_call(layout, "OUTBOX_ACK", b.bucket, self._held(b)) for b in leases)
         )
-        replies = yield Many(calls)
         return [bool(int(reply)) for reply in replies]
 
     def fail(self, lease: OutboxLease, error: str, retry_at_ms: int | None) -> Op[FailOutcome]:
         validate_text(error, "error")
         retry = "" if retry_at_ms is None else check_ms(retry_at_ms, "retry_at_ms")
         layout = yield from self._lease_layout(lease)
-        attempts, text = lease.entry.attempts + 1, error[:MAX_ERROR]
-        args = [
-            self.group,
-            lease.stream_id,
-            lease.consumer,
-            lease.deliveries,
-            attempts,
-            seal(self.codec, text),
-            retry,
-        ]
+        sealed = seal(self.codec, error[:MAX_ERROR])
+        args = [*self._held(lease), lease.entry.attempts + 1, sealed, retry]
         outcome = b2s((yield bucket_call(layout, "OUTBOX_FAIL", lease.bucket, args)))
         if outcome == "retry":
             return "retry"
@@ -201,12 +173,7 @@ class OutboxCore:
         layout = yield from self.state.ensure()
         last = int(at_bucket) if at_bucket else layout.buckets  # a bare id: after it everywhere
         starts = {b: "-" if not at else at if b > last else "(" + at for b in range(layout.buckets)}
-        replies = yield Many(
-            tuple(
-                Cmd("XRANGE", (layout.outbox_dead(b), s, "+", "COUNT", limit))
-                for b, s in starts.items()
-            )
-        )
+        replies = yield _dead_pages(layout, starts, limit)
         letters = []
         for b, reply in zip(starts, replies, strict=True):
             for sid, raw in stream_rows(reply):
@@ -272,14 +239,9 @@ class OutboxCore:
         layout = yield from self.state.ensure()
         starts = dict.fromkeys(range(layout.buckets), "-")
         for _ in range(0, REDRIVE_SCAN, PAGE):
-            asked = list(starts.items())
-            replies = yield Many(
-                tuple(
-                    Cmd("XRANGE", (layout.outbox_dead(b), s, "+", "COUNT", PAGE)) for b, s in asked
-                )
-            )
-            starts = {}
-            for (b, _), reply in zip(asked, replies, strict=True):
+            asked, starts = starts, {}
+            replies = yield _dead_pages(layout, asked, PAGE)
+            for b, reply in zip(asked, replies, strict=True):
                 rows = stream_rows(reply)
                 for sid, raw in rows:
                     if b2s(stream_fields(raw).get(b"id")) == delivery_id:
@@ -312,8 +274,7 @@ class OutboxCore:
     def purge_dead(self, older_than_ms: int, dry_run: bool) -> Op[int]:
         check_ms(older_than_ms, "older_than_ms")
         layout = yield from self.state.ensure()
-        seconds, micros = yield Cmd("TIME", ())
-        cutoff = int(seconds) * 1000 + int(micros) // 1000 - older_than_ms
+        cutoff = time_ms((yield Cmd("TIME", ()))) - older_than_ms
         starts = dict.fromkeys(range(layout.buckets), "-")
         total = 0
         while starts:
@@ -325,6 +286,14 @@ class OutboxCore:
                 if b2s(after):
                     starts[b] = b2s(after)
         return total
+
+
+def _dead_pages(layout: KeyLayout, starts: Mapping[int, str], count: int) -> Many:
+    """Up to ``count`` dead letters of each bucket from ``starts[bucket]`` (one XRANGE each)."""
+    pages = (
+        Cmd("XRANGE", (layout.outbox_dead(b), s, "+", "COUNT", count)) for b, s in starts.items()
+    )
+    return Many(tuple(pages))
 
 
 # --- the blocking backend ---------------------------------------------------------------
@@ -368,15 +337,12 @@ class RedisOutbox(SyncSide):
         now_ms: int | None = None,
     ) -> list[OutboxLease]:
         """Up to ``count`` leases for ``consumer`` (never more, in total),
-        oldest first. Three pipelined round trips at most, one request per
-        bucket each: promote the retries that are due and count what each
-        bucket offers; reclaim (XAUTOCLAIM) entries held longer than
-        ``visibility_timeout_ms`` — a killed worker's — only where there are
-        some; read new entries (XREADGROUP, non-blocking) only where there
-        are some. The budget is split evenly over the buckets that offer
-        something. A delivery that ended without ack or fail counts as an
-        attempt (``entry.attempts``). A damaged entry becomes a dead letter
-        saying what is wrong instead of a lease (one more round trip).
+        oldest first, split evenly over the buckets that offer something:
+        due retries promoted, entries held longer than
+        ``visibility_timeout_ms`` (a killed worker's) reclaimed, new entries
+        read (docs/outbox.md, "Redis keys"). A delivery that ended without
+        ack or fail counts as an attempt (``entry.attempts``). A damaged
+        entry becomes a dead letter saying what is wrong instead of a lease.
         ``now_ms`` (epoch ms): the time retries are due by, instead of the
         server's clock (a test that moves django-xsm's clock; leases still
         expire by the server's)."""
@@ -391,22 +357,19 @@ class RedisOutbox(SyncSide):
         was lost (reclaimed after the visibility timeout): then another
         delivery of the same ``delivery_id`` is under way or done."""
         acked = self.driver.run(self.core.ack(lease), key_of(lease))
-        observers = observers_of(self.observers)
-        if observers:
-            notify_ended(observers, self, [(lease, "delivered" if acked else "lost")])
+        self._ended([(lease, "delivered" if acked else "lost")])
         return acked
 
     def ack_many(self, leases: Sequence[OutboxLease]) -> list[bool]:
         """:meth:`ack` for each of ``leases`` in one round trip (a worker
         acknowledges a batch after its handlers returned); one flag each."""
         acked = self.driver.run(self.core.ack_many(leases))
-        observers = observers_of(self.observers)
-        if observers:
-            ended = [
+        self._ended(
+            [
                 (lease, "delivered" if ok else "lost")
                 for lease, ok in zip(leases, acked, strict=True)
             ]
-            notify_ended(observers, self, ended)
+        )
         return acked
 
     def fail(self, lease: OutboxLease, error: str, *, retry_at_ms: int | None) -> FailOutcome:
@@ -417,10 +380,14 @@ class RedisOutbox(SyncSide):
         letter: ``"dead"``. ``"lost"`` when the lease was lost (nothing
         changed)."""
         outcome = self.driver.run(self.core.fail(lease, error, retry_at_ms), key_of(lease))
+        self._ended([(lease, outcome)])
+        return outcome
+
+    def _ended(self, ended: list[tuple[OutboxLease, str]]) -> None:
+        """Tell the observers how these leases ended."""
         observers = observers_of(self.observers)
         if observers:
-            notify_ended(observers, self, [(lease, outcome)])
-        return outcome
+            notify_ended(observers, self, ended)
 
     def dead_letters(self, *, limit: int = 100, after: str = "") -> list[DeadLetter]:
         """Dead letters, oldest first across buckets; the next page starts

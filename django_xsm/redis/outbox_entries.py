@@ -16,7 +16,7 @@ from django_xsm.persistence.codecs import loads_tagged
 from django_xsm.persistence.outbox import DeadLetter, FailOutcome, OutboxEntry, OutboxLease
 from django_xsm.persistence.sealing import UnsealError, is_sealed, unseal, unseal_bytes
 
-from .calls import Call, b2s
+from .calls import Call, b2s, stream_fields
 from .core import Many
 from .keys import KeyLayout
 
@@ -37,7 +37,6 @@ __all__ = [
     "key_of",
     "lenient_entry",
     "parse_entry",
-    "stream_fields",
     "stream_rows",
     "waiting_fields",
 ]
@@ -55,13 +54,6 @@ STREAM_ID = re.compile(r"\d+-\d+")
 
 
 # --- entries ----------------------------------------------------------------------
-
-
-def stream_fields(raw: Any) -> dict[bytes, Any]:
-    """A stream entry's fields: redis-py's dict or a script's flat list (the
-    last value of a repeated field wins)."""
-    pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=False)
-    return {k if isinstance(k, bytes) else str(k).encode(): v for k, v in pairs}
 
 
 def _number(f: Mapping[bytes, Any], name: str, default: int | None = None) -> int:

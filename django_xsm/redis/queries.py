@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis.exceptions as rex
@@ -69,25 +69,22 @@ class StoreQueries:
         else:
             lo = b"[" + base
         hi = b"[" + base + b"\xff"
-        calls = tuple(
-            Call(
-                "LIST_PAGE",
-                layout.prune_keys(b),
-                [
-                    index,
-                    lo,
-                    hi,
-                    limit + 1,  # one more than a page: is there a next page?
-                    len(head.encode()),
-                    layout.snapshot_prefix(b),
-                    layout.log_prefix(b),
-                    "1" if state is not None and machine is not None else "0",
-                    machine or "",
-                ],
-            )
-            for b in range(layout.buckets)
+        both = "1" if state is not None and machine is not None else "0"
+        replies = yield _per_bucket(
+            layout,
+            "LIST_PAGE",
+            lambda b: [
+                index,
+                lo,
+                hi,
+                limit + 1,  # one more than a page: is there a next page?
+                len(head.encode()),
+                layout.snapshot_prefix(b),
+                layout.log_prefix(b),
+                both,
+                machine or "",
+            ],
         )
-        replies = yield Many(calls)
         # a state filter's page comes in two sorted runs (see LIST_PAGE)
         pages = [sorted({b2s(k) for k in r}) for r in replies]
         merged = list(heapq.merge(*pages))
@@ -100,15 +97,11 @@ class StoreQueries:
     def due_keys(self, until: int, limit: int, prefix: str) -> Op[list[tuple[str, int]]]:
         # StoreKeywords.due_keys checked the arguments.
         layout = yield from self.state.ensure()
-        calls = tuple(
-            Call(
-                "DUE",
-                layout.prune_keys(b),
-                [until, limit, layout.snapshot_prefix(b), layout.log_prefix(b), prefix],
-            )
-            for b in range(layout.buckets)
+        replies = yield _per_bucket(
+            layout,
+            "DUE",
+            lambda b: [until, limit, layout.snapshot_prefix(b), layout.log_prefix(b), prefix],
         )
-        replies = yield Many(calls)
         rows: list[tuple[int, str]] = []
         for reply in replies:
             for i in range(0, len(reply), 2):
@@ -218,15 +211,11 @@ class StoreQueries:
     def prune_expired(self, limit: int) -> Op[int]:
         validate_limit(limit)
         layout = yield from self.state.ensure()
-        calls = tuple(
-            Call(
-                "PRUNE_EXPIRED",
-                layout.prune_keys(b),
-                [limit, layout.snapshot_prefix(b), layout.log_prefix(b)],
-            )
-            for b in range(layout.buckets)
+        replies = yield _per_bucket(
+            layout,
+            "PRUNE_EXPIRED",
+            lambda b: [limit, layout.snapshot_prefix(b), layout.log_prefix(b)],
         )
-        replies = yield Many(calls)
         return sum(int(r) for r in replies)
 
     def health(self) -> Op[dict[str, Any]]:
@@ -256,6 +245,11 @@ class StoreQueries:
         if self.state.reset:
             info["namespace_reset"] = True
         return info
+
+
+def _per_bucket(layout: KeyLayout, script: str, args: Callable[[int], list[Any]]) -> Many:
+    """``script`` on each bucket's prune keys with ``args(bucket)``, in one pipeline."""
+    return Many(tuple(Call(script, layout.prune_keys(b), args(b)) for b in range(layout.buckets)))
 
 
 def _reason(park: Any, tf: Any) -> str:

@@ -1,20 +1,13 @@
-"""Re-encrypt a namespace with the codec's newest key (``xsm_reencrypt``).
+"""Re-encrypt a namespace with the codec's newest key (``xsm_reencrypt``,
+docs/commands.md).
 
-Walks every key of the namespace with ``SCAN`` (resumable: each step
-reports its cursor) and rewrites each value an older key encrypted:
-snapshots (``d``, whole or in parts), the receipts of idempotency rows,
-the sealed fields of log records, outbox entries, entries waiting for a
-retry and dead letters. Values the newest key wrote, and values in clear,
-are left alone; the values in clear are counted from the same reads (a
-codec turned on over existing data leaves them: see docs/security.md).
-
-A value is rewritten only while it is still what was read: hashes through
-``HASH_CAS``, streams through ``STREAM_REWRITE`` (a log or the dead letters
-are rebuilt with the same ids; in the outbox the undelivered entries move
-to the end in order, and entries a worker holds are left for the next
-run). A concurrent commit is never lost: a key that changed between the
-read and the rewrite is read again (three times at most) and otherwise
-counted as ``busy``.
+Walks the namespace with ``SCAN`` (resumable: each step reports its cursor)
+and rewrites each value an older key encrypted; values in clear are only
+counted. A value is rewritten only while it is still what was read
+(``HASH_CAS``, ``STREAM_REWRITE``; in the outbox the undelivered entries
+move to the end in order, entries a worker holds are left): a key that
+changed in between is read again (three times at most), else counted as
+``busy``.
 """
 
 from __future__ import annotations
@@ -29,11 +22,11 @@ from django_xsm.exceptions import InvalidConfigError
 from django_xsm.persistence.arguments import validate_prefix
 from django_xsm.persistence.sealing import SEALED, SealingCodec, is_sealed
 
-from .calls import Call, b2s, join_long
+from .calls import Call, b2s, join_long, stream_fields
 from .client import SyncSide, is_cluster
 from .core import Cmd, Op
 from .keys import LONG_PART, escape_glob
-from .outbox_entries import stream_fields, stream_rows
+from .outbox_entries import stream_rows
 
 __all__ = ["ReencryptStep", "Reencryptor"]
 
@@ -165,8 +158,7 @@ class Reencryptor(SyncSide):
     def _hash_changes(self, name: str, kind: str) -> tuple[list[Any], int, int]:
         """HASH_CAS's arguments for ``name``, how many values they rewrite
         (a snapshot in parts is one value) and how many are in clear."""
-        h: Mapping[bytes, Any] = self._send(Cmd("HGETALL", (name,)), name) or {}
-        h = {k if isinstance(k, bytes) else str(k).encode(): v for k, v in h.items()}
+        h = stream_fields(self._send(Cmd("HGETALL", (name,)), name) or {})
         if kind == "s:":
             data = join_long(h, b"d")
             if data is not None and data[:1] == b"{":

@@ -53,37 +53,24 @@ def with_latency(info: dict[str, Any], started: float) -> dict[str, Any]:
 
 
 class _StoreBase(RedisSide):
-    """Constructor and identity shared by both twins.
+    """Constructor and identity shared by both twins (docs/redis.md).
 
     ``prefix`` names the namespace (required). ``codec``: snapshot codec
     (compact JSON by default). ``max_snapshot_bytes``: encoded size limit.
     ``ttl_s``: idle instances expire after this many seconds (every commit
     renews it). ``lock_ttl_ms``: lease of pessimistic locks and, by default,
     of idempotency claims. ``buckets``: bucket count for a new namespace
-    (default 16; an existing namespace keeps its own; on a Redis Cluster
-    use at least 8 per master). ``min_replicas``: when above 0, every
-    commit is followed by ``WAIT min_replicas replica_timeout_ms`` on the
-    same connection, in the same round trip, and a commit fewer replicas
-    acknowledged raises ``NotDurableError`` instead of succeeding (so does
-    a replay of one, until the replicas have it). ``log_maxlen``: the
-    approximate cap of each instance's stream in the store's own
-    :attr:`log` (None keeps every record).
+    (default 16; an existing namespace keeps its own). ``min_replicas``:
+    when above 0, a commit (or a replay of one) fewer replicas acknowledged
+    within ``replica_timeout_ms`` raises ``NotDurableError``.
+    ``log_maxlen``: the approximate cap of each stream of :attr:`log`.
 
-    The store is the whole backend: its ``inbox`` (idempotency claims),
-    ``log`` (the transition log) and, on the blocking twin, ``outbox`` (the
-    delivery side of emitted events) are parts of it on the same client,
-    prefix, buckets and codec, so a block's commit writes them in its one
-    script. ``IdempotencyPlugin()`` and ``AuditPlugin()`` with no inbox or
-    log use them.
-
-    Construction does no I/O: the schema marker is read on first use, so a
-    store can be built while Redis is down (the first operation then raises
-    ``StoreUnavailableError``, or ``StoreError`` for an unreadable marker).
-    ``max_snapshot_bytes``, ``ttl_s`` and ``lock_ttl_ms`` may be changed
-    after construction (checked like the constructor's arguments).
+    The store is the whole backend: its ``inbox``, ``log`` and, on the
+    blocking twin, ``outbox`` are on the same client, prefix, buckets and
+    codec, so a block's commit writes them in its one script. Construction
+    does no I/O: the schema marker is read on first use.
     """
 
-    client: Any
     inbox: Any
     log: Any
     #: the classes of this twin's ``inbox`` and ``log``
@@ -124,10 +111,6 @@ class _StoreBase(RedisSide):
         self.clock = system_clock_ms
         validate_maxlen(log_maxlen, "log_maxlen")
         self._attach_parts(buckets, log_maxlen)
-
-    def _connect(self, client_or_url: Any) -> None:
-        """Set ``client`` and ``driver`` (blocking or asyncio)."""
-        raise NotImplementedError
 
     def _attach_parts(self, buckets: int | None, log_maxlen: int | None) -> None:
         """Build this twin's ``inbox`` and ``log`` (its ``_part_kinds``) on
@@ -325,10 +308,8 @@ class RedisStore(
 
     def machine_ids(self, keys: Sequence[str]) -> dict[str, str]:
         """Key -> machine id of its stored record, '' for a key with no
-        record (or an expired one). One pipelined round trip (``HGET`` of
-        the machine field per key; no snapshot is decoded), plus one more
-        when some record was committed with an empty machine id: those
-        snapshots are loaded to read theirs. No keys: no I/O."""
+        record (or an expired one). No snapshot is decoded unless a record
+        was committed with an empty machine id. No keys: no I/O."""
         return self.driver.run(self.core.machine_ids(keys))
 
     def prune_expired(self, *, limit: int = 1000) -> int:

@@ -6,16 +6,23 @@ from .preludes import PRELUDE_INBOX, PRELUDE_INDEX, PRELUDE_TYPES
 
 __all__ = ["CLAIM", "FORGET_SCOPE", "MARK", "PURGE_INBOX", "RELEASE"]
 
-# KEYS[1] inbox hash, KEYS[2] inbox expiry
-# ARGV[1] field, ARGV[2] fingerprint, ARGV[3] owner, ARGV[4] lease ms
-# returns {status, receipt, retry_after_ms}; writes the lease when claimed
-CLAIM = (
+# The opening of CLAIM and MARK: both keys type-checked, the server's time.
+_PRELUDE_ROW = (
     PRELUDE_INDEX
     + PRELUDE_INBOX
     + r"""
 local err = bad_type({KEYS[1], 'hash', KEYS[2], 'zset'})
 if err then return err end
 local now = now_ms()
+"""
+)
+
+# KEYS[1] inbox hash, KEYS[2] inbox expiry
+# ARGV[1] field, ARGV[2] fingerprint, ARGV[3] owner, ARGV[4] lease ms
+# returns {status, receipt, retry_after_ms}; writes the lease when claimed
+CLAIM = (
+    _PRELUDE_ROW
+    + r"""
 local st, receipt, retry = claim_check(KEYS[1], ARGV[1], ARGV[2], ARGV[3], now)
 if st == 'claimed' then
   put_row(KEYS[1], KEYS[2], ARGV[1], {s = 'f', fp = ARGV[2], o = ARGV[3]}, now + tonumber(ARGV[4]))
@@ -28,12 +35,8 @@ return {st, receipt, retry}
 # ARGV[1] field, ARGV[2] fingerprint, ARGV[3] owner, ARGV[4] receipt JSON,
 # ARGV[5] ttl ms; returns 1 when marked, 0 when the claim is someone else's
 MARK = (
-    PRELUDE_INDEX
-    + PRELUDE_INBOX
+    _PRELUDE_ROW
     + r"""
-local err = bad_type({KEYS[1], 'hash', KEYS[2], 'zset'})
-if err then return err end
-local now = now_ms()
 if not owned_or_free(KEYS[1], ARGV[1], ARGV[3], now) then return 0 end
 put_row(KEYS[1], KEYS[2], ARGV[1], {s = 'd', fp = ARGV[2], o = ARGV[3], r = ARGV[4]},
   now + tonumber(ARGV[5]))

@@ -1,14 +1,6 @@
 """Scripts of the outbox (delivery side): promote retries, reclaim and read
-leases, acknowledge, fail, list, redrive and purge dead letters.
-
-COMMIT appends each emitted event to the bucket's outbox stream
-(``id k m v e a t``). Workers read it through one consumer group; an entry
-stays in the stream, pending for its consumer, until ``OUTBOX_ACK`` or
-``OUTBOX_FAIL`` removes it (XACK + XDEL in one step). A failed entry waits
-in the retry zset (delivery id -> due ms) with its fields in the waiting
-hash (delivery id -> JSON list of field, value pairs), or becomes a dead
-letter (the dead-letter stream: its fields plus ``err`` and ``dt``).
-"""
+leases, acknowledge, fail, list, redrive and purge dead letters (keys and
+fields: docs/outbox.md, "Redis keys")."""
 
 from __future__ import annotations
 
@@ -32,7 +24,6 @@ __all__ = [
 _PRELUDE_OUTBOX = (
     PRELUDE_INDEX
     + r"""
-local unpack = unpack or table.unpack
 local function group_info(stream, group)
   if redis.call('EXISTS', stream) == 0 then return nil end
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
