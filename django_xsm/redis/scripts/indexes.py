@@ -105,7 +105,9 @@ return out
 
 # KEYS[1..7] index keys of one bucket, KEYS[8] its log index; ARGV[1] limit,
 # ARGV[2] snapshot key prefix, ARGV[3] log key prefix
-# prunes keys whose idle expiry passed; returns how many
+# prunes keys whose idle expiry passed; a key its index thinks due but
+# still alive is scored again by its PTTL, one with no expiry leaves the
+# index; returns how many were pruned
 PRUNE_EXPIRED = (
     _PRELUDE_BUCKET
     + r"""
@@ -113,8 +115,10 @@ local now = now_ms()
 local keys = redis.call('ZRANGEBYSCORE', I[7], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local n = 0
 for _, key in ipairs(keys) do
-  if redis.call('EXISTS', ARGV[2] .. key) == 0 then prune(I, key, KEYS[8], ARGV[3]); n = n + 1
-  else redis.call('ZREM', I[7], key) end
+  local left = redis.call('PTTL', ARGV[2] .. key)
+  if left == -2 then prune(I, key, KEYS[8], ARGV[3]); n = n + 1
+  elseif left > 0 then redis.call('ZADD', I[7], now + left, key)  -- due later than scored
+  else redis.call('ZREM', I[7], key) end  -- kept for good now
 end
 return n
 """
