@@ -17,9 +17,10 @@ from typing import Any, Protocol
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 
-from django_xsm.exceptions import UnsavedInstanceError
+from django_xsm.exceptions import InvalidConfigError, UnsavedInstanceError
+from django_xsm.persistence.arguments import validate_key
 
-__all__ = ["FieldSpec", "instance_key", "key_pattern", "row_lookup"]
+__all__ = ["FieldSpec", "instance_key", "key_pattern", "row_lookup", "usable_key"]
 
 
 class FieldSpec(Protocol):
@@ -59,6 +60,15 @@ class _RowValues(Mapping[str, Any]):
 def instance_key(row: models.Model, field: FieldSpec) -> str:
     """The Redis instance key of ``row``'s statechart in ``field``."""
     return string.Formatter().vformat(field.key_template, (), _RowValues(row, field))
+
+
+def usable_key(row: models.Model, field: FieldSpec) -> str | None:
+    """The row's instance key, or None when it has no usable one (an
+    unsaved row, an empty placeholder value, control characters...)."""
+    try:
+        return validate_key(instance_key(row, field))
+    except (UnsavedInstanceError, InvalidConfigError):
+        return None
 
 
 @functools.lru_cache(maxsize=256)
