@@ -3,16 +3,10 @@
 block of the process gets (:func:`add_process_plugin`).
 
 The block's logic is written here once, as generators composed of the
-store's own operations (``yield from store.open_op(...)``, see
-``StoreOps`` in :mod:`django_xsm.persistence.base`):
+store's operations (``StoreOps`` in :mod:`django_xsm.persistence.base`):
 :meth:`PersistedInstance.open_op`, the send inside
 :meth:`~PersistedInstance.send`, and :meth:`PersistedInstance.close_op`.
-The store's driver runs each of them in one loop, blocking in
-``persisted()`` or with asyncio in ``apersisted()``; the engine work and
-the commit unit are pure steps of :class:`~.state.BlockState`. Round
-trips: one to open (lock + claims known at open + load), one to commit; a
-send whose idempotency key is known only inside the block adds one claim
-round trip.
+The store's driver runs each in one loop (see :mod:`.drivers`).
 """
 
 from __future__ import annotations
@@ -38,7 +32,7 @@ from django_xsm.persistence.audit import AuditPlugin
 from django_xsm.persistence.base import StoreOp, retry_after_seconds
 from django_xsm.persistence.idempotency import IdempotencyPlugin, ReplayedReceipt
 from django_xsm.persistence.locks import queue_for_lock
-from django_xsm.persistence.observers import Registry
+from django_xsm.persistence.observers import NO_OBSERVATION, Registry, notify, observed
 from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import (
     ClaimOutcome,
@@ -53,7 +47,6 @@ from django_xsm.persistence.records import (
 
 from .claims import SendClaim
 from .options import BlockOptions, SendOptions
-from .phases import NO_PHASE, notify_replay, phase_of
 from .state import BlockState
 
 logger = logging.getLogger("django_xsm.persistence")
@@ -68,6 +61,10 @@ __all__ = [
 ]
 
 _SEND_OPTIONS = tuple(f.name for f in dataclasses.fields(SendOptions))
+
+
+#: What a block enters around a phase when none of its plugins observes it.
+NO_PHASE = NO_OBSERVATION
 
 
 class Plugin:
@@ -180,6 +177,26 @@ def overriding(hooks: Sequence[Plugin], name: str) -> tuple[Plugin, ...]:
     """The hooks whose class overrides :class:`Plugin`'s method ``name``."""
     base = getattr(Plugin, name)
     return tuple(hook for hook in hooks if getattr(type(hook), name) is not base)
+
+
+def phase_of(
+    hooks: tuple[Plugin, ...], block: Any, name: str, event: object = None
+) -> AbstractContextManager[None]:
+    """What ``block`` enters around phase ``name`` (``event``: the sent
+    event, for a ``"send"``): each of ``hooks``' :meth:`Plugin.phase`
+    (errors logged, never raised), or a shared null context when none of
+    the block's plugins observes phases."""
+    if not hooks:
+        return NO_PHASE
+    etype = _event_type(event) if name == "send" else ""
+    return observed(hooks, lambda h: h.phase(block, name, etype), logger, "phase hook", block.key)
+
+
+def _event_type(event: object) -> str:
+    try:
+        return to_event(event, None).type
+    except Exception:
+        return ""  # the send itself raises the error
 
 
 def _split_options(kwargs: dict[str, Any]) -> tuple[dict[str, Any], SendOptions]:
@@ -348,7 +365,13 @@ class PersistedInstance(BlockState):
 
     def _replayed(self, etype: str, receipt: ReplayedReceipt) -> ReplayedReceipt:
         if self._replay_hooks:
-            notify_replay(self._replay_hooks, self, etype, receipt)
+            notify(
+                self._replay_hooks,
+                lambda h: h.on_replay(self, etype, receipt),
+                logger,
+                "on_replay hook",
+                self.key,
+            )
         return receipt
 
     def _claim_op(self, request: ClaimRequest) -> StoreOp[ClaimOutcome]:
@@ -414,11 +437,15 @@ class PersistedInstance(BlockState):
         )
 
     def _notify_lock_busy(self, busy_ms: int) -> None:
+        self._call_hooks("on_lock_busy", busy_ms)  # an observer must not change the block
+
+    def _call_hooks(self, name: str, *args: Any) -> None:
+        """``hook.<name>(self, *args)`` of every hook: errors logged, never raised."""
         for hook in self.hooks:
-            try:  # an observer must not change what the block does
-                hook.on_lock_busy(self, busy_ms)
+            try:
+                getattr(hook, name)(self, *args)
             except Exception:
-                logger.exception("on_lock_busy hook %r failed for %r", hook, self.key)
+                logger.exception("%s hook %r failed for %r", name, hook, self.key)
 
     # --- close ---------------------------------------------------------------
 
@@ -453,13 +480,9 @@ class PersistedInstance(BlockState):
     def _on_committed(self, result: CommitResult) -> None:
         self.committed = result
         self.version = result.version
-        for hook in self.hooks:
-            # The commit is durable: an error here must not look like a failed
-            # block to the caller (a retry would apply the events twice).
-            try:
-                hook.after_commit(self, result)
-            except Exception:
-                logger.exception("after_commit hook %r failed for %r", hook, self.key)
+        # The commit is durable: an error here must not look like a failed
+        # block to the caller (a retry would apply the events twice).
+        self._call_hooks("after_commit", result)
 
     def _abort_op(self) -> StoreOp[None]:
         """Best effort: drop our claims and lock; leases expire otherwise.

@@ -32,15 +32,17 @@ from django_xsm.persistence.timer_state import next_due_ms, prune_failures
 
 from .claims import ClaimBook, SendClaim
 from .options import BlockOptions, SendOptions
-from .reads import InstanceReads
 
 __all__ = ["BlockState"]
 
 _UNSET: Any = object()
 
 
-class BlockState(InstanceReads):
-    """The state of one block, from open to commit."""
+class BlockState:
+    """The state of one block, from open to commit, and read access to its
+    live engine instance: ``value``, ``state_ids``, ``context`` (the live
+    dict: changing it in the body is saved), ``status``, ``deadlines``,
+    ``matches()``, ``can()`` and ``snapshot()``."""
 
     def __init__(
         self,
@@ -84,6 +86,40 @@ class BlockState(InstanceReads):
         self._save_created = False
         self._poisoned: BaseException | None = None
         self._result: Any = _UNSET
+
+    @property
+    def value(self) -> Any:
+        return self.instance.value
+
+    @property
+    def state_ids(self) -> Any:
+        return self.instance.state_ids
+
+    @property
+    def context(self) -> Any:
+        return self.instance.context
+
+    @property
+    def status(self) -> str:
+        return str(self.instance.status)
+
+    @property
+    def deadlines(self) -> Any:
+        return self.instance.deadlines
+
+    @property
+    def created(self) -> bool:
+        """True when this block started a new instance."""
+        return self.record is None
+
+    def matches(self, state_id: str) -> bool:
+        return bool(self.instance.matches(state_id))
+
+    def can(self, event: Any) -> bool:
+        return bool(self.instance.can(event))
+
+    def snapshot(self) -> dict[str, Any]:
+        return dict(self.instance.snapshot())
 
     @property
     def block_claim(self) -> ClaimRequest | None:
