@@ -9,13 +9,10 @@ the Redis-held instance::
     with order.status.open(actor="alice") as block:          # several events, one commit
         block.send("ADD"); block.send("PAY")
 
-Every commit moves the row's projection forward: the block is handed the
-row's :class:`~django_xsm.fields.projection.RowWriter`, which writes one
-fenced SQL UPDATE in the caller's transaction right after the Redis
-commit; every read that finds Redis ahead of the row
-repairs the row the same way. Hold the bound value (``s = order.status``)
-to read several things from one load; :meth:`BoundStatechart.refresh`
-loads again.
+Every commit moves the row forward (the block is handed the row's
+:class:`~django_xsm.fields.projection.RowWriter`), and so does every read
+that finds Redis ahead of the row. A bound value loads once;
+:meth:`BoundStatechart.refresh` loads again.
 """
 
 from __future__ import annotations

@@ -5,13 +5,10 @@
     class Order(models.Model):
         status = StatechartField(machine="order")     # key "order:<pk>"
 
-The field is a ``CharField`` holding the projected state (see
-:mod:`django_xsm.fields.projection`) and adds its companion
-``<name>_version`` column itself, as django-money's ``MoneyField`` adds
-``<name>_currency``. Reading ``order.status`` gives a
-:class:`~django_xsm.fields.bound.BoundStatechart`: it compares equal to the
-column's string and sends events through ``persisted()``. Assigning a state
-(``order.status = "paid"``) raises: state changes only through events.
+A ``CharField`` holding the projected state (:mod:`.projection`) that adds
+its companion ``<name>_version`` column itself. Reading ``order.status``
+gives a :class:`~django_xsm.fields.bound.BoundStatechart`; assigning a
+state raises: state changes only through events.
 """
 
 from __future__ import annotations

@@ -118,27 +118,17 @@ class ScanResult:
     failed_keys: list[str] = field(default_factory=list)
 
     def merge(self, other: ScanResult) -> None:
-        self.scanned += other.scanned
-        self.fired += other.fired
-        self.stale += other.stale
-        self.locked += other.locked
-        self.errors += other.errors
-        self.dead_lettered += other.dead_lettered
-        self.unavailable += other.unavailable
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_lag_ms = max(self.max_lag_ms, other.max_lag_ms)
         self.failed_keys.extend(other.failed_keys)
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "scanned": self.scanned,
-            "fired": self.fired,
-            "stale": self.stale,
-            "locked": self.locked,
-            "dead_lettered": self.dead_lettered,
-            "errors": self.errors,
-            "unavailable": self.unavailable,
-            "max_lag_ms": self.max_lag_ms,
-        }
+        return {name: getattr(self, name) for name in (*_COUNTS, "max_lag_ms")}
+
+
+#: The counts of a :class:`ScanResult` that add up when results merge.
+_COUNTS = ("scanned", "fired", "stale", "locked", "dead_lettered", "errors", "unavailable")
 
 
 class DueTimerScanner:
@@ -153,11 +143,10 @@ class DueTimerScanner:
     :mod:`~django_xsm.persistence.backoff`; ``jitter=False`` waits the
     ceiling; ``rng`` seeds the randomness). ``key_prefix``: only keys starting
     with it (compared literally: glob characters are plain) are scanned and
-    fired; ``""`` (the default) is every key. ``observers``: what sees
-    each scan and fire (tracing; see
-    :class:`ScanObserver`), besides
-    the process's (``add_process_observer``); their errors are logged,
-    never raised.
+    fired; ``""`` (the default) is every key. ``observers``: what sees each
+    scan and fire (tracing; see :class:`ScanObserver`), besides the
+    process's (``add_process_observer``); their errors are logged, never
+    raised.
 
     A due key whose record cannot be read at all (corrupt, or over the
     store's ``max_snapshot_bytes``) is parked with the reason
@@ -320,8 +309,7 @@ class DueTimerScanner:
         sit at the head of the due index and starve every other timer."""
         try:
             record = self.store.load(key)
-            raw = record.snapshot.get("deadlines", ()) if record is not None else ()
-            deadlines = tuple(Deadline.from_dict(d) for d in raw)
+            deadlines = _deadlines_of(record) if record is not None else ()
         except StoreUnavailableError:
             raise
         except Exception as load_exc:  # unreadable: nothing to fence bookkeeping on
@@ -403,14 +391,12 @@ class DueTimerScanner:
             return False
         for fk in dead:
             del failures[fk]
-        raw = record.snapshot.get("deadlines", ())
-        deadlines = tuple(Deadline.from_dict(d) for d in raw)
         redriven = bool(
             self.store.record_timer_failure(
                 key,
                 expected_version=record.version,
                 failures=failures,
-                next_due_ms=next_due_ms(deadlines, failures),
+                next_due_ms=next_due_ms(_deadlines_of(record), failures),
             )
         )
         if redriven:
@@ -453,3 +439,8 @@ class DueTimerScanner:
             else:
                 time.sleep(interval)
         return total
+
+
+def _deadlines_of(record: StoredRecord) -> tuple[Deadline, ...]:
+    """The deadlines armed in ``record``'s snapshot (raises for damaged ones)."""
+    return tuple(Deadline.from_dict(d) for d in record.snapshot.get("deadlines", ()))

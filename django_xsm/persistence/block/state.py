@@ -20,7 +20,6 @@ from django_xsm.persistence.codecs import to_json_ready
 from django_xsm.persistence.idempotency import IdempotencyPlugin
 from django_xsm.persistence.outbox import Emitted, delivery_id_for
 from django_xsm.persistence.records import (
-    ClaimRequest,
     CommitResult,
     CommitUnit,
     LogEntry,
@@ -120,11 +119,6 @@ class BlockState:
 
     def snapshot(self) -> dict[str, Any]:
         return dict(self.instance.snapshot())
-
-    @property
-    def block_claim(self) -> ClaimRequest | None:
-        """The claim of the idempotency key given when the block opened."""
-        return self.claims.block
 
     @property
     def duplicate(self) -> bool:
