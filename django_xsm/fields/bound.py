@@ -204,18 +204,12 @@ class BoundStatechart:
     # --- creating ------------------------------------------------------------------
 
     def create(self) -> bool:
-        """Store the row's instance now unless it exists: the machine's
-        initial configuration, with the ``after`` deadlines of its states
-        armed and the events its entry actions emitted queued in the
-        outbox, in one commit; the row moves to that version. True when
-        this call stored it, False when the instance was there already.
-
-        What the commit of the row's INSERT runs (and ``manage.py
-        xsm_sync_models`` for a row whose creation failed). Fenced by the
-        commit's version check: of this call and a concurrent first send
-        (or another creation), exactly one stores the initial entry; the
-        other's commit conflicts, and its retry finds the instance.
-        Optimistic whatever ``XSM["LOCK"]`` says: a creation never waits."""
+        """Store the row's instance now unless it exists (what the commit of
+        the row's INSERT runs: docs/models.md, "When the instance is
+        created"); the row moves to its version. True when this call stored
+        it, False when the instance was there already. Fenced by the
+        commit's version check against a concurrent first send; optimistic
+        whatever ``XSM["LOCK"]`` says: a creation never waits."""
 
         def attempt() -> bool:
             with self.open(lock="optimistic") as block:
@@ -265,8 +259,7 @@ class BoundStatechart:
         """Send one event in its own block; returns the receipt. Options as
         ``machines[...].objects.send`` (``actor``, ``idempotency_key``,
         ``reason``, ``strict``, ``lock``...); conflicts are retried."""
-        opts, send_kwargs = self._split(event, kwargs)
-        strategy = backend.lock_strategy(opts.pop("lock", None))
+        opts, send_kwargs, strategy = self._split(event, kwargs)
 
         def attempt(lock: LockStrategy) -> Any:
             with self.open(**opts, lock=lock) as block:
@@ -277,8 +270,7 @@ class BoundStatechart:
 
     async def asend(self, event: Any, /, **kwargs: Any) -> Any:
         """The asyncio twin of :meth:`send`."""
-        opts, send_kwargs = self._split(event, kwargs)
-        strategy = backend.lock_strategy(opts.pop("lock", None))
+        opts, send_kwargs, strategy = self._split(event, kwargs)
 
         async def attempt(lock: LockStrategy) -> Any:
             async with self.aopen(**opts, lock=lock) as block:
@@ -289,11 +281,13 @@ class BoundStatechart:
 
     _BLOCK_OPTIONS = ("actor", "idempotency_key", "principal", "strict", "lock", "correlation_id")
 
-    def _split(self, event: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Block options vs. the send's own arguments; an idempotency key is
-        claimed at open (same round trip as the load) with the event's
-        fingerprint, as ``objects.send`` does. A reserved or unknown event
-        type is refused here, before any I/O."""
+    def _split(
+        self, event: Any, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], LockStrategy]:
+        """Block options, the send's own arguments and the lock strategy; an
+        idempotency key is claimed at open (same round trip as the load)
+        with the event's fingerprint, as ``objects.send`` does. A reserved
+        or unknown event type is refused here, before any I/O."""
         opts = {k: kwargs.pop(k) for k in self._BLOCK_OPTIONS if k in kwargs}
         opts.setdefault("create", True)
         # the payload limit, before any I/O ('reason' is the send's own)
@@ -302,7 +296,7 @@ class BoundStatechart:
         if opts.get("idempotency_key"):
             normalized = to_event(event, kwargs)  # 'reason' in the fingerprint, as before
             opts["fingerprint"] = event_fingerprint(normalized.type, normalized.data)
-        return opts, kwargs
+        return opts, kwargs, backend.lock_strategy(opts.pop("lock", None))
 
     # --- the projection ------------------------------------------------------------
 

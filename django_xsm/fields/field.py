@@ -311,20 +311,16 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
         if failed is not None:
             # Registered, but it did not load: say why (xsm.E007 says it too,
             # without naming the fields that need it).
-            return [
-                checks.Error(
-                    f"{self._where()} names machine {self.machine_name!r}, which failed to "
-                    f"load: {failed.message}",
-                    hint=failed.hint or f"see xsm.E007 for XSM['MACHINES'][{self.machine_name!r}]",
-                    obj=self,
-                    id="xsm.E101",
-                )
-            ]
-        known = ", ".join(sorted(machines.names())) or "none"
+            problem = f"failed to load: {failed.message}"
+            hint = failed.hint or f"see xsm.E007 for XSM['MACHINES'][{self.machine_name!r}]"
+        else:
+            problem = "is not registered"
+            known = ", ".join(sorted(machines.names())) or "none"
+            hint = f"add it to XSM['MACHINES'] (registered: {known})"
         return [
             checks.Error(
-                f"{self._where()} names machine {self.machine_name!r}, which is not registered",
-                hint=f"add it to XSM['MACHINES'] (registered: {known})",
+                f"{self._where()} names machine {self.machine_name!r}, which {problem}",
+                hint=hint,
                 obj=self,
                 id="xsm.E101",
             )

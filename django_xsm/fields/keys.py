@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import re
 import string
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from django.core.exceptions import FieldDoesNotExist, ValidationError
@@ -37,24 +36,19 @@ class FieldSpec(Protocol):
     def version_attname(self) -> str: ...
 
 
-class _RowValues(Mapping[str, Any]):
+class _RowValues(dict[str, Any]):
     """The row's values by placeholder name, for ``str.format_map``."""
 
     def __init__(self, row: models.Model, field: FieldSpec) -> None:
+        super().__init__()
         self.row = row
         self.field = field
 
-    def __getitem__(self, name: str) -> Any:
+    def __missing__(self, name: str) -> Any:
         value = self.row.pk if name == "pk" else getattr(self.row, name)
         if value is None or value == "":
             raise UnsavedInstanceError(type(self.row).__name__, self.field.name, placeholder=name)
         return value
-
-    def __iter__(self) -> Any:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
 
 
 def instance_key(row: models.Model, field: FieldSpec) -> str:

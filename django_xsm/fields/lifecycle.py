@@ -43,7 +43,10 @@ logger = logging.getLogger("django_xsm.fields")
 #: (concrete) model defined later gets the same receivers.
 _RECEIVERS: list[tuple[Any, FieldSpec, Callable[..., None]]] = []
 
-_LATER = "'manage.py xsm_sync_models --forget-orphans' erases it later"
+_NOT_FORGOTTEN = (
+    "could not forget %r after its row was deleted (%s); "
+    "'manage.py xsm_sync_models --forget-orphans' erases it later"
+)
 
 
 # --- creation ------------------------------------------------------------------------
@@ -151,9 +154,7 @@ def forget_on_delete(field: FieldSpec) -> Callable[..., None]:
             objects = machines[field.machine_name].objects
             record = backend.get_store().load(key)
         except (XsmError, LookupError) as exc:
-            logger.warning(
-                "could not forget %r after its row was deleted (%s); %s", key, exc, _LATER
-            )
+            logger.warning(_NOT_FORGOTTEN, key, exc)
             return
         if record is None or not objects.owns(record):
             return
@@ -178,9 +179,7 @@ def forget_on_delete(field: FieldSpec) -> Callable[..., None]:
                 # compare-and-forget.
                 objects.forget(key)
             except XsmError as exc:
-                logger.warning(
-                    "could not forget %r after its row was deleted (%s); %s", key, exc, _LATER
-                )
+                logger.warning(_NOT_FORGOTTEN, key, exc)
 
         transaction.on_commit(forget, using=using)
 

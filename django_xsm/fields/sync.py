@@ -201,14 +201,18 @@ def _claimed_by_other_fields(f: StatechartField, using: str) -> set[str]:
     produce keys of ``f``'s template: such an instance is not an orphan.
     Each model is read from the database the router reads it from."""
     pattern = key_pattern(f.key_template)[0]
-    claimed: set[str] = set()
-    for other, routed in _claimants(f)[1:]:
-        for page in _rows(other.model, routed or using, 1000):
-            for row in page:
-                key = usable_key(row, other)
-                if key is not None and pattern.fullmatch(key):
-                    claimed.add(key)
-    return claimed
+    return {
+        key
+        for other, routed in _claimants(f)[1:]
+        for key in _row_keys(other, routed or using)
+        if pattern.fullmatch(key)
+    }
+
+
+def _row_keys(f: StatechartField, using: str) -> Iterator[str]:
+    """The usable keys of every row of ``f``'s model in ``using``."""
+    for page in _rows(f.model, using, 1000):
+        yield from (key for row in page if (key := usable_key(row, f)) is not None)
 
 
 def _claimed_now(f: StatechartField, keys: list[str], using: str) -> set[str]:
@@ -220,9 +224,7 @@ def _claimed_now(f: StatechartField, keys: list[str], using: str) -> set[str]:
         db = routed or using
         manager = other.model._base_manager.db_manager(db)
         if len(key_pattern(other.key_template)[1]) > 1:
-            wanted = set(keys)
-            for page in _rows(other.model, db, 1000):
-                claimed.update(k for row in page if (k := usable_key(row, other)) in wanted)
+            claimed.update(set(keys).intersection(_row_keys(other, db)))
             continue
         for key in keys:
             lookup = row_lookup(other, key)
