@@ -408,19 +408,18 @@ class FernetCodec:
     def unseal(self, token: str) -> bytes:
         """The plaintext of a :meth:`seal` token; ``ValueError`` when no
         configured key opens it."""
-        from cryptography.fernet import InvalidToken
-
-        try:
-            return self._fernet.decrypt(token)
-        except (InvalidToken, TypeError):
-            raise ValueError("no configured key opens this value") from None
+        return self._opened(self._fernet.decrypt, token)
 
     def rotate_token(self, token: str) -> str:
         """A :meth:`seal` token re-encrypted with the newest key."""
+        return self._opened(self._fernet.rotate, token).decode("ascii")
+
+    @staticmethod
+    def _opened(step: Callable[[str], bytes], token: str) -> bytes:
         from cryptography.fernet import InvalidToken
 
         try:
-            return self._fernet.rotate(token).decode("ascii")
+            return step(token)
         except (InvalidToken, TypeError):
             raise ValueError("no configured key opens this value") from None
 

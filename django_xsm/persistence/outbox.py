@@ -213,9 +213,7 @@ class OutboxObserver:
 
 _PROCESS: Registry[OutboxObserver] = Registry(OutboxObserver)
 
-# The observers every outbox reader, already built or not, gets (a reader given
-# an observer of the same class keeps its own); metrics (``django_xsm.contrib.otel``)
-# add one.
+# What every outbox reader gets besides its own (see Registry); metrics add one.
 add_process_observer = _PROCESS.add
 remove_process_observer = _PROCESS.remove
 process_observers = _PROCESS.registered

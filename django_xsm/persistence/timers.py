@@ -1,18 +1,13 @@
-"""DueTimerScanner: fires durable ``after`` deadlines.
+"""DueTimerScanner: fires durable ``after`` deadlines (docs/persistence.md,
+"Durable timers").
 
-Deadlines are absolute wall-clock times stored in the snapshot and indexed
-by the store at each commit. A scan asks the store for keys due now, opens
-each in a ``persisted()`` block (create=False), and sends the
-``xstate.after.*`` event of every deadline that is due, oldest first. The
-commit is fenced by the version loaded and the engine only accepts an
-after-event while the matching state entry still holds its deadline, so a
-deadline fires at most once per state entry even with many scanners
-running at once, and never before its due time (by the scanner's clock).
-
-A fire that raises is retried with exponential backoff; after
-``max_attempts`` it is parked as dead-lettered (visible in
-``store.dead_letters()``, ``xsm_inspect`` and the admin). One poisoned
-instance never stops a scan.
+A scan asks the store for keys due now, opens each in a ``persisted()``
+block (create=False) and sends the ``xstate.after.*`` event of every due
+deadline, oldest first. The commit is fenced by the version loaded and the
+engine only accepts an after-event while its state entry still holds the
+deadline, so a deadline fires at most once per state entry, never before
+its due time, with any number of scanners. A fire that raises backs off,
+then is dead-lettered; one poisoned instance never stops a scan.
 """
 
 from __future__ import annotations
@@ -81,9 +76,7 @@ class ScanObserver:
 
 _PROCESS: Registry[ScanObserver] = Registry(ScanObserver)
 
-# The observers every scanner, already built or not, gets (a scanner given an
-# observer of the same class keeps its own); tracing (``django_xsm.contrib.otel``)
-# adds one.
+# What every scanner gets besides its own (see Registry); tracing adds one.
 add_process_observer = _PROCESS.add
 remove_process_observer = _PROCESS.remove
 process_observers = _PROCESS.registered
@@ -138,21 +131,13 @@ class DueTimerScanner:
     ``plugins``/``lock``: as for ``persisted()`` (audit the fires, lock
     pessimistically...). ``now``: a clock returning epoch milliseconds
     (tests inject one). ``max_attempts``, ``backoff_s``, ``max_backoff_s``,
-    ``jitter``: retry policy for fires that raise (attempt ``n`` waits a
-    random time up to ``min(max_backoff_s, backoff_s * 2 ** (n - 1))``, see
-    :mod:`~django_xsm.persistence.backoff`; ``jitter=False`` waits the
-    ceiling; ``rng`` seeds the randomness). ``key_prefix``: only keys starting
-    with it (compared literally: glob characters are plain) are scanned and
-    fired; ``""`` (the default) is every key. ``observers``: what sees each
-    scan and fire (tracing; see :class:`ScanObserver`), besides the
-    process's (``add_process_observer``); their errors are logged, never
-    raised.
-
-    A due key whose record cannot be read at all (corrupt, or over the
-    store's ``max_snapshot_bytes``) is parked with the reason
-    (``store.park``): it leaves the due index, is listed by
-    ``store.dead_letters()`` (reason: ``store.dead_letter_reasons``) and
-    no scan reads it again until it is repaired or forgotten.
+    ``jitter``, ``rng``: retry policy for fires that raise
+    (:class:`~django_xsm.persistence.backoff.Backoff`). ``key_prefix``: only
+    keys starting with it (literally) are scanned and fired. ``observers``:
+    what sees each scan and fire (:class:`ScanObserver`), besides the
+    process's. A due key whose record cannot be read at all is parked
+    (``store.park``) so no scan reads it again until it is repaired or
+    forgotten.
     """
 
     def __init__(

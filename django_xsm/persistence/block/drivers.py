@@ -85,15 +85,8 @@ class _Context:
 
 
 class persisted(_Context):
-    """Context manager around one instance; see the module docstring.
-
-    ``create=False`` raises ``InstanceNotFoundError`` for a missing key.
-    ``idempotency_key`` (with ``fingerprint`` and ``principal``) claims a key
-    for the whole block at open; ``strict=True`` makes every send raise
-    ``EventNotAcceptedError`` when no transition is taken.
-    ``max_payload_bytes`` refuses larger event payloads before any I/O
-    (``PayloadTooLargeError``). The options are those of
-    :class:`~django_xsm.persistence.block.options.BlockOptions`.
+    """Context manager around one instance; see the module docstring. The
+    options are those of :class:`~django_xsm.persistence.block.options.BlockOptions`.
     """
 
     def _check_backends(self) -> None:

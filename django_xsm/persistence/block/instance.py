@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -70,40 +71,31 @@ NO_PHASE = NO_OBSERVATION
 class Plugin:
     """Base for custom plugins: synchronous hooks, no I/O expected.
 
-    ``on_load`` runs once per block, when the instance was loaded (or, for
-    a key with no record, created), before the body runs and so before the
-    first event, also for blocks that send nothing; it may raise to refuse
-    the block (nothing is written, claims and lock are released).
-    ``before_send`` may raise to refuse an event before it runs;
-    ``after_send`` sees every receipt; ``after_commit`` runs once the
-    block's changes are durable, and in ``apersisted()`` the coroutine
-    ``aafter_commit`` is awaited after it. ``on_lock_busy`` observes a
-    pessimistic open's wait; its errors are logged, never raised.
-
-    Two observer hooks time the block (tracing): ``phase`` returns a
-    context manager entered before the phase ``"open"``, each ``"send"``
-    and ``"commit"`` starts and exited with the exception that ended it;
-    ``on_replay`` sees each send answered from the idempotency inbox. Their
-    errors are logged, never raised, and a ``phase`` cannot suppress the
-    block's exception. A block calls them only on plugins that override
-    them, decided when the block is built.
+    ``on_load`` and ``before_send`` may raise to refuse the block or the
+    event. The errors of ``after_commit``, ``aafter_commit`` (its changes
+    are durable) and of the observer hooks ``on_lock_busy``, ``phase`` and
+    ``on_replay`` are logged, never raised; a block calls ``phase`` and
+    ``on_replay`` only on plugins that override them, decided when the
+    block is built.
     """
 
     def on_load(self, block: PersistedInstance, record: StoredRecord | None) -> None:
-        """Called once the block holds its instance: ``record`` is what was
+        """Called once per block when it holds its instance, before the body
+        runs (also for blocks that send nothing): ``record`` is what was
         loaded, None for a new instance (``block.duplicate`` tells a replayed
-        block)."""
+        block). Raising refuses the block: nothing is written, claims and
+        lock are released."""
 
     def before_send(
         self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
     ) -> None:
-        """Called before the engine sees the event."""
+        """Called before the engine sees the event; raising refuses it."""
 
     def after_send(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
         """Called after the engine processed the event."""
 
     def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
-        """Called after a successful commit."""
+        """Called once the block's changes are durable."""
 
     def on_lock_busy(self, block: PersistedInstance, busy_ms: int) -> None:
         """Called each time an open of a pessimistic block finds the lock
@@ -125,7 +117,7 @@ class Plugin:
         event's type, else ``""``) and ``"commit"`` (the exit of a block
         whose body did not raise: the commit, or the release of a block that
         changed nothing, and ``after_commit``). The context manager is exited
-        with the exception that ended the phase."""
+        with the exception that ended the phase, which it cannot suppress."""
         return NO_PHASE
 
     def on_replay(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
@@ -136,8 +128,8 @@ class Plugin:
 
 _PROCESS: Registry[Plugin] = Registry(Plugin)
 
-# The plugins every block built from now on gets (a block given a plugin of
-# the same class keeps its own); tracing (``django_xsm.contrib.otel``) adds one.
+# What every block built from now on gets besides its own (see Registry);
+# tracing adds one.
 add_process_plugin = _PROCESS.add
 remove_process_plugin = _PROCESS.remove
 process_plugins = _PROCESS.registered
@@ -433,11 +425,8 @@ class PersistedInstance(BlockState):
             lock.timeout,
             lambda: self.store.open_op(request),
             lambda result: result.lock_busy_ms if lock.pessimistic else 0,
-            self._notify_lock_busy,
+            functools.partial(self._call_hooks, "on_lock_busy"),
         )
-
-    def _notify_lock_busy(self, busy_ms: int) -> None:
-        self._call_hooks("on_lock_busy", busy_ms)  # an observer must not change the block
 
     def _call_hooks(self, name: str, *args: Any) -> None:
         """``hook.<name>(self, *args)`` of every hook: errors logged, never raised."""
