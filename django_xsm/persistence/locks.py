@@ -232,14 +232,12 @@ def queue_for_lock(
     busy_ms_of: Callable[[R], int],
     on_busy: Callable[[int], None] | None = None,
 ) -> StoreOp[R]:
-    """The one lock-acquire loop, as a store operation: run ``attempt()``
-    (an operation that tries to take ``key``'s lock once) until
-    ``busy_ms_of`` its result is 0, and between tries wait in the key's
-    queue (``store.wait_unlocked_op``: a release wakes the longest waiter)
-    for at most what the holder's lease has left and never past
-    ``timeout`` seconds, then ``LockTimeoutError``. ``on_busy(busy_ms)``
-    observes each busy try. A pessimistic block's open and
-    :class:`StoreLock` both run it on the store's driver."""
+    """The one lock-acquire loop, as a store operation (a pessimistic
+    block's open and :class:`StoreLock` run it): ``attempt()`` until
+    ``busy_ms_of`` its result is 0, waiting in the key's queue
+    (``store.wait_unlocked_op``) between tries for at most what the
+    holder's lease has left, then ``LockTimeoutError`` after ``timeout``
+    seconds. ``on_busy(busy_ms)`` observes each busy try."""
     deadline = time.monotonic() + timeout
     while True:
         result = yield from attempt()
