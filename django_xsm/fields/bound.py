@@ -9,13 +9,10 @@ the Redis-held instance::
     with order.status.open(actor="alice") as block:          # several events, one commit
         block.send("ADD"); block.send("PAY")
 
-Every commit moves the row's projection forward: the block is handed the
-row's :class:`~django_xsm.fields.projection.RowWriter`, which writes one
-fenced SQL UPDATE in the caller's transaction right after the Redis
-commit; every read that finds Redis ahead of the row
-repairs the row the same way. Hold the bound value (``s = order.status``)
-to read several things from one load; :meth:`BoundStatechart.refresh`
-loads again.
+Every commit moves the row forward (the block is handed the row's
+:class:`~django_xsm.fields.projection.RowWriter`), and so does every read
+that finds Redis ahead of the row. A bound value loads once;
+:meth:`BoundStatechart.refresh` loads again.
 """
 
 from __future__ import annotations
@@ -207,18 +204,12 @@ class BoundStatechart:
     # --- creating ------------------------------------------------------------------
 
     def create(self) -> bool:
-        """Store the row's instance now unless it exists: the machine's
-        initial configuration, with the ``after`` deadlines of its states
-        armed and the events its entry actions emitted queued in the
-        outbox, in one commit; the row moves to that version. True when
-        this call stored it, False when the instance was there already.
-
-        What the commit of the row's INSERT runs (and ``manage.py
-        xsm_sync_models`` for a row whose creation failed). Fenced by the
-        commit's version check: of this call and a concurrent first send
-        (or another creation), exactly one stores the initial entry; the
-        other's commit conflicts, and its retry finds the instance.
-        Optimistic whatever ``XSM["LOCK"]`` says: a creation never waits."""
+        """Store the row's instance now unless it exists (what the commit of
+        the row's INSERT runs: docs/models.md, "When the instance is
+        created"); the row moves to its version. True when this call stored
+        it, False when the instance was there already. Fenced by the
+        commit's version check against a concurrent first send; optimistic
+        whatever ``XSM["LOCK"]`` says: a creation never waits."""
 
         def attempt() -> bool:
             with self.open(lock="optimistic") as block:
@@ -268,8 +259,7 @@ class BoundStatechart:
         """Send one event in its own block; returns the receipt. Options as
         ``machines[...].objects.send`` (``actor``, ``idempotency_key``,
         ``reason``, ``strict``, ``lock``...); conflicts are retried."""
-        opts, send_kwargs = self._split(event, kwargs)
-        strategy = backend.lock_strategy(opts.pop("lock", None))
+        opts, send_kwargs, strategy = self._split(event, kwargs)
 
         def attempt(lock: LockStrategy) -> Any:
             with self.open(**opts, lock=lock) as block:
@@ -280,8 +270,7 @@ class BoundStatechart:
 
     async def asend(self, event: Any, /, **kwargs: Any) -> Any:
         """The asyncio twin of :meth:`send`."""
-        opts, send_kwargs = self._split(event, kwargs)
-        strategy = backend.lock_strategy(opts.pop("lock", None))
+        opts, send_kwargs, strategy = self._split(event, kwargs)
 
         async def attempt(lock: LockStrategy) -> Any:
             async with self.aopen(**opts, lock=lock) as block:
@@ -292,11 +281,13 @@ class BoundStatechart:
 
     _BLOCK_OPTIONS = ("actor", "idempotency_key", "principal", "strict", "lock", "correlation_id")
 
-    def _split(self, event: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Block options vs. the send's own arguments; an idempotency key is
-        claimed at open (same round trip as the load) with the event's
-        fingerprint, as ``objects.send`` does. A reserved or unknown event
-        type is refused here, before any I/O."""
+    def _split(
+        self, event: Any, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], LockStrategy]:
+        """Block options, the send's own arguments and the lock strategy; an
+        idempotency key is claimed at open (same round trip as the load)
+        with the event's fingerprint, as ``objects.send`` does. A reserved
+        or unknown event type is refused here, before any I/O."""
         opts = {k: kwargs.pop(k) for k in self._BLOCK_OPTIONS if k in kwargs}
         opts.setdefault("create", True)
         # the payload limit, before any I/O ('reason' is the send's own)
@@ -305,7 +296,7 @@ class BoundStatechart:
         if opts.get("idempotency_key"):
             normalized = to_event(event, kwargs)  # 'reason' in the fingerprint, as before
             opts["fingerprint"] = event_fingerprint(normalized.type, normalized.data)
-        return opts, kwargs
+        return opts, kwargs, backend.lock_strategy(opts.pop("lock", None))
 
     # --- the projection ------------------------------------------------------------
 

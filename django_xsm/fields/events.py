@@ -1,21 +1,11 @@
 """Which events a row's current state offers, and to whom.
 
-An event is *offered* when an active state has a transition for it. It is
-listed as accepted when ``can()`` says so with no payload, and as
-*conditional* when every transition for it has a guard that refuses (or
-cannot be evaluated) without a payload: a form must ask for data first.
-With a user, events guarded in the machine's ``PERMISSIONS`` are listed
-only when :func:`may_send` grants them.
-
-:func:`may_send` is the one rule of ``PERMISSIONS``, used by the admin (the
-event buttons, the send pages), DRF (the events endpoint and the events it
-lists), ``events(user=)`` and the live stream's default permission. Every
-rule of the event must grant: a Django permission through
-``user.has_perm()``, a check ``fn(user, target, event_type)`` by returning
-true. A check is asked only about a target (the model row for a
-StatechartField, else the instance key): without one it refuses. A check
-that raises refuses too, with a WARNING (no traceback) on the
-``django_xsm.permissions`` logger.
+An event is *offered* when an active state has a transition for it: listed
+as accepted when ``can()`` says so with no payload, as *conditional* when
+every transition for it has a guard that refuses (or cannot be evaluated)
+without one. :func:`may_send` is the one rule of ``PERMISSIONS`` for the
+admin, DRF, ``@stateful_view``, ``events(user=)`` and the live stream
+(docs/models.md, "Permissions per event").
 """
 
 from __future__ import annotations

@@ -5,13 +5,10 @@
     class Order(models.Model):
         status = StatechartField(machine="order")     # key "order:<pk>"
 
-The field is a ``CharField`` holding the projected state (see
-:mod:`django_xsm.fields.projection`) and adds its companion
-``<name>_version`` column itself, as django-money's ``MoneyField`` adds
-``<name>_currency``. Reading ``order.status`` gives a
-:class:`~django_xsm.fields.bound.BoundStatechart`: it compares equal to the
-column's string and sends events through ``persisted()``. Assigning a state
-(``order.status = "paid"``) raises: state changes only through events.
+A ``CharField`` holding the projected state (:mod:`.projection`) that adds
+its companion ``<name>_version`` column itself. Reading ``order.status``
+gives a :class:`~django_xsm.fields.bound.BoundStatechart`; assigning a
+state raises: state changes only through events.
 """
 
 from __future__ import annotations
@@ -314,20 +311,16 @@ class StatechartField(models.CharField):  # type: ignore[type-arg]
         if failed is not None:
             # Registered, but it did not load: say why (xsm.E007 says it too,
             # without naming the fields that need it).
-            return [
-                checks.Error(
-                    f"{self._where()} names machine {self.machine_name!r}, which failed to "
-                    f"load: {failed.message}",
-                    hint=failed.hint or f"see xsm.E007 for XSM['MACHINES'][{self.machine_name!r}]",
-                    obj=self,
-                    id="xsm.E101",
-                )
-            ]
-        known = ", ".join(sorted(machines.names())) or "none"
+            problem = f"failed to load: {failed.message}"
+            hint = failed.hint or f"see xsm.E007 for XSM['MACHINES'][{self.machine_name!r}]"
+        else:
+            problem = "is not registered"
+            known = ", ".join(sorted(machines.names())) or "none"
+            hint = f"add it to XSM['MACHINES'] (registered: {known})"
         return [
             checks.Error(
-                f"{self._where()} names machine {self.machine_name!r}, which is not registered",
-                hint=f"add it to XSM['MACHINES'] (registered: {known})",
+                f"{self._where()} names machine {self.machine_name!r}, which {problem}",
+                hint=hint,
                 obj=self,
                 id="xsm.E101",
             )

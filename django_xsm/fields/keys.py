@@ -11,15 +11,15 @@ from __future__ import annotations
 import functools
 import re
 import string
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 
-from django_xsm.exceptions import UnsavedInstanceError
+from django_xsm.exceptions import InvalidConfigError, UnsavedInstanceError
+from django_xsm.persistence.arguments import validate_key
 
-__all__ = ["FieldSpec", "instance_key", "key_pattern", "row_lookup"]
+__all__ = ["FieldSpec", "instance_key", "key_pattern", "row_lookup", "usable_key"]
 
 
 class FieldSpec(Protocol):
@@ -36,29 +36,33 @@ class FieldSpec(Protocol):
     def version_attname(self) -> str: ...
 
 
-class _RowValues(Mapping[str, Any]):
+class _RowValues(dict[str, Any]):
     """The row's values by placeholder name, for ``str.format_map``."""
 
     def __init__(self, row: models.Model, field: FieldSpec) -> None:
+        super().__init__()
         self.row = row
         self.field = field
 
-    def __getitem__(self, name: str) -> Any:
+    def __missing__(self, name: str) -> Any:
         value = self.row.pk if name == "pk" else getattr(self.row, name)
         if value is None or value == "":
             raise UnsavedInstanceError(type(self.row).__name__, self.field.name, placeholder=name)
         return value
 
-    def __iter__(self) -> Any:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
 
 def instance_key(row: models.Model, field: FieldSpec) -> str:
     """The Redis instance key of ``row``'s statechart in ``field``."""
     return string.Formatter().vformat(field.key_template, (), _RowValues(row, field))
+
+
+def usable_key(row: models.Model, field: FieldSpec) -> str | None:
+    """The row's instance key, or None when it has no usable one (an
+    unsaved row, an empty placeholder value, control characters...)."""
+    try:
+        return validate_key(instance_key(row, field))
+    except (UnsavedInstanceError, InvalidConfigError):
+        return None
 
 
 @functools.lru_cache(maxsize=256)

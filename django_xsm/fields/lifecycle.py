@@ -1,38 +1,20 @@
-"""What a row's lifecycle does to its statechart: creation and deletion.
+"""What a row's lifecycle does to its statechart: creation and deletion
+(user-facing rules: docs/models.md, "When the instance is created" and
+"Deleting rows").
 
-**Creation.** Once a row's INSERT commits (``transaction.on_commit``; at
-once in autocommit), its instance is stored: the initial configuration,
-its ``after`` deadlines armed, its entry actions' emitted events in the
-outbox (:meth:`~django_xsm.fields.bound.BoundStatechart.create`). Every
-non-raw INSERT calls the field's ``pre_save(add=True)`` just before it
-runs: ``save()``, ``objects.create()`` and ``bulk_create()`` alike
-(fixtures and ``loaddata`` are raw: they are left to
-``xsm_sync_models``). Django hands no field hook the INSERT's database nor
-calls one after it, but both ``save()`` and ``bulk_create()`` end every
-written row by setting its ``_state.adding = False`` and ``_state.db``
-(in either order, on every supported Django); ``pre_save`` therefore
-marks the row's ``_state`` (:class:`_Inserting`) and the creation is
-scheduled when both have been set: inside a transaction it waits for the
-commit (``transaction.on_commit``), and a rolled-back INSERT (or
-savepoint) creates nothing; in autocommit the row is written by then and
-the instance is created at once. The creation is fenced by the commit's version check, so a
-concurrent first send cannot apply the initial entry twice. If it fails
-(Redis unreachable), the row stays, one WARNING names it (model and
-primary key) and ``manage.py xsm_sync_models`` creates it later; nothing
-is raised to the code that saved the row.
+**Creation.** Every non-raw INSERT (``save()``, ``create()``,
+``bulk_create()``) calls the field's ``pre_save(add=True)`` just before it
+runs, but Django hands no field hook the INSERT's database nor calls one
+after it. Both ``save()`` and ``bulk_create()`` end every written row by
+setting ``_state.adding = False`` and ``_state.db`` (in either order), so
+``pre_save`` marks the row's ``_state`` (:class:`_Inserting`) and the
+creation is scheduled once both are set: on the transaction's commit, at
+once in autocommit. A failure is logged (one WARNING naming the row),
+never raised: ``xsm_sync_models`` creates the instance later.
 
-**Deletion.** With ``on_delete="forget"`` (the default) deleting a row erases its Redis
-instance and transition log once the deletion commits (through
-``transaction.on_commit``: a rolled-back delete erases nothing). The
-erase is fenced: the instance's version is read when the row is deleted,
-and on commit the instance is erased only if it is still at that
-version. A row re-created with the same key in the same transaction (a
-"replace") that sends before the commit keeps its statechart. If Redis is
-unreachable at either moment, the instance stays behind as an orphan that
-``manage.py xsm_sync_models`` reports and ``--forget-orphans`` erases.
-
-Deleting through a proxy model forgets too: the receiver is connected for
-every proxy of the field's model as it is defined.
+**Deletion.** ``on_delete="forget"`` erases the instance on the deletion's
+commit, fenced by the version read at delete time; a proxy model's
+deletions forget too (:func:`_connect_proxy`).
 """
 
 from __future__ import annotations
@@ -47,12 +29,11 @@ from django.db.models.base import ModelState
 from django.db.models.signals import class_prepared, post_delete
 
 from django_xsm import backend
-from django_xsm.exceptions import InvalidConfigError, UnsavedInstanceError, XsmError
-from django_xsm.persistence.arguments import validate_key
+from django_xsm.exceptions import XsmError
 from django_xsm.registry import machines
 
 from .bound import BoundStatechart
-from .keys import FieldSpec, instance_key
+from .keys import FieldSpec, usable_key
 
 __all__ = ["created_on_insert", "forget_on_delete"]
 
@@ -62,7 +43,10 @@ logger = logging.getLogger("django_xsm.fields")
 #: (concrete) model defined later gets the same receivers.
 _RECEIVERS: list[tuple[Any, FieldSpec, Callable[..., None]]] = []
 
-_LATER = "'manage.py xsm_sync_models --forget-orphans' erases it later"
+_NOT_FORGOTTEN = (
+    "could not forget %r after its row was deleted (%s); "
+    "'manage.py xsm_sync_models --forget-orphans' erases it later"
+)
 
 
 # --- creation ------------------------------------------------------------------------
@@ -128,10 +112,8 @@ def _create(field: FieldSpec, row: models.Model) -> None:
         # deleted since (delete() clears the primary key), or a key the
         # database did not return (bulk_create(ignore_conflicts=True))
         return
-    try:
-        validate_key(instance_key(row, field))
-    except (UnsavedInstanceError, InvalidConfigError):
-        return  # no usable key: the reconciler reports the row as unkeyed
+    if usable_key(row, field) is None:
+        return  # the reconciler reports the row as unkeyed
     try:
         BoundStatechart(row, field).create()
     except XsmError as exc:
@@ -165,17 +147,14 @@ def forget_on_delete(field: FieldSpec) -> Callable[..., None]:
     def receiver(sender: Any, instance: models.Model, using: str, **kwargs: Any) -> None:
         if instance.pk is None:
             return
-        try:
-            key = validate_key(instance_key(instance, field))
-        except (UnsavedInstanceError, InvalidConfigError):
-            return  # the row never had a usable key: nothing of it is in Redis
+        key = usable_key(instance, field)
+        if key is None:
+            return  # nothing of the row is in Redis
         try:
             objects = machines[field.machine_name].objects
             record = backend.get_store().load(key)
         except (XsmError, LookupError) as exc:
-            logger.warning(
-                "could not forget %r after its row was deleted (%s); %s", key, exc, _LATER
-            )
+            logger.warning(_NOT_FORGOTTEN, key, exc)
             return
         if record is None or not objects.owns(record):
             return
@@ -200,9 +179,7 @@ def forget_on_delete(field: FieldSpec) -> Callable[..., None]:
                 # compare-and-forget.
                 objects.forget(key)
             except XsmError as exc:
-                logger.warning(
-                    "could not forget %r after its row was deleted (%s); %s", key, exc, _LATER
-                )
+                logger.warning(_NOT_FORGOTTEN, key, exc)
 
         transaction.on_commit(forget, using=using)
 

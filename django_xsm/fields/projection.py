@@ -1,25 +1,15 @@
-"""The row's projection of a statechart: its state column and its version.
+"""The row's projection of a statechart: its state column and its version
+(docs/models.md, "The projection and its guarantee").
 
-Redis holds the statechart; a model row holds two columns derived from it:
-the *state column* (the active atomic states below the root, dotted, with
-``","`` between parallel regions in document order) and the *version
-column* (the Redis version that column was computed from). The row is
-only ever moved forward: every write is one ``UPDATE ... WHERE <lookup>
-AND <version> < %s``, so two workers whose updates land in any order can
-never move it backwards.
-
-The block that commits is handed its writer explicitly, as one of its
-plugins: it writes once, right after the Redis commit, inside the
-caller's database transaction (before ``post_commit`` and
-``post_transition``):
-
-* :class:`RowWriter` — the row a ``BoundStatechart`` block runs for
-  (``order.status.send()``, ``@stateful_view(model=...)``); it moves that
-  row, in that row's database, and the row object with it;
-* :class:`KeyedRowWriter` — one per ``StatechartField`` whose key template
-  has a single placeholder (``"order:{pk}"``: the key names the row). The
-  registry hands them to the blocks that commit without the row at hand
-  (``objects.send``, the admin, the timer scanner).
+The *state column* holds the active atomic states below the root, dotted,
+with ``","`` between parallel regions in document order; the *version
+column* the Redis version it was computed from. Every write is one
+``UPDATE ... WHERE <lookup> AND <version> < %s``, so the row only moves
+forward. A committing block is handed its writer as a plugin, which
+writes right after the Redis commit in the caller's transaction:
+:class:`RowWriter` for the row a ``BoundStatechart`` block runs for,
+:class:`KeyedRowWriter` (held by the registry) for blocks that commit
+without the row at hand when the key template names one row.
 """
 
 from __future__ import annotations

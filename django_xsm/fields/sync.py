@@ -1,23 +1,10 @@
-"""The reconciler behind ``manage.py xsm_sync_models``.
-
-Redis is the source of truth; a row's state column converges to it. A row
-lags when the database transaction around a send rolled back after the
-Redis commit (or the process died in between). :func:`sync_field` walks
-one field's rows in primary-key order, page by page, and moves every
-lagging row forward with the same fenced ``UPDATE`` the field uses, so
-running it beside live traffic never moves a row backwards.
-
-It *creates* the instance of every row that never had one (version 0, no
-instance): its creation when the INSERT committed failed (Redis was
-unreachable), or the row was written raw (fixtures, ``loaddata``, a data
-migration, SQL). That is :meth:`BoundStatechart.create`, the creation the
-INSERT's commit runs, fenced the same way.
-
-It also reports what it cannot repair (*missing*, *ahead*, *unkeyed*,
-*failed* rows and *orphans*: docs/commands.md, xsm_sync_models). Orphans
-are found by listing the candidate keys *first* and walking the rows after,
-so a row created during the pass is seen by the walk; an erase is fenced
-(see :func:`_forget_orphans`).
+"""The reconciler behind ``manage.py xsm_sync_models`` (docs/models.md,
+"The reconciler"; docs/commands.md): moves lagging rows forward with the
+field's fenced ``UPDATE``, creates the instances of rows that have none
+(:meth:`BoundStatechart.create`) and reports what it cannot repair.
+Orphans are found by listing the candidate keys *first* and walking the
+rows after, so a row created during the pass is seen by the walk; an
+erase is fenced (see :func:`_forget_orphans`).
 """
 
 from __future__ import annotations
@@ -31,19 +18,12 @@ from django.apps import apps
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, models, router, transaction
 
 from django_xsm import backend
-from django_xsm.exceptions import (
-    InstanceNotFoundError,
-    InvalidConfigError,
-    StoreUnavailableError,
-    UnsavedInstanceError,
-    XsmError,
-)
-from django_xsm.persistence.arguments import validate_key
+from django_xsm.exceptions import InstanceNotFoundError, StoreUnavailableError, XsmError
 from django_xsm.registry import machines
 
 from .bound import BoundStatechart
 from .field import StatechartField
-from .keys import instance_key, key_pattern, row_lookup
+from .keys import key_pattern, row_lookup, usable_key
 from .projection import advance_row, field_move, project_value
 
 __all__ = ["SyncReport", "statechart_fields", "sync_field"]
@@ -104,14 +84,6 @@ def _rows(model: type[models.Model], using: str, batch: int) -> Iterator[list[mo
         last = page[-1].pk
 
 
-def _row_key(row: models.Model, f: StatechartField) -> str | None:
-    """The row's instance key, or None when it has no usable one."""
-    try:
-        return validate_key(instance_key(row, f))
-    except (UnsavedInstanceError, InvalidConfigError):
-        return None
-
-
 def _version(row: models.Model, f: StatechartField) -> int:
     return int(getattr(row, f.version_attname) or 0)
 
@@ -143,7 +115,7 @@ def sync_field(
     for page in _rows(model, using, batch):
         for row in page:
             report.rows += 1
-            key = _row_key(row, f)
+            key = usable_key(row, f)
             if key is None:
                 report.unkeyed.append(repr(row.pk))
                 continue
@@ -229,14 +201,18 @@ def _claimed_by_other_fields(f: StatechartField, using: str) -> set[str]:
     produce keys of ``f``'s template: such an instance is not an orphan.
     Each model is read from the database the router reads it from."""
     pattern = key_pattern(f.key_template)[0]
-    claimed: set[str] = set()
-    for other, routed in _claimants(f)[1:]:
-        for page in _rows(other.model, routed or using, 1000):
-            for row in page:
-                key = _row_key(row, other)
-                if key is not None and pattern.fullmatch(key):
-                    claimed.add(key)
-    return claimed
+    return {
+        key
+        for other, routed in _claimants(f)[1:]
+        for key in _row_keys(other, routed or using)
+        if pattern.fullmatch(key)
+    }
+
+
+def _row_keys(f: StatechartField, using: str) -> Iterator[str]:
+    """The usable keys of every row of ``f``'s model in ``using``."""
+    for page in _rows(f.model, using, 1000):
+        yield from (key for row in page if (key := usable_key(row, f)) is not None)
 
 
 def _claimed_now(f: StatechartField, keys: list[str], using: str) -> set[str]:
@@ -248,9 +224,7 @@ def _claimed_now(f: StatechartField, keys: list[str], using: str) -> set[str]:
         db = routed or using
         manager = other.model._base_manager.db_manager(db)
         if len(key_pattern(other.key_template)[1]) > 1:
-            wanted = set(keys)
-            for page in _rows(other.model, db, 1000):
-                claimed.update(k for row in page if (k := _row_key(row, other)) in wanted)
+            claimed.update(set(keys).intersection(_row_keys(other, db)))
             continue
         for key in keys:
             lookup = row_lookup(other, key)

@@ -78,18 +78,22 @@ def validate_key(value: object, *, what: str = "key") -> str:
             path=what,
             hint="use printable characters only",
         )
+    _require_utf8(value, what, "key")
+    return value
+
+
+def _require_utf8(value: str, name: str, kind: str) -> None:
+    # Redis keys, bucket hashes and log lines are UTF-8: a lone surrogate
+    # ("\ud800", which json.loads accepts) has no encoding.
     if not value.isascii():
         try:
             value.encode()
         except UnicodeEncodeError:
-            # Redis keys, bucket hashes and log lines are UTF-8: a lone
-            # surrogate ("\ud800", which json.loads accepts) has no encoding.
             raise InvalidConfigError(
-                f"{what} {brief(value)} contains a lone surrogate (not valid Unicode text)",
-                path=what,
-                hint="decode the key from valid UTF-8",
+                f"{name} {brief(value)} contains a lone surrogate (not valid Unicode text)",
+                path=name,
+                hint=f"decode the {kind} from valid UTF-8",
             ) from None
-    return value
 
 
 def validate_text(value: object, name: str, *, optional: bool = False) -> str | None:
@@ -101,15 +105,7 @@ def validate_text(value: object, name: str, *, optional: bool = False) -> str | 
         return None
     if not isinstance(value, str):
         raise ArgumentTypeError(name, value, expected="a str or None" if optional else "a str")
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            raise InvalidConfigError(
-                f"{name} {brief(value)} contains a lone surrogate (not valid Unicode text)",
-                path=name,
-                hint="decode the text from valid UTF-8",
-            ) from None
+    _require_utf8(value, name, "text")
     return value
 
 

@@ -109,7 +109,7 @@ class AuditPlugin:
         else:
             extra = [redact] if isinstance(redact, str) else list(redact)
             fragments = DEFAULT_REDACT | {_normalise(f) for f in extra}
-            self._redact = lambda payload: _redact_with(payload, fragments)
+            self._redact = lambda payload: _redact(payload, fragments, 1)
 
     def log_for(self, store: Any) -> Any:
         """The log a block of ``store`` appends to: ours, else the store's."""
@@ -127,10 +127,6 @@ class AuditPlugin:
 
     def __repr__(self) -> str:
         return f"AuditPlugin(log={self.log!r})"
-
-
-def _redact_with(payload: Mapping[str, Any], fragments: frozenset[str]) -> Any:
-    return redact(payload, fragments)
 
 
 def _read_all(log: Any, key: str, after_seq: int) -> list[TransitionRecord]:

@@ -1,13 +1,10 @@
 """Retry delays: exponential backoff with full jitter, for timers and the outbox.
 
 Attempt ``n`` (counting from 1) waits a random time between 0 and
-``min(cap, base * 2 ** (n - 1))`` ("full jitter"): the ceiling doubles from
-``base`` until it reaches ``cap`` (1 s, 2 s, 4 s ... 256 s, then 300 s
-with the defaults: the default 10 attempts wait at most about 8.5 minutes
-in all before the dead letter; from the 11th attempt on every wait is
-capped at 5 minutes), and the randomness spreads the retries of many
-failures that started together (an outage of the service they call)
-instead of sending them back in one wave. https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/
+``min(cap, base * 2 ** (n - 1))`` (1 s, 2 s, 4 s ... 256 s, then 300 s
+with the defaults); the randomness spreads the retries of failures that
+started together instead of sending them back in one wave.
+https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/
 """
 
 from __future__ import annotations

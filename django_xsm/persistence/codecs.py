@@ -38,7 +38,6 @@ __all__ = [
     "encode_snapshot",
     "is_fernet_token",
     "loads_tagged",
-    "surrogate_path",
     "to_json_ready",
 ]
 
@@ -76,8 +75,8 @@ def _ready(value: Any, path: str, root: str, depth: int) -> Any:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
-        if value.bit_length() > _SAFE_INT_BITS:
-            _check_int(value, path)
+        if value.bit_length() > _SAFE_INT_BITS and _has_long_int(value):
+            raise _long_int(value, path)
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -130,14 +129,9 @@ def _ready(value: Any, path: str, root: str, depth: int) -> Any:
 _SAFE_INT_BITS = 2_000
 
 
-def _check_int(value: int, path: str) -> None:
-    """An int JSON can hold: one Python converts to decimal text (at most
-    ``sys.get_int_max_str_digits()`` digits, 4300 by default)."""
-    if _has_long_int(value):
-        raise _long_int(value, path)
-
-
 def _has_long_int(value: Any) -> bool:
+    """An int JSON cannot hold: more digits than Python converts to text
+    (``sys.get_int_max_str_digits()``, 4300 by default)."""
     if isinstance(value, bool) or not isinstance(value, int):
         return False
     if value.bit_length() <= _SAFE_INT_BITS:
@@ -163,14 +157,12 @@ _TEXT_HINT = "strings must be valid Unicode text; reject or repair the input"
 
 
 def _check_text(text: str, path: str) -> None:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
+    if _has_surrogate(text):
         raise UnstorableValueError(
             path,
             f"{brief(text)} holds a lone surrogate, which UTF-8 cannot store",
             hint=_TEXT_HINT,
-        ) from None
+        )
 
 
 def _has_surrogate(value: Any) -> bool:
@@ -201,13 +193,6 @@ def _first_bad(value: Any, path: str, bad: Callable[[Any], bool]) -> tuple[str, 
     return None
 
 
-def surrogate_path(value: Any, path: str = "$") -> str | None:
-    """The path of the first string (or dict key) in ``value`` holding a
-    lone surrogate, or None. Iterative: any depth."""
-    found = _first_bad(value, path, _has_surrogate)
-    return None if found is None else found[0]
-
-
 def dumps_text(value: Any, path: str = "$") -> bytes:
     """Compact UTF-8 JSON of JSON-ready ``value``; a string with a lone
     surrogate or an int longer than Python converts to text raises
@@ -223,9 +208,11 @@ def dumps_text(value: Any, path: str = "$") -> bytes:
     try:
         return text.encode()
     except UnicodeEncodeError:
-        where = surrogate_path(value, path) or path
+        found = _first_bad(value, path, _has_surrogate)
         raise UnstorableValueError(
-            where, "a string holds a lone surrogate, which UTF-8 cannot store", hint=_TEXT_HINT
+            found[0] if found else path,
+            "a string holds a lone surrogate, which UTF-8 cannot store",
+            hint=_TEXT_HINT,
         ) from None
 
 
@@ -421,19 +408,18 @@ class FernetCodec:
     def unseal(self, token: str) -> bytes:
         """The plaintext of a :meth:`seal` token; ``ValueError`` when no
         configured key opens it."""
-        from cryptography.fernet import InvalidToken
-
-        try:
-            return self._fernet.decrypt(token)
-        except (InvalidToken, TypeError):
-            raise ValueError("no configured key opens this value") from None
+        return self._opened(self._fernet.decrypt, token)
 
     def rotate_token(self, token: str) -> str:
         """A :meth:`seal` token re-encrypted with the newest key."""
+        return self._opened(self._fernet.rotate, token).decode("ascii")
+
+    @staticmethod
+    def _opened(step: Callable[[str], bytes], token: str) -> bytes:
         from cryptography.fernet import InvalidToken
 
         try:
-            return self._fernet.rotate(token).decode("ascii")
+            return step(token)
         except (InvalidToken, TypeError):
             raise ValueError("no configured key opens this value") from None
 

@@ -93,14 +93,13 @@ class ReplayedReceipt:
 
     @classmethod
     def from_stored(cls, data: Any, *, event_type: str = "") -> ReplayedReceipt:
-        if not isinstance(data, Mapping):
-            return cls(event_type, True, False, None, "active")
+        stored = data if isinstance(data, Mapping) else {}
         return cls(
-            event_type=str(data.get("event_type", event_type)),
-            accepted=bool(data.get("accepted", True)),
-            changed=bool(data.get("changed", False)),
-            value=data.get("value"),
-            status=str(data.get("status", "active")),
+            event_type=str(stored.get("event_type", event_type)),
+            accepted=bool(stored.get("accepted", True)),
+            changed=bool(stored.get("changed", False)),
+            value=stored.get("value"),
+            status=str(stored.get("status", "active")),
         )
 
 

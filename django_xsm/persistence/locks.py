@@ -1,16 +1,10 @@
-"""Lock strategies for ``persisted()`` and the conflict-retry helpers.
+"""Lock strategies for ``persisted()`` and the conflict-retry helpers
+(docs/persistence.md, "Locks").
 
 Every strategy fences the commit on the version loaded at open, so none
-can lose an update. :class:`OptimisticLock` takes no lock: concurrent
-writers find out at commit (``ConflictError``) and retry.
-:class:`PessimisticLock` takes the store's token lock at open (in the same
-step as the load) and fails fast with ``LockTimeoutError``; its commit is
-fenced by the token *and* the version, so a holder that paused past its
-lease loses to the next holder instead of overwriting it.
-:class:`AdaptiveLock` (the settings' default) is optimistic until a
-conflict: the retry helpers, given the strategy, ask it which lock each
-attempt takes (:meth:`LockStrategy.for_attempt`), and a retry after a
-conflict waits in the queue of the token lock instead of racing again.
+can lose an update; they differ in what an attempt waits for. The retry
+helpers, given a strategy, ask it which lock each attempt takes
+(:meth:`LockStrategy.for_attempt`).
 """
 
 from __future__ import annotations
@@ -43,10 +37,8 @@ R = TypeVar("R")
 
 
 class LockStrategy:
-    """Base of the strategies; ``pessimistic`` tells the runtime to lock.
-    ``yields_to_holder``: an unlocked open that finds the lock held gives up
-    at once (``ConflictError(reason="lock")``, before the body runs), since
-    its commit would lose to the holder: the adaptive lock's first try."""
+    """Base of the strategies; ``pessimistic`` tells the runtime to lock;
+    ``yields_to_holder``: see :class:`OptimisticLock`."""
 
     pessimistic = False
     yields_to_holder = False
@@ -240,14 +232,12 @@ def queue_for_lock(
     busy_ms_of: Callable[[R], int],
     on_busy: Callable[[int], None] | None = None,
 ) -> StoreOp[R]:
-    """The one lock-acquire loop, as a store operation: run ``attempt()``
-    (an operation that tries to take ``key``'s lock once) until
-    ``busy_ms_of`` its result is 0, and between tries wait in the key's
-    queue (``store.wait_unlocked_op``: a release wakes the longest waiter)
-    for at most what the holder's lease has left and never past
-    ``timeout`` seconds, then ``LockTimeoutError``. ``on_busy(busy_ms)``
-    observes each busy try. A pessimistic block's open and
-    :class:`StoreLock` both run it on the store's driver."""
+    """The one lock-acquire loop, as a store operation (a pessimistic
+    block's open and :class:`StoreLock` run it): ``attempt()`` until
+    ``busy_ms_of`` its result is 0, waiting in the key's queue
+    (``store.wait_unlocked_op``) between tries for at most what the
+    holder's lease has left, then ``LockTimeoutError`` after ``timeout``
+    seconds. ``on_busy(busy_ms)`` observes each busy try."""
     deadline = time.monotonic() + timeout
     while True:
         result = yield from attempt()

@@ -1,12 +1,9 @@
 """Observers: code that watches the block, the due-timer scanner and the
-outbox reader (tracing, metrics) without changing what they do.
-
-One rule for all three, written here once: an observer's error is logged,
-never raised, and never replaces nor suppresses the watched work's own
-exception. Nobody observing costs a shared null context. A
-:class:`Registry` holds the observers every block, scanner or reader of
-the process gets besides its own (``django_xsm.contrib.otel.instrument()``
-registers there).
+outbox reader (tracing, metrics) without changing what they do: an
+observer's error is logged, never raised, and never replaces nor
+suppresses the watched work's own exception. Nobody observing costs a
+shared null context. A :class:`Registry` holds the observers every
+watched object of the process gets besides its own.
 """
 
 from __future__ import annotations

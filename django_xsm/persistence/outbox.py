@@ -4,11 +4,10 @@ An action emits an event (``xstate.emit`` in the chart, ``instance.emit()``
 in Python); the block that ran it puts the event into its commit as an
 :class:`Emitted`, and the store writes it in the same atomic step as the
 snapshot, so an effect is recorded if and only if the transition that
-caused it committed. Workers read it back as an :class:`OutboxEntry` and
-hand each to a handler with a :class:`Delivery` (docs/outbox.md), taking
-it as an :class:`OutboxLease` from the backend's outbox reader (the
-``OutboxReader`` protocol below); an entry
-out of attempts becomes a :class:`DeadLetter`.
+caused it committed. Workers take it as an :class:`OutboxLease` of an
+:class:`OutboxEntry` from the backend's :class:`OutboxReader` and hand each
+to a handler with a :class:`Delivery` (docs/outbox.md); an entry out of
+attempts becomes a :class:`DeadLetter`.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .observers import Registry, notify
@@ -111,16 +110,8 @@ class OutboxEntry:
         return Delivery(self.delivery_id, self.key, self.machine, self.version, self.attempts + 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "delivery_id": self.delivery_id,
-            "key": self.key,
-            "machine": self.machine,
-            "version": self.version,
-            "event": dict(self.event),
-            "attempts": self.attempts,
-            "emitted_ms": self.emitted_ms,
-            "last_error": self.last_error,
-        }
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return values | {"event": dict(self.event)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,9 +213,7 @@ class OutboxObserver:
 
 _PROCESS: Registry[OutboxObserver] = Registry(OutboxObserver)
 
-# The observers every outbox reader, already built or not, gets (a reader given
-# an observer of the same class keeps its own); metrics (``django_xsm.contrib.otel``)
-# add one.
+# What every outbox reader gets besides its own (see Registry); metrics add one.
 add_process_observer = _PROCESS.add
 remove_process_observer = _PROCESS.remove
 process_observers = _PROCESS.registered

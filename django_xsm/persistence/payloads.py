@@ -1,17 +1,12 @@
-"""The size rule of event payloads: ``max_payload_bytes``.
+"""The size rule of event payloads: ``max_payload_bytes`` (docs/persistence.md,
+"Codecs and limits").
 
-A block opened with ``max_payload_bytes=N`` (``persisted(...)``; Django
-passes ``XSM["MAX_PAYLOAD_BYTES"]``) refuses an event whose payload is
-larger than ``N`` bytes in the form the transition log stores it (compact
-UTF-8 JSON, before redaction) with :class:`PayloadTooLargeError`, before
-the event runs and before the send's first round trip: nothing is written,
-and an idempotency key it carries is never claimed.
-
-Measuring is serialising, so with a limit a payload must be storable: a
-value JSON cannot hold exactly is refused by the same check
-(:class:`UnstorableValueError`, naming its path, or
-:class:`DataTooDeepError`), as the transition log would refuse it anyway.
-``None``, the default of ``persisted()``, measures nothing.
+A payload larger than the limit in the form the transition log stores it
+(compact UTF-8 JSON, before redaction) is refused with
+:class:`PayloadTooLargeError` before the event runs and before any I/O of
+its send. Measuring is serialising: with a limit, a value JSON cannot
+hold exactly is refused by the same check (``UnstorableValueError``,
+``DataTooDeepError``). ``None`` measures nothing.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
-"""DueTimerScanner: fires durable ``after`` deadlines.
+"""DueTimerScanner: fires durable ``after`` deadlines (docs/persistence.md,
+"Durable timers").
 
-Deadlines are absolute wall-clock times stored in the snapshot and indexed
-by the store at each commit. A scan asks the store for keys due now, opens
-each in a ``persisted()`` block (create=False), and sends the
-``xstate.after.*`` event of every deadline that is due, oldest first. The
-commit is fenced by the version loaded and the engine only accepts an
-after-event while the matching state entry still holds its deadline, so a
-deadline fires at most once per state entry even with many scanners
-running at once, and never before its due time (by the scanner's clock).
-
-A fire that raises is retried with exponential backoff; after
-``max_attempts`` it is parked as dead-lettered (visible in
-``store.dead_letters()``, ``xsm_inspect`` and the admin). One poisoned
-instance never stops a scan.
+A scan asks the store for keys due now, opens each in a ``persisted()``
+block (create=False) and sends the ``xstate.after.*`` event of every due
+deadline, oldest first. The commit is fenced by the version loaded and the
+engine only accepts an after-event while its state entry still holds the
+deadline, so a deadline fires at most once per state entry, never before
+its due time, with any number of scanners. A fire that raises backs off,
+then is dead-lettered; one poisoned instance never stops a scan.
 """
 
 from __future__ import annotations
@@ -81,9 +76,7 @@ class ScanObserver:
 
 _PROCESS: Registry[ScanObserver] = Registry(ScanObserver)
 
-# The observers every scanner, already built or not, gets (a scanner given an
-# observer of the same class keeps its own); tracing (``django_xsm.contrib.otel``)
-# adds one.
+# What every scanner gets besides its own (see Registry); tracing adds one.
 add_process_observer = _PROCESS.add
 remove_process_observer = _PROCESS.remove
 process_observers = _PROCESS.registered
@@ -118,27 +111,17 @@ class ScanResult:
     failed_keys: list[str] = field(default_factory=list)
 
     def merge(self, other: ScanResult) -> None:
-        self.scanned += other.scanned
-        self.fired += other.fired
-        self.stale += other.stale
-        self.locked += other.locked
-        self.errors += other.errors
-        self.dead_lettered += other.dead_lettered
-        self.unavailable += other.unavailable
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_lag_ms = max(self.max_lag_ms, other.max_lag_ms)
         self.failed_keys.extend(other.failed_keys)
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "scanned": self.scanned,
-            "fired": self.fired,
-            "stale": self.stale,
-            "locked": self.locked,
-            "dead_lettered": self.dead_lettered,
-            "errors": self.errors,
-            "unavailable": self.unavailable,
-            "max_lag_ms": self.max_lag_ms,
-        }
+        return {name: getattr(self, name) for name in (*_COUNTS, "max_lag_ms")}
+
+
+#: The counts of a :class:`ScanResult` that add up when results merge.
+_COUNTS = ("scanned", "fired", "stale", "locked", "dead_lettered", "errors", "unavailable")
 
 
 class DueTimerScanner:
@@ -148,22 +131,13 @@ class DueTimerScanner:
     ``plugins``/``lock``: as for ``persisted()`` (audit the fires, lock
     pessimistically...). ``now``: a clock returning epoch milliseconds
     (tests inject one). ``max_attempts``, ``backoff_s``, ``max_backoff_s``,
-    ``jitter``: retry policy for fires that raise (attempt ``n`` waits a
-    random time up to ``min(max_backoff_s, backoff_s * 2 ** (n - 1))``, see
-    :mod:`~django_xsm.persistence.backoff`; ``jitter=False`` waits the
-    ceiling; ``rng`` seeds the randomness). ``key_prefix``: only keys starting
-    with it (compared literally: glob characters are plain) are scanned and
-    fired; ``""`` (the default) is every key. ``observers``: what sees
-    each scan and fire (tracing; see
-    :class:`ScanObserver`), besides
-    the process's (``add_process_observer``); their errors are logged,
-    never raised.
-
-    A due key whose record cannot be read at all (corrupt, or over the
-    store's ``max_snapshot_bytes``) is parked with the reason
-    (``store.park``): it leaves the due index, is listed by
-    ``store.dead_letters()`` (reason: ``store.dead_letter_reasons``) and
-    no scan reads it again until it is repaired or forgotten.
+    ``jitter``, ``rng``: retry policy for fires that raise
+    (:class:`~django_xsm.persistence.backoff.Backoff`). ``key_prefix``: only
+    keys starting with it (literally) are scanned and fired. ``observers``:
+    what sees each scan and fire (:class:`ScanObserver`), besides the
+    process's. A due key whose record cannot be read at all is parked
+    (``store.park``) so no scan reads it again until it is repaired or
+    forgotten.
     """
 
     def __init__(
@@ -320,8 +294,7 @@ class DueTimerScanner:
         sit at the head of the due index and starve every other timer."""
         try:
             record = self.store.load(key)
-            raw = record.snapshot.get("deadlines", ()) if record is not None else ()
-            deadlines = tuple(Deadline.from_dict(d) for d in raw)
+            deadlines = _deadlines_of(record) if record is not None else ()
         except StoreUnavailableError:
             raise
         except Exception as load_exc:  # unreadable: nothing to fence bookkeeping on
@@ -403,14 +376,12 @@ class DueTimerScanner:
             return False
         for fk in dead:
             del failures[fk]
-        raw = record.snapshot.get("deadlines", ())
-        deadlines = tuple(Deadline.from_dict(d) for d in raw)
         redriven = bool(
             self.store.record_timer_failure(
                 key,
                 expected_version=record.version,
                 failures=failures,
-                next_due_ms=next_due_ms(deadlines, failures),
+                next_due_ms=next_due_ms(_deadlines_of(record), failures),
             )
         )
         if redriven:
@@ -453,3 +424,8 @@ class DueTimerScanner:
             else:
                 time.sleep(interval)
         return total
+
+
+def _deadlines_of(record: StoredRecord) -> tuple[Deadline, ...]:
+    """The deadlines armed in ``record``'s snapshot (raises for damaged ones)."""
+    return tuple(Deadline.from_dict(d) for d in record.snapshot.get("deadlines", ()))

@@ -1,17 +1,8 @@
-"""One persisted block: ``persisted()`` / ``apersisted()`` and what the
-``with`` hands the body.
-
-- :mod:`.options`: the block's and a send's options, checked once;
-- :mod:`.state`: what a block knows and its pure steps (open result ->
-  engine instance, one event, the commit unit);
-- :mod:`.claims`: its idempotency claims;
-- :mod:`.instance`: :class:`PersistedInstance`, :class:`Plugin` and the
-  plugins every block of the process gets (:func:`add_process_plugin`);
-  the open / send / commit / release logic as generators of I/O requests;
-- :mod:`.phases`: how the block runs the observer hooks ``phase`` and
-  ``on_replay``;
-- :mod:`.drivers`: ``persisted()`` (blocking) and ``apersisted()``
-  (asyncio), which run those requests on the store, inbox and log.
+"""One persisted block: ``persisted()`` / ``apersisted()`` (:mod:`.drivers`)
+and :class:`PersistedInstance`, what the ``with`` hands the body
+(:mod:`.instance`: the hooks and the open / send / commit generators;
+:mod:`.state`: its pure steps; :mod:`.claims`: its idempotency claims;
+:mod:`.options`: its options, checked once).
 """
 
 from __future__ import annotations

@@ -79,14 +79,8 @@ class ClaimBook:
         """The claim for a key given when the block opens."""
         self._plugin("An idempotency_key")
         validate_idempotency_key(key)
-        self.block = ClaimRequest(
-            scope=principal,
-            instance_key=self.instance_key,
-            idempotency_key=key,
-            fingerprint=fingerprint or event_fingerprint("xsm.block", {}),
-            owner=self.owner,
-            lease_ms=self.lease_ms,
-        )
+        fingerprint = fingerprint or event_fingerprint("xsm.block", {})
+        self.block = self._request(principal, key, fingerprint)
 
     def on_block(self, outcome: ClaimOutcome) -> None:
         if outcome.status != ClaimStatus.DONE:
@@ -125,14 +119,11 @@ class ClaimBook:
                 return ReplayedReceipt.from_stored(stored, event_type=etype)
             # Refused (or raised) earlier in this block: like a refused event
             # of an earlier block, it did not consume its key; run it again.
-        return ClaimRequest(
-            scope=scope,
-            instance_key=self.instance_key,
-            idempotency_key=key,
-            fingerprint=fingerprint,
-            owner=self.owner,
-            lease_ms=self.lease_ms,
-        )
+        return self._request(scope, key, fingerprint)
+
+    def _request(self, scope: str, key: str, fingerprint: str) -> ClaimRequest:
+        """A claim of ``key`` in ``scope`` against this block's instance, owned by it."""
+        return ClaimRequest(scope, self.instance_key, key, fingerprint, self.owner, self.lease_ms)
 
     def on_send(self, outcome: ClaimOutcome) -> ReplayedReceipt | SendClaim:
         if outcome.status == ClaimStatus.DONE:

@@ -5,19 +5,16 @@
     with persisted(store, "order:42", machine, plugins=plugins) as order:
         order.send("PAY", idempotency_key="evt_1", actor="alice")
 
-Both hand the same block generators
-(:class:`~django_xsm.persistence.block.instance.PersistedInstance`) to the
-store's driver, which runs each in one loop: blocking in ``persisted()``,
-awaited on an asyncio store in ``apersisted()``. The inbox and the log
-commit in the store's own atomic step (the same Redis and prefix); any
-other is refused when the block is built (``InvalidConfigError``).
+Both hand the block's generators (:class:`.instance.PersistedInstance`) to
+the store's driver, which runs each in one loop: blocking, or awaited on
+an asyncio store. An inbox or log that does not commit in the store's own
+atomic step is refused when the block is built (``InvalidConfigError``).
 
 Round trips: one to open (lock + claims known at open + load) and one to
 commit (fences + snapshot + deadlines + marks + log + unlock); a ``send()``
 whose idempotency key was not known at open adds one claim round trip. A
-block that changed nothing writes nothing (a held lock is released,
-unfinished claims are dropped). An exception in the body writes nothing
-and releases claims and the lock.
+block that changed nothing writes nothing; an exception in the body
+writes nothing. Either way claims and the lock are released.
 """
 
 from __future__ import annotations
@@ -88,15 +85,8 @@ class _Context:
 
 
 class persisted(_Context):
-    """Context manager around one instance; see the module docstring.
-
-    ``create=False`` raises ``InstanceNotFoundError`` for a missing key.
-    ``idempotency_key`` (with ``fingerprint`` and ``principal``) claims a key
-    for the whole block at open; ``strict=True`` makes every send raise
-    ``EventNotAcceptedError`` when no transition is taken.
-    ``max_payload_bytes`` refuses larger event payloads before any I/O
-    (``PayloadTooLargeError``). The options are those of
-    :class:`~django_xsm.persistence.block.options.BlockOptions`.
+    """Context manager around one instance; see the module docstring. The
+    options are those of :class:`~django_xsm.persistence.block.options.BlockOptions`.
     """
 
     def _check_backends(self) -> None:

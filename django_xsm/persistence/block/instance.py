@@ -3,22 +3,17 @@
 block of the process gets (:func:`add_process_plugin`).
 
 The block's logic is written here once, as generators composed of the
-store's own operations (``yield from store.open_op(...)``, see
-``StoreOps`` in :mod:`django_xsm.persistence.base`):
+store's operations (``StoreOps`` in :mod:`django_xsm.persistence.base`):
 :meth:`PersistedInstance.open_op`, the send inside
 :meth:`~PersistedInstance.send`, and :meth:`PersistedInstance.close_op`.
-The store's driver runs each of them in one loop, blocking in
-``persisted()`` or with asyncio in ``apersisted()``; the engine work and
-the commit unit are pure steps of :class:`~.state.BlockState`. Round
-trips: one to open (lock + claims known at open + load), one to commit; a
-send whose idempotency key is known only inside the block adds one claim
-round trip.
+The store's driver runs each in one loop (see :mod:`.drivers`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -38,7 +33,7 @@ from django_xsm.persistence.audit import AuditPlugin
 from django_xsm.persistence.base import StoreOp, retry_after_seconds
 from django_xsm.persistence.idempotency import IdempotencyPlugin, ReplayedReceipt
 from django_xsm.persistence.locks import queue_for_lock
-from django_xsm.persistence.observers import Registry
+from django_xsm.persistence.observers import NO_OBSERVATION, Registry, notify, observed
 from django_xsm.persistence.payloads import check_payload
 from django_xsm.persistence.records import (
     ClaimOutcome,
@@ -53,7 +48,6 @@ from django_xsm.persistence.records import (
 
 from .claims import SendClaim
 from .options import BlockOptions, SendOptions
-from .phases import NO_PHASE, notify_replay, phase_of
 from .state import BlockState
 
 logger = logging.getLogger("django_xsm.persistence")
@@ -70,43 +64,38 @@ __all__ = [
 _SEND_OPTIONS = tuple(f.name for f in dataclasses.fields(SendOptions))
 
 
+#: What a block enters around a phase when none of its plugins observes it.
+NO_PHASE = NO_OBSERVATION
+
+
 class Plugin:
     """Base for custom plugins: synchronous hooks, no I/O expected.
 
-    ``on_load`` runs once per block, when the instance was loaded (or, for
-    a key with no record, created), before the body runs and so before the
-    first event, also for blocks that send nothing; it may raise to refuse
-    the block (nothing is written, claims and lock are released).
-    ``before_send`` may raise to refuse an event before it runs;
-    ``after_send`` sees every receipt; ``after_commit`` runs once the
-    block's changes are durable, and in ``apersisted()`` the coroutine
-    ``aafter_commit`` is awaited after it. ``on_lock_busy`` observes a
-    pessimistic open's wait; its errors are logged, never raised.
-
-    Two observer hooks time the block (tracing): ``phase`` returns a
-    context manager entered before the phase ``"open"``, each ``"send"``
-    and ``"commit"`` starts and exited with the exception that ended it;
-    ``on_replay`` sees each send answered from the idempotency inbox. Their
-    errors are logged, never raised, and a ``phase`` cannot suppress the
-    block's exception. A block calls them only on plugins that override
-    them, decided when the block is built.
+    ``on_load`` and ``before_send`` may raise to refuse the block or the
+    event. The errors of ``after_commit``, ``aafter_commit`` (its changes
+    are durable) and of the observer hooks ``on_lock_busy``, ``phase`` and
+    ``on_replay`` are logged, never raised; a block calls ``phase`` and
+    ``on_replay`` only on plugins that override them, decided when the
+    block is built.
     """
 
     def on_load(self, block: PersistedInstance, record: StoredRecord | None) -> None:
-        """Called once the block holds its instance: ``record`` is what was
+        """Called once per block when it holds its instance, before the body
+        runs (also for blocks that send nothing): ``record`` is what was
         loaded, None for a new instance (``block.duplicate`` tells a replayed
-        block)."""
+        block). Raising refuses the block: nothing is written, claims and
+        lock are released."""
 
     def before_send(
         self, block: PersistedInstance, event_type: str, payload: Mapping[str, Any]
     ) -> None:
-        """Called before the engine sees the event."""
+        """Called before the engine sees the event; raising refuses it."""
 
     def after_send(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
         """Called after the engine processed the event."""
 
     def after_commit(self, block: PersistedInstance, result: CommitResult) -> None:
-        """Called after a successful commit."""
+        """Called once the block's changes are durable."""
 
     def on_lock_busy(self, block: PersistedInstance, busy_ms: int) -> None:
         """Called each time an open of a pessimistic block finds the lock
@@ -128,7 +117,7 @@ class Plugin:
         event's type, else ``""``) and ``"commit"`` (the exit of a block
         whose body did not raise: the commit, or the release of a block that
         changed nothing, and ``after_commit``). The context manager is exited
-        with the exception that ended the phase."""
+        with the exception that ended the phase, which it cannot suppress."""
         return NO_PHASE
 
     def on_replay(self, block: PersistedInstance, event_type: str, receipt: Any) -> None:
@@ -139,8 +128,8 @@ class Plugin:
 
 _PROCESS: Registry[Plugin] = Registry(Plugin)
 
-# The plugins every block built from now on gets (a block given a plugin of
-# the same class keeps its own); tracing (``django_xsm.contrib.otel``) adds one.
+# What every block built from now on gets besides its own (see Registry);
+# tracing adds one.
 add_process_plugin = _PROCESS.add
 remove_process_plugin = _PROCESS.remove
 process_plugins = _PROCESS.registered
@@ -180,6 +169,26 @@ def overriding(hooks: Sequence[Plugin], name: str) -> tuple[Plugin, ...]:
     """The hooks whose class overrides :class:`Plugin`'s method ``name``."""
     base = getattr(Plugin, name)
     return tuple(hook for hook in hooks if getattr(type(hook), name) is not base)
+
+
+def phase_of(
+    hooks: tuple[Plugin, ...], block: Any, name: str, event: object = None
+) -> AbstractContextManager[None]:
+    """What ``block`` enters around phase ``name`` (``event``: the sent
+    event, for a ``"send"``): each of ``hooks``' :meth:`Plugin.phase`
+    (errors logged, never raised), or a shared null context when none of
+    the block's plugins observes phases."""
+    if not hooks:
+        return NO_PHASE
+    etype = _event_type(event) if name == "send" else ""
+    return observed(hooks, lambda h: h.phase(block, name, etype), logger, "phase hook", block.key)
+
+
+def _event_type(event: object) -> str:
+    try:
+        return to_event(event, None).type
+    except Exception:
+        return ""  # the send itself raises the error
 
 
 def _split_options(kwargs: dict[str, Any]) -> tuple[dict[str, Any], SendOptions]:
@@ -348,7 +357,13 @@ class PersistedInstance(BlockState):
 
     def _replayed(self, etype: str, receipt: ReplayedReceipt) -> ReplayedReceipt:
         if self._replay_hooks:
-            notify_replay(self._replay_hooks, self, etype, receipt)
+            notify(
+                self._replay_hooks,
+                lambda h: h.on_replay(self, etype, receipt),
+                logger,
+                "on_replay hook",
+                self.key,
+            )
         return receipt
 
     def _claim_op(self, request: ClaimRequest) -> StoreOp[ClaimOutcome]:
@@ -410,15 +425,16 @@ class PersistedInstance(BlockState):
             lock.timeout,
             lambda: self.store.open_op(request),
             lambda result: result.lock_busy_ms if lock.pessimistic else 0,
-            self._notify_lock_busy,
+            functools.partial(self._call_hooks, "on_lock_busy"),
         )
 
-    def _notify_lock_busy(self, busy_ms: int) -> None:
+    def _call_hooks(self, name: str, *args: Any) -> None:
+        """``hook.<name>(self, *args)`` of every hook: errors logged, never raised."""
         for hook in self.hooks:
-            try:  # an observer must not change what the block does
-                hook.on_lock_busy(self, busy_ms)
+            try:
+                getattr(hook, name)(self, *args)
             except Exception:
-                logger.exception("on_lock_busy hook %r failed for %r", hook, self.key)
+                logger.exception("%s hook %r failed for %r", name, hook, self.key)
 
     # --- close ---------------------------------------------------------------
 
@@ -453,13 +469,9 @@ class PersistedInstance(BlockState):
     def _on_committed(self, result: CommitResult) -> None:
         self.committed = result
         self.version = result.version
-        for hook in self.hooks:
-            # The commit is durable: an error here must not look like a failed
-            # block to the caller (a retry would apply the events twice).
-            try:
-                hook.after_commit(self, result)
-            except Exception:
-                logger.exception("after_commit hook %r failed for %r", hook, self.key)
+        # The commit is durable: an error here must not look like a failed
+        # block to the caller (a retry would apply the events twice).
+        self._call_hooks("after_commit", result)
 
     def _abort_op(self) -> StoreOp[None]:
         """Best effort: drop our claims and lock; leases expire otherwise.

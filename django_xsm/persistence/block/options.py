@@ -1,10 +1,8 @@
-"""The options of one persisted block and of one ``send()``, checked once.
-
-``persisted(...)`` / ``apersisted(...)`` build a :class:`BlockOptions` from
-their keyword arguments and hand it on; nothing below them spells the
-options again. Audit metadata (actor, reason, correlation id) is checked
-here, before any I/O: the commit stores it in the log next to the
-snapshot, and a value the log cannot hold must never reach that commit.
+"""The options of one persisted block and of one ``send()``, checked once:
+``persisted(...)`` builds a :class:`BlockOptions` and nothing below it
+spells the options again. Audit metadata (actor, reason, correlation id)
+is checked here, before any I/O: a value the log cannot hold must never
+reach the commit that stores it next to the snapshot.
 """
 
 from __future__ import annotations

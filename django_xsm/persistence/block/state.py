@@ -20,7 +20,6 @@ from django_xsm.persistence.codecs import to_json_ready
 from django_xsm.persistence.idempotency import IdempotencyPlugin
 from django_xsm.persistence.outbox import Emitted, delivery_id_for
 from django_xsm.persistence.records import (
-    ClaimRequest,
     CommitResult,
     CommitUnit,
     LogEntry,
@@ -32,15 +31,17 @@ from django_xsm.persistence.timer_state import next_due_ms, prune_failures
 
 from .claims import ClaimBook, SendClaim
 from .options import BlockOptions, SendOptions
-from .reads import InstanceReads
 
 __all__ = ["BlockState"]
 
 _UNSET: Any = object()
 
 
-class BlockState(InstanceReads):
-    """The state of one block, from open to commit."""
+class BlockState:
+    """The state of one block, from open to commit, and read access to its
+    live engine instance: ``value``, ``state_ids``, ``context`` (the live
+    dict: changing it in the body is saved), ``status``, ``deadlines``,
+    ``matches()``, ``can()`` and ``snapshot()``."""
 
     def __init__(
         self,
@@ -86,9 +87,38 @@ class BlockState(InstanceReads):
         self._result: Any = _UNSET
 
     @property
-    def block_claim(self) -> ClaimRequest | None:
-        """The claim of the idempotency key given when the block opened."""
-        return self.claims.block
+    def value(self) -> Any:
+        return self.instance.value
+
+    @property
+    def state_ids(self) -> Any:
+        return self.instance.state_ids
+
+    @property
+    def context(self) -> Any:
+        return self.instance.context
+
+    @property
+    def status(self) -> str:
+        return str(self.instance.status)
+
+    @property
+    def deadlines(self) -> Any:
+        return self.instance.deadlines
+
+    @property
+    def created(self) -> bool:
+        """True when this block started a new instance."""
+        return self.record is None
+
+    def matches(self, state_id: str) -> bool:
+        return bool(self.instance.matches(state_id))
+
+    def can(self, event: Any) -> bool:
+        return bool(self.instance.can(event))
+
+    def snapshot(self) -> dict[str, Any]:
+        return dict(self.instance.snapshot())
 
     @property
     def duplicate(self) -> bool:
