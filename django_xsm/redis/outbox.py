@@ -13,6 +13,7 @@ except ``retry_at_ms`` and ``take(now_ms=...)``, which the caller names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -57,6 +58,9 @@ from .outbox_entries import (
 )
 
 __all__ = ["DeadLetter", "FailOutcome", "OutboxCore", "OutboxLease", "RedisOutbox", "parse_entry"]
+
+#: the bucket part of a ``DeadLetter.cursor`` (``""``: after the id everywhere)
+_BUCKET = re.compile(r"[0-9]{0,6}")
 
 # --- the operations, once ------------------------------------------------------------
 
@@ -166,7 +170,7 @@ class OutboxCore:
         validate_limit(limit)
         validate_text(after, "after")
         at, _, at_bucket = after.partition("/")
-        if after and not (STREAM_ID.fullmatch(at) and (not at_bucket or at_bucket.isdigit())):
+        if after and not (STREAM_ID.fullmatch(at) and _BUCKET.fullmatch(at_bucket)):
             raise InvalidConfigError(
                 f"after must be a DeadLetter.cursor, got {brief(after)}", path="after"
             )
@@ -179,7 +183,7 @@ class OutboxCore:
             for sid, raw in stream_rows(reply):
                 f = stream_fields(raw)
                 dead = b2s(f.get(b"dt"))
-                dead_ms = int(dead) if dead.isdigit() else id_key(sid)[0]
+                dead_ms = int(dead) if dead.isascii() and dead.isdigit() else id_key(sid)[0]
                 letters.append(DeadLetter(lenient_entry(f, self.codec), dead_ms, sid, b))
         letters.sort(key=lambda d: (id_key(d.stream_id), d.bucket))
         return letters[:limit]

@@ -50,7 +50,7 @@ REDRIVE_SCAN = 100_000
 #: XAUTOCLAIM calls per bucket in one ``take()``.
 RECLAIM_CALLS = 4
 
-STREAM_ID = re.compile(r"\d+-\d+")
+STREAM_ID = re.compile(r"[0-9]+-[0-9]+")
 
 
 # --- entries ----------------------------------------------------------------------

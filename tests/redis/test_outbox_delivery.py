@@ -266,6 +266,10 @@ def test_arguments_are_checked_before_any_io(b: Backends, ob: RedisOutbox) -> No
         ob.purge_dead(older_than_ms=-5)
     with pytest.raises(InvalidConfigError):
         ob.dead_letters(after="nope")
+    for cursor in ("\u0663-\u0663", "1-1/\u00b2", "1-1/" + "9" * 5000, "1-1/-1"):
+        with pytest.raises(InvalidConfigError, match=r"DeadLetter\.cursor"):
+            ob.dead_letters(after=cursor)
+    assert ob.dead_letters(after="1-1/") == ob.dead_letters(after="1-1")
     assert ob.ack(lease)
 
 
