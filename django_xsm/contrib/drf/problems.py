@@ -142,7 +142,7 @@ def api_problem(response: Response, request: Request | None) -> ProblemResponse:
     only_detail = isinstance(data, Mapping) and set(data) == {"detail"}
     extensions: dict[str, Any] = {} if only_detail else {"errors": data}
     retry = response.get("Retry-After")
-    if retry is not None and retry.isdecimal() and len(retry) <= 10:
+    if retry is not None and retry.isdecimal() and len(retry) <= 18:
         extensions["retry_after"] = int(retry)
     headers = {name: response[name] for name in _KEPT_HEADERS if name in response}
     made = problem(request, response.status_code, _summary(data), headers=headers, **extensions)
