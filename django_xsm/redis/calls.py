@@ -278,7 +278,7 @@ def claim_call(layout: KeyLayout, claim: records.ClaimRequest) -> Call:
 # --- commit ----------------------------------------------------------------------
 
 
-def _entry_args(entry: records.LogEntry, codec: Codec | None = None) -> list[Any]:
+def entry_args(entry: records.LogEntry, codec: Codec | None = None) -> list[Any]:
     # payload, actor and reason hold user data: sealed when the codec can
     return [
         entry.event_type,
@@ -366,7 +366,7 @@ def commit_call(
             [slot(r.claim.scope), layout.inbox_field(key, r.claim.idempotency_key), r.claim.owner]
             for r in releases
         ],
-        [_entry_args(entry, codec) for entry in entries],
+        [entry_args(entry, codec) for entry in entries],
         [[e.delivery_id, seal(codec, _dumps(dict(e.event), "$.emitted"))] for e in unit.emitted],
     ]
     # Two arguments: the snapshot bytes (possibly binary: Fernet) and one

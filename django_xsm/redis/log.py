@@ -77,7 +77,7 @@ class LogCore:
         validate_key(key)
         layout = yield from self.state.ensure()
         keys = [layout.log(key), layout.log_index(layout.bucket(key))]
-        args = [key, seq, self.maxlen or 0, version, *calls._entry_args(entry, self.codec)]
+        args = [key, seq, self.maxlen or 0, version, *calls.entry_args(entry, self.codec)]
         return int((yield Call("LOG_APPEND", keys, args)))
 
     def read(self, key: str, after_seq: int, limit: int | None) -> Op[list[TransitionRecord]]:

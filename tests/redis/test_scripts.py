@@ -353,11 +353,11 @@ def test_log_append_and_purge_replies(b: Backends) -> None:
     layout = layout_of(b.store)
     keys = [layout.log("k"), layout.log_index(layout.bucket("k"))]
     append = raw_script(b.client, "LOG_APPEND")
-    e = calls._entry_args(entry(ts=1_000))
+    e = calls.entry_args(entry(ts=1_000))
     assert append(keys=keys, args=["k", 0, 0, 1, *e]) == 1
     assert append(keys=keys, args=["k", 5, 0, 1, *e]) == 5
     assert append(keys=keys, args=["k", 5, 0, 1, *e]) == -1
-    assert append(keys=keys, args=["k", 0, 0, 2, *calls._entry_args(entry(ts=9_000))]) == 6
+    assert append(keys=keys, args=["k", 0, 0, 2, *calls.entry_args(entry(ts=9_000))]) == 6
     purge = raw_script(b.client, "LOG_PURGE")
     assert purge(keys=keys, args=["k", 5_000, 1, "-", ""]) == [1, 1, b"(1-0", b""]
     assert purge(keys=keys, args=["k", 5_000, 10, "-", ""]) == [1, 0, b"", b""]
